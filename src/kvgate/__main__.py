@@ -1,0 +1,7 @@
+"""``python -m kvgate`` is the ``kvgate`` command."""
+
+import sys
+
+from kvgate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,95 @@
+"""The ``kvgate`` command: a thin layer that parses arguments, calls the library, renders.
+
+Each subcommand lives in its own module under :mod:`kvgate.commands` and provides::
+
+    NAME: str                       # the subcommand, e.g. "geometry"
+    HELP: str                       # one line for ``kvgate --help``
+    DESCRIPTION: str                # the subcommand's ``--help`` text (optional)
+    def add_arguments(p): ...       # argparse options; ``--json`` is added for you
+    def run(args) -> int: ...       # exit status
+
+Modules are discovered, so adding a command touches no shared file. Errors raised as
+:class:`kvgate.errors.KvgateError` print ``ERROR:``/``HINT:`` lines and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import Sequence
+
+from kvgate import __version__
+from kvgate.errors import KvgateError
+
+# Order in ``kvgate --help``; discovered commands not listed here follow alphabetically.
+_ORDER = ["demo", "geometry", "gate", "recheck", "measure", "run", "import-smi", "replay", "workload"]
+
+_DESCRIPTION = """\
+kvgate: measure before you build a KV-cache memory optimization.
+
+Decides from measured memory numbers whether paged KV, tiered (host) KV residency or KV
+quantization pays on this GPU, model and context length, and records where the verdict
+flips (card memory, max_seq, concurrent slots, resident weights).
+
+  kvgate demo                         the write-up's case: Qwen3-30B-A3B on an RTX 5090
+  kvgate geometry qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale
+  kvgate gate --model qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale \\
+      --slots-measured 4 --slots 8 --total 32607MiB --idle 936MiB --peak 19625MiB
+  kvgate recheck RECORD.json --total 24GiB
+
+Byte quantities take IEC (KiB, MiB, GiB: powers of 2) or SI (kB, MB, GB: powers of 10)
+units; a bare number is bytes. Every command takes --json.
+"""
+
+
+def _commands() -> list:
+    import kvgate.commands as pkg
+
+    mods = [importlib.import_module(f"kvgate.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    mods = [m for m in mods if hasattr(m, "NAME") and hasattr(m, "run")]
+    rank = {name: i for i, name in enumerate(_ORDER)}
+    return sorted(mods, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (used by ``main`` and by the README's help text)."""
+    parser = argparse.ArgumentParser(
+        prog="kvgate", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"kvgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _commands():
+        p = sub.add_parser(
+            mod.NAME,
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(p)
+        if not any("--json" in a.option_strings for a in p._actions):
+            p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kvgate`` console script. Returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args._run(args) or 0)
+    except KvgateError as exc:
+        print(f"ERROR: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"HINT: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ERROR: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `kvgate ... | head`
+        return 0

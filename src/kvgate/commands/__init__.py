@@ -1,0 +1,1 @@
+"""One module per ``kvgate`` subcommand; see :mod:`kvgate.cli` for the protocol."""

@@ -1,0 +1,36 @@
+"""Rendering helpers shared by the commands: JSON vs text, aligned tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Sequence
+
+
+def emit(args: Any, payload: Any, text: str) -> None:
+    """Print ``payload`` as JSON when ``args.json`` is set, else ``text``."""
+    if getattr(args, "json", False):
+        json.dump(payload, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None, align: str | None = None) -> str:
+    """A plain-text table. ``align`` is one char per column, ``l`` or ``r`` (default: l then r)."""
+    allrows = [list(map(str, header))] if header else []
+    allrows += [list(map(str, r)) for r in rows]
+    if not allrows:
+        return ""
+    ncol = max(len(r) for r in allrows)
+    for r in allrows:
+        r += [""] * (ncol - len(r))
+    widths = [max(len(r[i]) for r in allrows) for i in range(ncol)]
+    align = align or ("l" + "r" * (ncol - 1))
+    out = []
+    for k, r in enumerate(allrows):
+        cells = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)]
+        out.append("  ".join(cells).rstrip())
+        if header and k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)

@@ -1,0 +1,194 @@
+"""Byte quantities: parsing and display, IEC (MiB, GiB) vs SI (MB, GB).
+
+Inside kvgate every memory quantity is an ``int`` of bytes. This module is the only
+place where bytes become text or text becomes bytes.
+
+- IEC units are powers of two: KiB = 2**10, MiB = 2**20, GiB = 2**30, TiB = 2**40.
+- SI units are powers of ten: kB = 10**3, MB = 10**6, GB = 10**9, TB = 10**12.
+
+The two are never mixed: a bare ``M``/``G`` suffix is rejected because it is ambiguous
+(``nvidia-smi`` prints ``MiB``; GPU vendors' datasheets print ``GB``).
+
+>>> parse_bytes("32607MiB")
+34190917632
+>>> parse_bytes("32.6GB")
+32600000000
+>>> parse_bytes("24 GiB")
+25769803776
+>>> fmt_mib(415_236_096)
+'396 MiB'
+>>> fmt_gib(3 * 2**30 + 2**29)
+'3.50 GiB'
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from fractions import Fraction
+
+from kvgate.errors import KvgateError
+
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+
+# Suffix -> multiplier. Lower-cased for lookup; "kb" is SI (10^3), "kib" IEC.
+_UNITS: dict[str, int] = {
+    "b": 1,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+}
+
+_NUMBER_UNIT = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+class UnitError(KvgateError):
+    """A byte quantity could not be parsed."""
+
+
+def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
+    """Parse a byte quantity such as ``"32607MiB"``, ``"24GiB"``, ``"32.6GB"`` or ``"4096"``.
+
+    A bare number is bytes. The result is an ``int`` of bytes, rounded half-even to the
+    nearest byte when a fractional value of a unit is not a whole number of bytes.
+
+    Raises:
+        UnitError: on an empty string, an unknown or ambiguous unit (``M``, ``G``), a
+            negative value, or zero unless ``allow_zero``.
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"not a byte quantity: {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        m = _NUMBER_UNIT.match(str(text))
+        if not m:
+            raise UnitError(
+                f"cannot parse byte quantity {text!r}",
+                hint="write a number with a unit, e.g. 32607MiB, 24GiB, 32.6GB, or plain bytes",
+            )
+        number, unit = m.group(1).replace("_", "").replace(",", ""), m.group(2).lower()
+        if unit not in _UNITS:
+            hint = "use KiB/MiB/GiB/TiB (powers of 2) or kB/MB/GB/TB (powers of 10)"
+            if unit in {"k", "m", "g", "t"}:
+                raise UnitError(f"ambiguous unit {m.group(2)!r} in {text!r}", hint=hint)
+            raise UnitError(f"unknown unit {m.group(2)!r} in {text!r}", hint=hint)
+        try:
+            exact = Decimal(number) * _UNITS[unit]
+        except InvalidOperation as exc:  # pragma: no cover - regex already validated
+            raise UnitError(f"cannot parse byte quantity {text!r}") from exc
+        value = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+    if value < 0:
+        raise UnitError(f"byte quantity must not be negative: {text!r}")
+    if value == 0 and not allow_zero:
+        raise UnitError(f"byte quantity must be positive: {text!r}")
+    return value
+
+
+def _group(value: Fraction | int, decimals: int) -> str:
+    """Format with thousands separators and a fixed number of decimals (half-even)."""
+    d = Decimal(value.numerator) / Decimal(value.denominator) if isinstance(value, Fraction) else Decimal(value)
+    q = Decimal(1).scaleb(-decimals)
+    return f"{d.quantize(q, rounding=ROUND_HALF_EVEN):,.{decimals}f}"
+
+
+def fmt_bytes(n: int) -> str:
+    """``415,236,096 B``: the exact byte count with thousands separators.
+
+    >>> fmt_bytes(415236096)
+    '415,236,096 B'
+    """
+    return f"{int(n):,} B"
+
+
+def fmt_mib(n: int | Fraction, decimals: int | None = None) -> str:
+    """Bytes as MiB (2**20). Whole MiB print without decimals unless ``decimals`` is given.
+
+    >>> fmt_mib(13_612_417_024)
+    '12,982 MiB'
+    >>> fmt_mib(Fraction(24710357401, 1), 1)
+    '23,565.6 MiB'
+    """
+    value = Fraction(n) / MiB
+    if decimals is None:
+        decimals = 0 if value.denominator == 1 else 1
+    return f"{_group(value, decimals)} MiB"
+
+
+def fmt_gib(n: int | Fraction, decimals: int = 2) -> str:
+    """Bytes as GiB (2**30) with ``decimals`` places.
+
+    >>> fmt_gib(3_321_888_768)
+    '3.09 GiB'
+    """
+    return f"{_group(Fraction(n) / GiB, decimals)} GiB"
+
+
+def fmt_gb(n: int | Fraction, decimals: int = 2) -> str:
+    """Bytes as GB (10**9) with ``decimals`` places.
+
+    >>> fmt_gb(34_190_917_632)
+    '34.19 GB'
+    """
+    return f"{_group(Fraction(n) / GB, decimals)} GB"
+
+
+def fmt_human(n: int | Fraction) -> str:
+    """Bytes in the largest IEC unit that keeps the value >= 1, two decimals above MiB.
+
+    >>> fmt_human(512)
+    '512 B'
+    >>> fmt_human(524288)
+    '512.00 KiB'
+    >>> fmt_human(2 * GiB)
+    '2.00 GiB'
+    """
+    n = Fraction(n)
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{_group(n / size, 2)} {unit}"
+    return f"{_group(n, 0)} B"
+
+
+def fmt_pct(part: int | Fraction, whole: int | Fraction, decimals: int = 1) -> str:
+    """``part / whole`` as a percentage string; ``n/a`` when ``whole`` is 0.
+
+    >>> fmt_pct(415236096, 34190917632)
+    '1.2%'
+    """
+    if not whole:
+        return "n/a"
+    return f"{_group(Fraction(part) / Fraction(whole) * 100, decimals)}%"
+
+
+def parse_duration_s(text: str) -> float:
+    """Parse a duration such as ``"1ms"``, ``"500ms"``, ``"2s"``, ``"0.5"`` (seconds).
+
+    Returns seconds as a float (durations are not memory quantities).
+
+    >>> parse_duration_s("500ms")
+    0.5
+    >>> parse_duration_s("2s")
+    2.0
+
+    Raises:
+        UnitError: on an unknown unit or a negative value.
+    """
+    m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s|min)?\s*$", str(text))
+    if not m:
+        raise UnitError(f"cannot parse duration {text!r}", hint="e.g. 1ms, 500ms, 2s")
+    value = float(m.group(1))
+    scale = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0}[m.group(2)]
+    return value * scale
