@@ -1,0 +1,93 @@
+"""``kvgate geometry MODEL``: KV bytes per token, per slot, for N slots, per layer."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvgate.commands.gate import add_model_arguments, layout_options, nonneg_int, positive_int
+from kvgate.geometry import KVGeometry, get_layout
+from kvgate.model import load_model
+from kvgate.output import emit, table
+from kvgate.units import fmt_bytes, fmt_human, fmt_mib
+
+NAME = "geometry"
+HELP = "KV bytes per token, per slot at --max-seq, and for --slots (per layer with --by-layer)"
+DESCRIPTION = """\
+KV-cache bytes of a model: per token, per slot of --max-seq positions, and for --slots
+slots, per tensor-parallel rank with --tp.
+
+  kvgate geometry qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale --slots 8
+  kvgate geometry ./Llama-3.1-8B/config.json --max-seq 131072 --tp 2 --by-layer
+
+MODEL is a config.json path, a model directory, a GGUF file or a bundled preset
+(kvgate geometry --list-presets).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p, model_positional=True)
+    p.add_argument("--max-seq", type=positive_int, default=None, help="positions per slot (default: the model's max_position_embeddings)")
+    p.add_argument("--slots", type=nonneg_int, default=1, help="concurrent slots (default 1)")
+    p.add_argument("--by-layer", action="store_true", help="per-layer breakdown")
+
+
+def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
+    """The figures ``kvgate geometry`` prints, as a dict of ints."""
+    slot = geo.slot_bytes(max_seq)
+    out: dict[str, Any] = {
+        **geo.describe(),
+        "summary": geo.model.summary(),
+        "max_seq": max_seq,
+        "slots": slots,
+        "bytes_per_token": geo.bytes_per_token(),
+        "state_bytes": geo.state_bytes(),
+        "slot_bytes": slot,
+        "slots_bytes": slots * slot,
+        "notes": list(geo.model.notes),
+    }
+    if by_layer:
+        out["by_layer"] = geo.by_layer(max_seq)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.model == "list" or args.model == "--list-presets":
+        from kvgate.model import preset_names
+
+        emit(args, {"presets": preset_names()}, "\n".join(preset_names()))
+        return 0
+    model = load_model(args.model)
+    max_seq = args.max_seq or model.max_position_embeddings
+    if not max_seq:
+        from kvgate.errors import KvgateError
+
+        raise KvgateError("the config has no max_position_embeddings; give --max-seq")
+    opts = layout_options(args)
+    geo = KVGeometry(model, args.kv_format, kv_format_v=args.kv_format_v, tp=args.tp,
+                     layout=get_layout(opts.pop("name"), **opts))
+    rep = geometry_report(geo, max_seq, args.slots, args.by_layer)
+    per = " per rank" if args.tp > 1 else ""
+    rows = [
+        ["bytes per token" + per, fmt_bytes(rep["bytes_per_token"]), fmt_human(rep["bytes_per_token"])],
+        [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), fmt_mib(rep["slot_bytes"]) + " = " + fmt_human(rep["slot_bytes"])],
+        [f"{args.slots} slots" + per, fmt_bytes(rep["slots_bytes"]), fmt_mib(rep["slots_bytes"]) + " = " + fmt_human(rep["slots_bytes"])],
+    ]
+    if rep["state_bytes"]:
+        rows.insert(1, ["fixed state per sequence" + per, fmt_bytes(rep["state_bytes"]), fmt_human(rep["state_bytes"])])
+    text = [
+        f"model   {model.name} ({model.source}): {rep['summary']}",
+        f"KV      {geo.fmt_k.name}" + (f" / V {geo.fmt_v.name}" if geo.fmt_v.name != geo.fmt_k.name else "")
+        + f", layout {geo.layout.name}, tp {args.tp}",
+        "",
+        table(rows, align="lrr"),
+    ]
+    if args.by_layer:
+        lrows = [[r["layer"], r["kind"], r["kv_heads_per_rank"], r["head_dim"], r["window"] or "", r["positions"],
+                  f"{r['position_bytes']:,}", f"{r['bytes']:,}"] for r in rep["by_layer"]]
+        text += ["", table(lrows, header=["layer", "kind", "kv heads", "head_dim", "window", "positions",
+                                          "B/position", "bytes"], align="rlrrrrrr")]
+    if rep["notes"]:
+        text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
+    emit(args, rep, "\n".join(text))
+    return 0

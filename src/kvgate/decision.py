@@ -1,0 +1,318 @@
+"""From inputs and a measurement to a decision record (schema ``kvgate.decision/1``).
+
+:class:`DecisionInputs` holds everything needed to recompute a decision without the
+original machine: the model's layer list, the geometry options, the scenario, the
+candidates, the weights policy and any concurrency fit. :func:`decide` evaluates it and
+returns the record as a plain dict (ints of bytes; exact fractions as ``"num/den"``
+strings next to a rounded display value).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from kvgate import __version__
+from kvgate.errors import KvgateError
+from kvgate.gate import (
+    CANDIDATES,
+    DEFAULT_MARGIN,
+    DEFAULT_SENSITIVITY,
+    MAX_SEQ_SEARCH_LIMIT,
+    Gate,
+    Scenario,
+    fit_marginal,
+    kv_quant_candidate,
+    paging_candidate,
+    tiering_candidate,
+)
+from kvgate.geometry import KVGeometry, get_layout
+from kvgate.measurement import Measurement
+from kvgate.model import LayerSpec, ModelSpec
+from kvgate.weights_policy import WeightsPolicy
+
+SCHEMA = "kvgate.decision/1"
+
+
+def frac_str(x: Fraction | int) -> str:
+    """An exact ratio as ``"num/den"`` (or ``"num"``)."""
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def parse_frac(s: str | int | float) -> Fraction:
+    """Inverse of :func:`frac_str`; also accepts ints, floats and decimal strings."""
+    try:
+        return Fraction(s) if not isinstance(s, float) else Fraction(str(s))
+    except (ValueError, ZeroDivisionError) as exc:
+        raise KvgateError(f"not a number: {s!r}") from exc
+
+
+@dataclass
+class DecisionInputs:
+    """Serializable inputs of one decision.
+
+    Attributes:
+        model: the model (only its layer list is needed to recompute).
+        kv_format, kv_format_v, tp, layout, state_format: geometry options.
+        scenario: T, P, U0, n, N, L0, L, ΔW, m.
+        candidates: names from ``CANDIDATES``.
+        quant_to: target format of the ``kv-quant`` candidate.
+        measured_reclaim_bytes: paging reclaim measured from a trace (else the bound).
+        policy: resident-weights policy.
+        fit_points: ``[(sequences, peak_bytes)]`` from a concurrency sweep, or ``None``.
+        sensitivity_threshold: the write-up's 10% rule.
+    """
+
+    model: ModelSpec
+    scenario: Scenario
+    kv_format: str = "bf16"
+    kv_format_v: str | None = None
+    tp: int = 1
+    layout: dict[str, Any] = field(default_factory=lambda: {"name": "contiguous"})
+    state_format: str = "fp32"
+    candidates: list[str] = field(default_factory=lambda: ["paging", "tiering"])
+    quant_to: str = "fp8"
+    measured_reclaim_bytes: int | None = None
+    policy: WeightsPolicy = field(default_factory=WeightsPolicy)
+    fit_points: list[tuple[int, int]] | None = None
+    sensitivity_threshold: Fraction = DEFAULT_SENSITIVITY
+
+    def geometry(self, kv_format: str | None = None) -> KVGeometry:
+        opts = {k: v for k, v in self.layout.items() if k != "name"}
+        return KVGeometry(
+            self.model,
+            kv_format or self.kv_format,
+            kv_format_v=None if kv_format else self.kv_format_v,
+            tp=self.tp,
+            layout=get_layout(self.layout.get("name", "contiguous"), **opts),
+            state_format=self.state_format,
+        )
+
+    def build_gate(self) -> tuple[Gate, KVGeometry]:
+        unknown = [c for c in self.candidates if c not in CANDIDATES]
+        if unknown:
+            raise KvgateError(f"unknown candidate(s): {', '.join(unknown)}", hint=f"one of: {', '.join(CANDIDATES)}")
+        geo = self.geometry()
+        slot_fn = _cached(geo.slot_bytes)
+        cands = []
+        for name in self.candidates:
+            if name == "paging":
+                cands.append(paging_candidate(slot_fn, self.measured_reclaim_bytes))
+            elif name == "tiering":
+                cands.append(tiering_candidate(slot_fn))
+            else:
+                new = self.geometry(self.quant_to)
+                cands.append(kv_quant_candidate(slot_fn, _cached(new.slot_bytes), self.quant_to))
+        fit = fit_marginal(self.fit_points) if self.fit_points else None
+        return Gate(slot_fn, cands, self.policy, fit, self.sensitivity_threshold), geo
+
+    def to_dict(self) -> dict[str, Any]:
+        sc = asdict(self.scenario)
+        sc["margin"] = frac_str(self.scenario.margin)
+        return {
+            "model": {
+                "name": self.model.name,
+                "source": self.model.source,
+                "summary": self.model.summary(),
+                "model_type": self.model.model_type,
+                "dtype": self.model.dtype,
+                "max_position_embeddings": self.model.max_position_embeddings,
+                "layers": [asdict(layer) for layer in self.model.layers],
+                "notes": list(self.model.notes),
+            },
+            "kv_format": self.kv_format,
+            "kv_format_v": self.kv_format_v,
+            "tp": self.tp,
+            "layout": dict(self.layout),
+            "state_format": self.state_format,
+            "scenario": sc,
+            "candidates": list(self.candidates),
+            "quant_to": self.quant_to,
+            "measured_reclaim_bytes": self.measured_reclaim_bytes,
+            "policy": self.policy.to_dict(),
+            "fit_points": [list(p) for p in self.fit_points] if self.fit_points else None,
+            "sensitivity_threshold": frac_str(self.sensitivity_threshold),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DecisionInputs":
+        """Rebuild inputs from a record's ``inputs`` section.
+
+        Raises:
+            KvgateError: a missing or malformed field (named).
+        """
+        try:
+            m = d["model"]
+            model = ModelSpec(
+                name=m["name"],
+                source=m["source"],
+                layers=[LayerSpec(**layer) for layer in m["layers"]],
+                max_position_embeddings=m.get("max_position_embeddings"),
+                dtype=m.get("dtype"),
+                model_type=m.get("model_type"),
+                notes=list(m.get("notes") or []),
+            )
+            sc = dict(d["scenario"])
+            sc["margin"] = parse_frac(sc.get("margin", DEFAULT_MARGIN))
+            return cls(
+                model=model,
+                scenario=Scenario(**sc),
+                kv_format=d["kv_format"],
+                kv_format_v=d.get("kv_format_v"),
+                tp=d.get("tp", 1),
+                layout=d.get("layout") or {"name": "contiguous"},
+                state_format=d.get("state_format", "fp32"),
+                candidates=list(d.get("candidates") or ["paging", "tiering"]),
+                quant_to=d.get("quant_to", "fp8"),
+                measured_reclaim_bytes=d.get("measured_reclaim_bytes"),
+                policy=WeightsPolicy(**(d.get("policy") or {})),
+                fit_points=[tuple(p) for p in d["fit_points"]] if d.get("fit_points") else None,
+                sensitivity_threshold=parse_frac(d.get("sensitivity_threshold", DEFAULT_SENSITIVITY)),
+            )
+        except KeyError as exc:
+            raise KvgateError(f"record inputs are missing field {exc.args[0]!r}") from exc
+        except TypeError as exc:
+            raise KvgateError(f"record inputs are malformed: {exc}") from exc
+
+
+def _cached(fn):
+    cache: dict[int, int] = {}
+
+    def wrapped(x: int) -> int:
+        if x not in cache:
+            cache[x] = fn(x)
+        return cache[x]
+
+    return wrapped
+
+
+def _share(part: int | Fraction, total: int) -> str:
+    return frac_str(Fraction(part) / total)
+
+
+def decide(
+    inputs: DecisionInputs,
+    measurement: Measurement | None = None,
+    *,
+    notes: list[str] | None = None,
+    measurement_doc: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the gate and return the decision record (a JSON-ready dict).
+
+    A measurement whose status is not ``ok`` (failed or interrupted workload) yields
+    verdict ``no-verdict`` for every candidate, with the exit code, and no boundaries:
+    never a verdict from partial data.
+    """
+    sc = inputs.scenario
+    gate, geo = inputs.build_gate()
+    status = "ok" if measurement is None or measurement.status == "ok" else "no-verdict"
+    s_l = geo.slot_bytes(sc.max_seq)
+    s_l0 = geo.slot_bytes(sc.max_seq_measured)
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "kvgate_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "status": status,
+        "inputs": inputs.to_dict(),
+        "measurement": _measurement_section(measurement, measurement_doc),
+        "geometry": {
+            **geo.describe(),
+            "bytes_per_token": geo.bytes_per_token(),
+            "state_bytes": geo.state_bytes(),
+            "slot_bytes": s_l,
+            "slot_bytes_measured": s_l0,
+            "slots_bytes": sc.slots_target * s_l,
+        },
+        "notes": list(inputs.model.notes) + list(notes or []),
+    }
+    if status != "ok":
+        assert measurement is not None
+        record["verdicts"] = {c.name: "no-verdict" for c in gate.candidates}
+        record["no_verdict_reason"] = (
+            f"workload {measurement.status} (exit code {measurement.basis.exit_code}); "
+            "no verdict from partial data"
+        )
+        return record
+
+    kv_only = gate.kv_only_target(sc)
+    fit_t = gate.fit_target(sc)
+    used = gate.target(sc)
+    h = sc.total_bytes - sc.peak_bytes
+    sens = gate.sensitivity(sc)
+    record["projection"] = {
+        "kv_only_bytes": kv_only,
+        "fit_bytes": fit_t,
+        "used_bytes": used,
+        "used": "fit" if fit_t is not None and fit_t > kv_only else "kv-only",
+        "limit_bytes": frac_str(sc.limit),
+        "limit_bytes_floor": int(sc.limit),
+        "fit": None
+        if gate.fit is None
+        else {
+            "points": [list(p) for p in gate.fit.points],
+            "slope_bytes_per_seq": frac_str(gate.fit.slope),
+            "intercept_bytes": frac_str(gate.fit.intercept),
+            "overhead_per_seq_bytes": frac_str(gate.fit.slope - s_l0),
+        },
+    }
+    cands = []
+    for c in gate.candidates:
+        r = c.reclaim_fn(sc)
+        cands.append(
+            {
+                "name": c.name,
+                "verdict": gate.verdict(sc, c),
+                "reclaim_bytes": r,
+                "reclaim_share": _share(r, sc.total_bytes),
+                "reclaim_per_slot_bytes": r // sc.slots_target if sc.slots_target else 0,
+                "bound": c.bound_text,
+                "measured": c.measured,
+                "boundaries_insufficient": gate.candidate_boundaries(sc, c),
+            }
+        )
+    record["candidates"] = cands
+    record["verdicts"] = {c["name"]: c["verdict"] for c in cands}
+    record["table"] = [
+        {"key": "slot", "quantity": f"one slot S({sc.max_seq})", "bytes": s_l, "share": _share(s_l, sc.total_bytes)},
+        {"key": "all_slots", "quantity": f"all {sc.slots_target} slots N·S", "bytes": sc.slots_target * s_l,
+         "share": _share(sc.slots_target * s_l, sc.total_bytes)},
+        {"key": "headroom", "quantity": "peak headroom H = T − P", "bytes": h, "share": _share(h, sc.total_bytes)},
+        {"key": "peak", "quantity": f"peak used P ({sc.slots_measured} slots)", "bytes": sc.peak_bytes,
+         "share": _share(sc.peak_bytes, sc.total_bytes)},
+        {"key": "target", "quantity": f"projected peak at {sc.slots_target} slots", "bytes": used,
+         "share": _share(used, sc.total_bytes)},
+    ]
+    record["sensitivity"] = {
+        "value": frac_str(sens) if sens is not None else None,
+        "threshold": frac_str(gate.sensitivity_threshold),
+        "flagged": sens is None or sens > gate.sensitivity_threshold,
+    }
+    bounds = gate.boundaries(sc)
+    for key, b in bounds.items():
+        if key == "max_seq" and b["value"] == MAX_SEQ_SEARCH_LIMIT:
+            b["value"] = None
+            b["exact"] = None
+        b["exact"] = frac_str(b["exact"]) if b["exact"] is not None else None
+    record["boundaries"] = bounds
+    return record
+
+
+def _measurement_section(m: Measurement | None, doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    d = m.to_dict()
+    if d.get("timeline") and len(d["timeline"].get("t_s", [])) > 2000:
+        # Keep records small: the full timeline stays in the measurement file.
+        d["timeline"] = None
+        d["extra"] = {**d.get("extra", {}), "timeline": "omitted (see the measurement file)"}
+    return d
+
+
+def with_overrides(inputs: DecisionInputs, **changes: Any) -> DecisionInputs:
+    """A copy of ``inputs`` with scenario fields (``total_bytes``, ``max_seq``,
+    ``slots_target``, ``weights_delta_bytes``, ``peak_bytes``, ...) replaced."""
+    sc_fields = {k: v for k, v in changes.items() if v is not None}
+    return replace(inputs, scenario=replace(inputs.scenario, **sc_fields))

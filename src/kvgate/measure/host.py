@@ -1,0 +1,233 @@
+"""Host memory for ``--domain host`` (a CPU engine; works without a GPU). Linux ``/proc``.
+
+All quantities are ``int`` bytes; ``None`` = not available.
+
+- **total** T: ``MemTotal`` (``/proc/meminfo``, kB × 1024), or the cgroup limit when lower
+  (v2 ``memory.max``, v1 ``memory.limit_in_bytes``).
+- **used**, the analogue of a GPU's ``total − free``: without a binding cgroup limit,
+  ``MemTotal − MemAvailable`` (what ``free -b`` shows as total − available); under a
+  limit, the cgroup's working set ``memory.current − inactive_file`` (v1:
+  ``usage_in_bytes − total_inactive_file``), the kubelet's rule for what counts toward an
+  OOM kill.
+- **tree RSS**: the summed RSS of CMD and its descendants, sampled (``ps -o rss``).
+- **VmHWM** of each process in the tree (``/proc/PID/status``): the kernel's exact
+  per-process peak RSS, last seen before the process exited.
+- **cgroup v2 ``memory.peak``** where readable: the cgroup's exact peak since it was
+  created (it includes everything else in the cgroup).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from kvgate.errors import KvgateError
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_UNLIMITED = 2**62  # v1 reports "no limit" as a huge number such as 9223372036854771712
+
+
+class HostMemoryError(KvgateError):
+    """/proc/meminfo could not be read (not Linux?)."""
+
+
+def read_meminfo(path: str | Path = "/proc/meminfo") -> dict[str, int]:
+    """``/proc/meminfo`` as ``{key: bytes}`` (the file's kB are KiB: × 1024).
+
+    Raises:
+        HostMemoryError: the file cannot be read.
+    """
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise HostMemoryError(f"cannot read {path}: {exc.strerror}",
+                              hint="--domain host needs Linux /proc") from exc
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    return out
+
+
+def _read_int(p: Path) -> int | None:
+    try:
+        text = p.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _stat_field(p: Path, key: str) -> int | None:
+    try:
+        for line in p.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key and v.strip().isdigit():
+                return int(v)
+    except OSError:
+        return None
+    return None
+
+
+class Cgroup:
+    """This process's memory cgroup (v2 preferred, v1 fallback), or none.
+
+    ``kind`` is ``"v2"``, ``"v1"`` or ``None``; ``path`` the cgroup directory.
+    """
+
+    def __init__(self, root: Path = CGROUP_ROOT, proc_cgroup: str | Path = "/proc/self/cgroup") -> None:
+        self.kind: str | None = None
+        self.path: Path | None = None
+        try:
+            lines = Path(proc_cgroup).read_text().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            hid, ctrls, rel = (line.split(":", 2) + ["", ""])[:3]
+            if hid == "0" and ctrls == "" and (root / rel.lstrip("/") / "memory.current").exists():
+                self.kind, self.path = "v2", root / rel.lstrip("/")
+                return
+        for line in lines:
+            hid, ctrls, rel = (line.split(":", 2) + ["", ""])[:3]
+            if "memory" in ctrls.split(","):
+                for cand in (root / "memory" / rel.lstrip("/"), root / "memory"):
+                    if (cand / "memory.usage_in_bytes").exists():
+                        self.kind, self.path = "v1", cand
+                        return
+
+    def limit(self) -> int | None:
+        """The memory limit in bytes, ``None`` when unlimited or unknown."""
+        if self.kind == "v2":
+            v = _read_int(self.path / "memory.max")  # "max" -> None
+        elif self.kind == "v1":
+            v = _read_int(self.path / "memory.limit_in_bytes")
+        else:
+            return None
+        return v if v is not None and v < _UNLIMITED else None
+
+    def working_set(self) -> int | None:
+        """Usage minus inactive file cache (the kubelet's working set)."""
+        if self.kind == "v2":
+            cur, inactive = _read_int(self.path / "memory.current"), _stat_field(self.path / "memory.stat", "inactive_file")
+        elif self.kind == "v1":
+            cur = _read_int(self.path / "memory.usage_in_bytes")
+            inactive = _stat_field(self.path / "memory.stat", "total_inactive_file")
+        else:
+            return None
+        if cur is None:
+            return None
+        return max(0, cur - (inactive or 0))
+
+    def peak(self) -> int | None:
+        """cgroup v2 ``memory.peak`` (v1: ``memory.max_usage_in_bytes``), ``None`` if unreadable."""
+        if self.kind == "v2":
+            return _read_int(self.path / "memory.peak")
+        if self.kind == "v1":
+            return _read_int(self.path / "memory.max_usage_in_bytes")
+        return None
+
+
+def rss_hwm_bytes(pid: int) -> tuple[int | None, int | None]:
+    """``(VmRSS, VmHWM)`` of ``pid`` from one read of ``/proc/PID/status``, in bytes.
+
+    VmHWM is the kernel's exact peak RSS of the process; ``(None, None)`` once it is gone.
+    """
+    rss = hwm = None
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith(b"VmHWM:"):
+                    hwm = int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return rss, hwm
+
+
+def process_name(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def descendants(root_pid: int) -> list[int]:
+    """``root_pid`` and all its live descendants (via psutil; ``[root_pid]`` if it is gone)."""
+    import psutil
+
+    try:
+        p = psutil.Process(root_pid)
+        return [root_pid] + [c.pid for c in p.children(recursive=True)]
+    except psutil.Error:
+        return [root_pid]
+
+
+class HostProbe:
+    """Reads host memory for the sampler: ``read()`` → ``[system used, tree RSS]`` bytes.
+
+    Call :meth:`attach` with CMD's pid once it started; before that the tree RSS is 0.
+    The tree is re-listed every ``refresh_s`` seconds (listing walks all of ``/proc``);
+    every sample reads each member's VmRSS and VmHWM.
+    """
+
+    def __init__(self, *, refresh_s: float = 0.1, clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.clock = clock or time.monotonic
+        self.meminfo = read_meminfo()
+        self.cgroup = Cgroup()
+        mem_total = self.meminfo["MemTotal"]
+        limit = self.cgroup.limit()
+        self.limited = limit is not None and limit < mem_total
+        self.total_bytes = limit if self.limited else mem_total
+        self.refresh_s = refresh_s
+        self.root_pid: int | None = None
+        self._pids: list[int] = []
+        self._next_refresh = 0.0
+        self.vmhwm: dict[int, int] = {}  # pid -> last VmHWM seen
+        self.names: dict[int, str | None] = {}
+        self.rss_peak: dict[int, int] = {}  # pid -> largest sampled RSS
+
+    def attach(self, pid: int) -> None:
+        self.root_pid = pid
+        self._next_refresh = 0.0
+
+    def used(self) -> int:
+        """System used bytes (see module docstring)."""
+        if self.limited:
+            ws = self.cgroup.working_set()
+            if ws is not None:
+                return ws
+        m = read_meminfo()
+        return m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0))
+
+    def read(self) -> list[int]:
+        """One sample: ``[system used, tree RSS]`` bytes; also updates VmHWM per process."""
+        now = self.clock()
+        if self.root_pid is not None and now >= self._next_refresh:
+            self._pids = descendants(self.root_pid)
+            self._next_refresh = now + self.refresh_s
+        tree = 0
+        for pid in self._pids:
+            rss, hwm = rss_hwm_bytes(pid)
+            if rss is None:
+                continue
+            tree += rss
+            if rss > self.rss_peak.get(pid, -1):
+                self.rss_peak[pid] = rss
+            if hwm is not None and hwm > self.vmhwm.get(pid, -1):
+                self.vmhwm[pid] = hwm
+            if pid not in self.names:
+                self.names[pid] = process_name(pid)
+        return [min(self.used(), self.total_bytes), tree]
+
+    def processes(self) -> list[dict]:
+        """Per-process figures for the record: pid, name, VmHWM and sampled RSS peak."""
+        pids = sorted(set(self.vmhwm) | set(self.rss_peak))
+        return [{"pid": pid, "name": self.names.get(pid), "vmhwm_bytes": self.vmhwm.get(pid),
+                 "rss_peak_bytes": self.rss_peak.get(pid)} for pid in pids]
+
+    def device_name(self) -> str:
+        return f"host ({self.cgroup.kind} cgroup limit)" if self.limited else "host"

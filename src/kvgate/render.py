@@ -1,0 +1,214 @@
+"""Text and Markdown renderings of a decision record (the source's table, verdicts,
+boundaries, basis). Reads only the record dict, so a stored record renders the same."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kvgate.measurement import NA
+from kvgate.output import table
+from kvgate.units import fmt_bytes, fmt_gib, fmt_mib, fmt_pct
+
+_BOUNDARY_LABEL = {
+    "total_bytes": "card memory",
+    "max_seq": "max_seq",
+    "slots": "concurrent slots",
+    "weights_delta_bytes": "resident weights",
+}
+
+
+def _f(s: str | int | None) -> Fraction | None:
+    return None if s is None else Fraction(s)
+
+
+def _mib(b: int | Fraction | str) -> str:
+    return fmt_mib(Fraction(b))
+
+
+def _mib_gib(b: int | Fraction | str) -> str:
+    b = Fraction(b)
+    return f"{fmt_mib(b)} ({fmt_gib(b)})" if abs(b) >= 2**30 else fmt_mib(b)
+
+
+def boundary_lines(rec: dict[str, Any]) -> list[str]:
+    """One sentence per boundary, e.g. ``card memory below 23,565.6 MiB (23.01 GiB)``."""
+    sc = rec["inputs"]["scenario"]
+    fits = all(v == "not-a-bottleneck" for v in rec["verdicts"].values())
+    out = []
+    for key, b in rec["boundaries"].items():
+        label = _BOUNDARY_LABEL[key]
+        v, exact = b["value"], _f(b["exact"])
+        if key == "total_bytes":
+            if v is None:
+                out.append(f"{label}: no card of up to 64× this size fits the target")
+            else:
+                shown = exact if exact is not None else v
+                side = "below" if fits else "at or above"
+                out.append(f"{label} {side} {_mib_gib(shown)}   (now {_mib(sc['total_bytes'])})")
+        elif key == "max_seq":
+            if v is None:
+                out.append(f"{label}: fits at any length up to 16,777,216" if fits else f"{label}: no length fits")
+            else:
+                out.append(f"{label} {'above' if fits else 'at or below'} {v:,}   (now {sc['max_seq']:,})")
+        elif key == "slots":
+            if v is None:
+                out.append(f"{label}: even 0 slots do not fit")
+            else:
+                out.append(f"{label}: more than {v:,}" + ("" if fits else f" no longer fit; at most {v:,} do")
+                           + f"   (now {sc['slots_target']:,})")
+        else:
+            slack = exact
+            if slack is not None and slack >= 0:
+                out.append(f"{label} heavier by more than {_mib_gib(slack)}")
+            elif slack is not None:
+                out.append(f"{label} lighter by at least {_mib_gib(-slack)} would make it fit")
+    return out
+
+
+def basis_line(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "basis: no measurement (explicit numbers)"
+    b = m["basis"]
+
+    def g(k: str) -> str:
+        v = b.get(k)
+        return NA if v is None else str(v)
+
+    iv = b.get("interval_s")
+    interval = NA if iv is None else (f"{iv * 1000:g} ms" if iv < 1 else f"{iv:g} s")
+    parts = [
+        f"domain {g('domain')}",
+        f"device {g('device_name')}",
+        f"total {_mib(b['total_bytes']) if b.get('total_bytes') else NA}",
+        f"driver {g('driver_version')}",
+        f"CUDA {g('cuda_version')}",
+        f"CPU {g('cpu_arch')}",
+        f"sampler {g('sampler')} every {interval}",
+        f"exit code {g('exit_code')}",
+    ]
+    if b.get("source"):
+        parts.append(f"source: {b['source']}")
+    return "basis: " + " · ".join(parts)
+
+
+def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
+    """The human-readable report of a decision record."""
+    inp = rec["inputs"]
+    sc = inp["scenario"]
+    geo = rec["geometry"]
+    T = sc["total_bytes"]
+    lines = [
+        f"model     {inp['model']['name']} ({inp['model']['source']}): {inp['model']['summary']}",
+        f"KV        {geo['kv_format_k']}" + (f" (V: {geo['kv_format_v']})" if geo["kv_format_v"] != geo["kv_format_k"] else "")
+        + f", layout {geo['layout']['name']}, tp {geo['tp']}, max_seq {sc['max_seq']:,}"
+        + (f" (measured at {sc['max_seq_measured']:,})" if sc["max_seq_measured"] != sc["max_seq"] else ""),
+        f"slots     {sc['slots_measured']} at the measured peak, target {sc['slots_target']}",
+        "",
+    ]
+    if rec["status"] != "ok":
+        lines += [f"verdict   NO VERDICT: {rec.get('no_verdict_reason', '')}", basis_line(rec.get("measurement"))]
+        return "\n".join(lines)
+
+    rows = [
+        ["memory.total T", fmt_bytes(T), _mib(T), "100.0%"],
+    ]
+    if sc.get("idle_bytes") is not None:
+        rows.append(["idle used U0", fmt_bytes(sc["idle_bytes"]), _mib(sc["idle_bytes"]), fmt_pct(sc["idle_bytes"], T)])
+    else:
+        rows.append(["idle used U0", NA, NA, ""])
+    by_key = {r["key"]: r for r in rec["table"]}
+    rows.append([by_key["peak"]["quantity"], fmt_bytes(sc["peak_bytes"]), _mib(sc["peak_bytes"]), fmt_pct(sc["peak_bytes"], T)])
+    s = by_key["slot"]
+    rows.append([s["quantity"], fmt_bytes(s["bytes"]), _mib(s["bytes"]), fmt_pct(s["bytes"], T)])
+    a = by_key["all_slots"]
+    rows.append([a["quantity"], fmt_bytes(a["bytes"]), _mib_gib(a["bytes"]), fmt_pct(a["bytes"], T)])
+    for c in rec["candidates"]:
+        per_slot = f"≤ {_mib(c['reclaim_per_slot_bytes'])}/slot" if not c["measured"] and c["name"] != "kv-quant" else ""
+        rows.append([f"{c['name']} reclaim R", fmt_bytes(c["reclaim_bytes"]),
+                     (per_slot + ", " if per_slot else "") + f"{'≤ ' if not c['measured'] else ''}{_mib(c['reclaim_bytes'])}",
+                     fmt_pct(c["reclaim_bytes"], T)])
+    h = by_key["headroom"]
+    rows.append([h["quantity"], fmt_bytes(h["bytes"]), _mib(h["bytes"]), fmt_pct(h["bytes"], T)])
+    proj = rec["projection"]
+    rows.append([f"projected peak at {sc['slots_target']} slots (KV only)", fmt_bytes(proj["kv_only_bytes"]),
+                 _mib(proj["kv_only_bytes"]), fmt_pct(proj["kv_only_bytes"], T)])
+    if proj["fit_bytes"] is not None:
+        rows.append([f"projected peak at {sc['slots_target']} slots (fit)", fmt_bytes(proj["fit_bytes"]),
+                     _mib(proj["fit_bytes"]), fmt_pct(proj["fit_bytes"], T)])
+    margin = Fraction(sc["margin"])
+    rows.append([f"limit (1 − {fmt_pct(margin, 1, 0)})·T", NA if False else f"{int(Fraction(proj['limit_bytes'])):,} B",
+                 _mib(Fraction(proj["limit_bytes"])), fmt_pct(1 - margin, 1)])
+    lines.append(table(rows, header=["quantity", "bytes", "MiB / GiB", "of T"], align="lrrr"))
+    if proj["fit"]:
+        f = proj["fit"]
+        lines += [
+            "",
+            f"concurrency fit over {', '.join(str(p[0]) for p in f['points'])} sequences: "
+            f"{_mib(Fraction(f['slope_bytes_per_seq']))} per sequence = S + {_mib(Fraction(f['overhead_per_seq_bytes']))} "
+            f"per-sequence overhead (activations, workspace); the verdict uses the larger projection ({proj['used']})",
+        ]
+    lines += ["", "verdict"]
+    target, limit = proj["used_bytes"], Fraction(proj["limit_bytes"])
+    for c in rec["candidates"]:
+        why = {
+            "not-a-bottleneck": f"{_mib(target)} ≤ {_mib(limit)}: don't build",
+            "pays": f"{_mib(target)} > {_mib(limit)}, and {_mib(target - c['reclaim_bytes'])} after reclaim fits: build",
+            "insufficient": f"{_mib(target - c['reclaim_bytes'])} even after the full reclaim > {_mib(limit)}",
+        }[c["verdict"]]
+        lines.append(f"  {c['name']:<9} {c['verdict']:<17} {why}")
+    sens = rec["sensitivity"]
+    if sens["value"] is None:
+        lines.append("sensitivity  no headroom at all: re-measure")
+    else:
+        v = Fraction(sens["value"])
+        flag = "> " if sens["flagged"] else "≤ "
+        lines.append(
+            f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(Fraction(sens['threshold']), 1, 0)}"
+            + (": FLAGGED, re-measure on any change of card, max_seq, slots or weights" if sens["flagged"] else ": stable")
+        )
+    lines += ["", "the verdict flips with (each alone, the rest held):"]
+    lines += [f"  {s}" for s in boundary_lines(rec)]
+    if rec.get("notes"):
+        lines += ["", "notes"] + [f"  - {n}" for n in rec["notes"]]
+    lines += ["", basis_line(rec.get("measurement"))]
+    if record_path:
+        lines.append(f"record: {record_path}")
+    return "\n".join(lines)
+
+
+def render_markdown(rec: dict[str, Any]) -> str:
+    """The Markdown rendering written next to each JSON record."""
+    inp = rec["inputs"]
+    sc = inp["scenario"]
+    out = [
+        f"# kvgate decision: {inp['model']['name']}, max_seq {sc['max_seq']:,}, {sc['slots_target']} slots",
+        "",
+        f"- created: {rec['created']} (kvgate {rec['kvgate_version']})",
+        f"- model: `{inp['model']['source']}`: {inp['model']['summary']}",
+        f"- KV format: {rec['geometry']['kv_format_k']} / {rec['geometry']['kv_format_v']}, layout "
+        f"{rec['geometry']['layout']['name']}, tp {rec['geometry']['tp']}",
+        f"- {basis_line(rec.get('measurement'))}",
+        "",
+    ]
+    if rec["status"] != "ok":
+        out += ["**No verdict**: " + rec.get("no_verdict_reason", ""), ""]
+        return "\n".join(out)
+    T = sc["total_bytes"]
+    out += ["| quantity | bytes | MiB | share of T |", "|---|---:|---:|---:|"]
+    for r in rec["table"]:
+        out.append(f"| {r['quantity']} | {r['bytes']:,} | {_mib(r['bytes'])} | {fmt_pct(r['bytes'], T)} |")
+    for c in rec["candidates"]:
+        out.append(f"| {c['name']} reclaim R ({c['bound']}) | {c['reclaim_bytes']:,} | {_mib(c['reclaim_bytes'])} | "
+                   f"{fmt_pct(c['reclaim_bytes'], T)} |")
+    out += ["", "## Verdict", ""]
+    out += [f"- **{c['name']}**: `{c['verdict']}`" for c in rec["candidates"]]
+    sens = rec["sensitivity"]
+    if sens["value"] is not None:
+        out.append(f"- sensitivity N·S/H = {fmt_pct(Fraction(sens['value']), 1)}"
+                   + (" (flagged: re-measure on any change)" if sens["flagged"] else ""))
+    out += ["", "## Where the verdict flips (each alone, the rest held)", ""]
+    out += [f"- {s}" for s in boundary_lines(rec)]
+    if rec.get("notes"):
+        out += ["", "## Notes", ""] + [f"- {n}" for n in rec["notes"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,34 @@
+"""Shared fixtures: where the project's shared data (cases, traces) lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _find_shared() -> Path | None:
+    env = os.environ.get("KVGATE_SHARED")
+    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared", REPO / "shared"]:
+        if (cand / "cases").is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout (CI lays a copy there)."""
+    p = _find_shared()
+    if p is None:
+        pytest.skip("shared/ data folder not found beside the repository")
+    return p
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """``tests/data``: recorded real data (device logs, measurements)."""
+    return DATA
