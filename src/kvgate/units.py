@@ -40,6 +40,7 @@ TB = 10**12
 
 # Suffix -> multiplier. Lower-cased for lookup; "kb" is SI (10^3), "kib" IEC.
 _UNITS: dict[str, int] = {
+    "": 1,
     "b": 1,
     "kib": KiB,
     "mib": MiB,
@@ -116,7 +117,7 @@ def fmt_bytes(n: int) -> str:
 def fmt_mib(n: int | Fraction, decimals: int | None = None) -> str:
     """Bytes as MiB (2**20). Whole MiB print without decimals unless ``decimals`` is given.
 
-    >>> fmt_mib(13_612_417_024)
+    >>> fmt_mib(13_612_613_632)
     '12,982 MiB'
     >>> fmt_mib(Fraction(24710357401, 1), 1)
     '23,565.6 MiB'

@@ -1,0 +1,116 @@
+"""``kvgate import-smi``: nvidia-smi CSV logs in several formats → kvgate.measurement/1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvgate.cli import main
+from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv, parse_smi_csv
+from kvgate.measurement import Measurement, load_measurement_file
+
+MiB = 2**20
+T = 143_771 * MiB
+
+
+def _domains(doc):
+    return {d["basis"]["domain"]: Measurement.from_dict(d) for d in doc["domains"]}
+
+
+def test_units_with_free_and_reserved(data_dir):
+    doc = load_smi_csv(data_dir / "smi" / "synthetic_h200_units.csv")
+    assert doc["schema"] == "kvgate.measurement/1" and doc["command"] is None and doc["exit_code"] is None
+    m = _domains(doc)["gpu:0"]
+    assert m.total_bytes == T
+    assert m.peak_used_bytes == 64_516 * MiB  # total − free = v2 used 63,900 + reserved 616
+    assert m.idle_used_bytes == 616 * MiB
+    assert m.reserved_bytes == 616 * MiB
+    assert m.headroom_bytes == (143_771 - 64_516) * MiB
+    assert m.peak_time_s == 3.5 and m.max_gap_s == 0.5 and m.samples == 12
+    b = m.basis
+    assert (b.device_name, b.driver_version, b.sampler, b.interval_s) == ("NVIDIA H200", "580.95.05", "nvidia-smi", 0.5)
+    assert b.device_uuid == "GPU-5f1c2a9e-7b3d-4c8e-9a61-0d2e4f6b8a13"
+    assert (b.cuda_version, b.nvml_version, b.cpu_arch, b.command, b.exit_code) == (None,) * 5
+    assert b.start_time == "2026-11-29T11:02:03.017000" and b.source == "synthetic_h200_units.csv"
+    assert m.extra["used_rule"] == "memory.total - memory.free"
+
+
+def test_nounits_reordered_columns_add_reserved_back(data_dir):
+    m = _domains(load_smi_csv(data_dir / "smi" / "synthetic_h200_nounits_reordered.csv"))["gpu:0"]
+    assert (m.total_bytes, m.peak_used_bytes, m.idle_used_bytes, m.reserved_bytes) == (
+        T, 64_516 * MiB, 616 * MiB, 616 * MiB)
+    assert m.extra["used_rule"] == "memory.used + memory.reserved"
+    assert m.basis.device_name is None  # not in this log: not available
+
+
+def test_two_gpus_used_only(data_dir):
+    ds = _domains(load_smi_csv(data_dir / "smi" / "synthetic_2gpu_used_only.csv"))
+    assert sorted(ds) == ["gpu:0", "gpu:1"]
+    assert ds["gpu:0"].peak_used_bytes == 63_900 * MiB
+    assert ds["gpu:1"].peak_used_bytes == 32_870 * MiB
+    assert ds["gpu:1"].reserved_bytes is None
+    assert "excludes driver-reserved" in ds["gpu:0"].extra["used_rule"]
+
+
+def test_two_gpus_without_index_and_na_cells(data_dir):
+    doc = load_smi_csv(data_dir / "smi" / "synthetic_2gpu_noindex_na.csv")
+    ds = _domains(doc)
+    assert ds["gpu:0"].samples == 11  # the [N/A] row is skipped, not read as 0
+    assert ds["gpu:0"].peak_used_bytes == 64_516 * MiB
+    assert ds["gpu:1"].peak_used_bytes == 33_486 * MiB and ds["gpu:1"].peak_time_s == 3.5
+    assert ds["gpu:0"].extra["ignored_columns"] == ["utilization.gpu"]
+
+
+def test_noheader_needs_columns():
+    text = "2026/11/29 11:00:00.000, 0, 1000, 143771\n2026/11/29 11:00:00.500, 0, 3000, 143771\n"
+    with pytest.raises(SmiCsvError, match="no nvidia-smi CSV header"):
+        parse_smi_csv(text)
+    doc = parse_smi_csv(text, columns=["timestamp", "index", "memory.used [MiB]", "memory.total [MiB]"])
+    assert doc["domains"][0]["peak_used_bytes"] == 3000 * MiB
+
+
+def test_concatenated_logs_repeat_the_header():
+    h = "timestamp, memory.used [MiB], memory.total [MiB]\n"
+    text = h + "2026/11/29 11:00:00.000, 10 MiB, 100 MiB\n" + h + "2026/11/29 11:00:01.000, 20 MiB, 100 MiB\n"
+    m = Measurement.from_dict(parse_smi_csv(text)["domains"][0])
+    assert (m.samples, m.peak_used_bytes, m.max_gap_s) == (2, 20 * MiB, 1.0)
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("timestamp, memory.used [MiB]\n2026/11/29 11:00:00.000, 1 MiB\n", "memory.total"),
+    ("timestamp, memory.total [MiB]\n2026/11/29 11:00:00.000, 1 MiB\n", "neither memory.used nor memory.free"),
+    ("memory.used [MiB], memory.total [MiB]\n12 MiB\n", "fields"),
+    ("memory.used [MiB], memory.total [MiB]\nabc, 100\n", "cannot read memory value"),
+    ("memory.used [MiB], memory.total [MiB]\n", "no memory samples"),
+])
+def test_bad_logs_name_the_problem(text, msg):
+    with pytest.raises(SmiCsvError, match=msg):
+        parse_smi_csv(text)
+
+
+def test_every_fixture_parses(data_dir):
+    """Every committed log (synthetic and recorded on the H200) gives a consistent document."""
+    files = sorted((data_dir / "smi").glob("*.csv"))
+    assert files
+    for f in files:
+        doc = load_smi_csv(f)
+        m, _ = load_measurement_file(doc)
+        for d in doc["domains"]:
+            mm = Measurement.from_dict(d)
+            assert isinstance(mm.peak_used_bytes, int) and mm.idle_used_bytes <= mm.peak_used_bytes <= mm.total_bytes
+            assert len(mm.timeline["used_bytes"]) <= 2 * 2048
+            assert max(mm.timeline["used_bytes"]) == mm.peak_used_bytes
+
+
+def test_cli_json_and_out(data_dir, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    rc = main(["import-smi", str(data_dir / "smi" / "synthetic_h200_units.csv"), "--out", str(out), "--json"])
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["measurement_path"] == str(out)
+    saved = json.loads(out.read_text())
+    assert saved["domains"][0]["peak_used_bytes"] == 64_516 * MiB
+    rc = main(["import-smi", str(data_dir / "smi" / "synthetic_h200_units.csv"), "--out", str(out)])
+    assert rc == 2  # exists, no --force
+    assert "exists" in capsys.readouterr().err

@@ -1,0 +1,110 @@
+"""Decision records: atomic writes, no silent overwrite, recheck, basis discipline."""
+
+import json
+import os
+
+import pytest
+
+from kvgate import source_case as case
+from kvgate.atomicio import OutputExistsError, write_atomic
+from kvgate.cli import main
+from kvgate.measurement import Basis, Measurement, measurement_file
+from kvgate.record import load_record, recheck, write_record
+from kvgate.units import GiB, MiB
+
+
+def demo_record(tmp_path):
+    assert main(["demo", "--out", str(tmp_path / "rec.json")]) == 0
+    return tmp_path / "rec.json"
+
+
+def test_demo_writes_json_and_markdown(tmp_path, capsys):
+    path = demo_record(tmp_path)
+    out = capsys.readouterr().out
+    assert "not-a-bottleneck" in out and "record: " in out
+    rec = load_record(path)
+    assert rec["schema"] == "kvgate.decision/1"
+    assert rec["verdicts"] == {"paging": "not-a-bottleneck", "tiering": "not-a-bottleneck"}
+    md = path.with_suffix(".md").read_text()
+    assert "| one slot S(8192) | 415,236,096 | 396 MiB | 1.2% |" in md
+    assert "23,565.6 MiB" in md
+
+
+def test_record_never_overwritten_without_force(tmp_path, capsys):
+    path = demo_record(tmp_path)
+    before = path.read_bytes()
+    assert main(["demo", "--out", str(path)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert path.read_bytes() == before
+    assert main(["demo", "--out", str(path), "--force"]) == 0
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "x.json"
+
+    class Boom(Exception):
+        pass
+
+    class BadData(bytes):
+        pass
+
+    write_atomic(target, "first")
+    with pytest.raises(OutputExistsError):
+        write_atomic(target, "second")
+    assert target.read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temp files left
+
+
+def test_default_directory_gets_unique_names(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    assert main(["demo"]) == 0
+    files = sorted((tmp_path / "kvgate-records").glob("*.json"))
+    assert len(files) == 2
+
+
+def test_recheck_reproduces_and_answers_what_ifs(tmp_path):
+    rec = load_record(demo_record(tmp_path))
+    same = recheck(rec)
+    assert same["status"] == "same" and same["recorded"]["verdicts"] == rec["verdicts"]
+    longer = recheck(rec, max_seq=40960)
+    assert longer["status"] == "changed"
+    assert longer["what_if"]["verdicts"]["paging"] == "pays"
+    assert longer["what_if"]["geometry"]["slot_bytes"] == 1980 * MiB
+    smaller = recheck(rec, total_bytes=23_565 * MiB)  # just below the boundary
+    assert smaller["what_if"]["verdicts"]["paging"] == "pays"
+    bigger = recheck(rec, total_bytes=23_566 * MiB)
+    assert bigger["what_if"]["verdicts"]["paging"] == "not-a-bottleneck"
+    assert recheck(rec, slots_target=29)["status"] == "changed"
+    assert recheck(rec, slots_target=28)["status"] == "same"
+
+
+def test_recheck_refuses_a_different_basis(tmp_path, capsys):
+    path = demo_record(tmp_path)
+    other = Measurement(total_bytes=24 * GiB, peak_used_bytes=18 * GiB, idle_used_bytes=GiB,
+                        basis=Basis(device_name="NVIDIA GeForce RTX 4090", total_bytes=24 * GiB, sampler="nvml"))
+    mfile = tmp_path / "m.json"
+    mfile.write_text(json.dumps(measurement_file([other])))
+    capsys.readouterr()
+    assert main(["recheck", str(path), "--measurement", str(mfile)]) == 3
+    out = capsys.readouterr().out
+    assert "different basis: re-measure" in out
+    assert "RTX 4090" in out and "device_name" in out
+
+
+def test_recheck_applies_same_basis_measurement(tmp_path):
+    rec = load_record(demo_record(tmp_path))
+    m = case.measurement()
+    m2 = Measurement(total_bytes=m.total_bytes, peak_used_bytes=28_000 * MiB, idle_used_bytes=m.idle_used_bytes,
+                     basis=m.basis)
+    res = recheck(rec, new_measurement=m2)
+    assert res["status"] == "changed"
+    assert res["what_if"]["verdicts"]["paging"] == "pays"
+
+
+def test_recheck_directory_and_json(tmp_path, capsys):
+    demo_record(tmp_path)
+    capsys.readouterr()
+    assert main(["recheck", str(tmp_path), "--total", "22GiB", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["what_if"]["verdicts"]["paging"] == "pays"

@@ -1,0 +1,54 @@
+import doctest
+from fractions import Fraction
+
+import pytest
+
+import kvgate.units as units
+from kvgate.units import UnitError, fmt_gib, fmt_mib, fmt_pct, parse_bytes
+
+
+def test_doctests():
+    assert doctest.testmod(units).failed == 0
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("32607MiB", 32607 * 2**20),
+        ("32607 MiB", 32607 * 2**20),
+        ("24GiB", 24 * 2**30),
+        ("32.6GB", 32_600_000_000),
+        ("1.5KiB", 1536),
+        ("4096", 4096),
+        ("4,096B", 4096),
+        ("1TB", 10**12),
+        ("1tib", 2**40),
+    ],
+)
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+    assert isinstance(parse_bytes(text), int)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "-5MiB", "5 M", "5G", "MiB", "1.2.3GB"])
+def test_parse_bytes_rejects(text):
+    with pytest.raises(UnitError):
+        parse_bytes(text)
+
+
+def test_zero_needs_permission():
+    with pytest.raises(UnitError):
+        parse_bytes("0MiB")
+    assert parse_bytes("0MiB", allow_zero=True) == 0
+
+
+def test_iec_and_si_are_not_mixed():
+    assert parse_bytes("1GB") != parse_bytes("1GiB")
+    assert fmt_gib(32_600_000_000) == "30.36 GiB"
+
+
+def test_formatting():
+    assert fmt_mib(415_236_096) == "396 MiB"
+    assert fmt_mib(Fraction(30771825868.8)) == "29,346.3 MiB"
+    assert fmt_pct(3168, 32607) == "9.7%"
+    assert fmt_pct(1, 0) == "n/a"
