@@ -276,15 +276,23 @@ class Gate:
             b["fits_now"] = fits_now
         return out
 
-    def candidate_boundaries(self, sc: Scenario, cand: Candidate) -> dict[str, int | None]:
-        """Where the candidate stops being enough (pays → insufficient), per variable."""
+    def candidate_boundaries(self, sc: Scenario, cand: Candidate) -> dict[str, int | str | None]:
+        """Where the candidate stops being enough (pays → insufficient), per variable.
+
+        Values: an int, ``None`` (not even at the most favourable value), or ``"never"``
+        (it stays enough across the whole search range: 64× the card, 16,777,216
+        positions, a million times the slots).
+        """
         def ok(s: Scenario) -> bool:
             return self.fits(s, cand.reclaim_fn(s))
 
+        n_hi = max(sc.slots_target, 1) * 1_000_000
+        l_max = _search_max(lambda L: ok(replace(sc, max_seq=L)), 1, MAX_SEQ_SEARCH_LIMIT)
+        n_max = _search_max(lambda n: ok(replace(sc, slots_target=n)), 0, n_hi)
         return {
             "total_bytes": _search_min(lambda t: ok(replace(sc, total_bytes=t)), 1, max(sc.total_bytes, 1) * 64),
-            "max_seq": _search_max(lambda L: ok(replace(sc, max_seq=L)), 1, MAX_SEQ_SEARCH_LIMIT),
-            "slots": _search_max(lambda n: ok(replace(sc, slots_target=n)), 0, max(sc.slots_target, 1) * 1_000_000),
+            "max_seq": "never" if l_max == MAX_SEQ_SEARCH_LIMIT else l_max,
+            "slots": "never" if n_max == n_hi else n_max,
         }
 
 

@@ -32,7 +32,11 @@ def _mib_gib(b: int | Fraction | str) -> str:
 
 
 def boundary_lines(rec: dict[str, Any]) -> list[str]:
-    """One sentence per boundary, e.g. ``card memory below 23,565.6 MiB (23.01 GiB)``."""
+    """One sentence per boundary, e.g. ``card memory below 23,565.6 MiB (23.01 GiB)``.
+
+    When the target fits (not-a-bottleneck) each line says where it stops fitting;
+    otherwise where it would fit without any optimization.
+    """
     sc = rec["inputs"]["scenario"]
     fits = all(v == "not-a-bottleneck" for v in rec["verdicts"].values())
     out = []
@@ -41,28 +45,46 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
         v, exact = b["value"], _f(b["exact"])
         if key == "total_bytes":
             if v is None:
-                out.append(f"{label}: no card of up to 64× this size fits the target")
+                out.append(f"{label}: no card up to 64× this size fits the target without an optimization")
             else:
-                shown = exact if exact is not None else v
-                side = "below" if fits else "at or above"
-                out.append(f"{label} {side} {_mib_gib(shown)}   (now {_mib(sc['total_bytes'])})")
+                shown = _mib_gib(exact if exact is not None else v)
+                out.append(f"{label} below {shown}   (now {_mib(sc['total_bytes'])})" if fits
+                           else f"{label} of at least {shown} fits without an optimization   (now {_mib(sc['total_bytes'])})")
         elif key == "max_seq":
             if v is None:
-                out.append(f"{label}: fits at any length up to 16,777,216" if fits else f"{label}: no length fits")
+                out.append(f"{label}: fits at any length up to 16,777,216" if fits else f"{label}: no length fits without an optimization")
             else:
-                out.append(f"{label} {'above' if fits else 'at or below'} {v:,}   (now {sc['max_seq']:,})")
+                out.append(f"{label} above {v:,}   (now {sc['max_seq']:,})" if fits
+                           else f"{label} of at most {v:,} fits without an optimization   (now {sc['max_seq']:,})")
         elif key == "slots":
             if v is None:
                 out.append(f"{label}: even 0 slots do not fit")
             else:
-                out.append(f"{label}: more than {v:,}" + ("" if fits else f" no longer fit; at most {v:,} do")
-                           + f"   (now {sc['slots_target']:,})")
-        else:
-            slack = exact
-            if slack is not None and slack >= 0:
-                out.append(f"{label} heavier by more than {_mib_gib(slack)}")
-            elif slack is not None:
-                out.append(f"{label} lighter by at least {_mib_gib(-slack)} would make it fit")
+                out.append(f"{label} more than {v:,}   (now {sc['slots_target']:,})" if fits
+                           else f"{label}: at most {v:,} fit without an optimization   (now {sc['slots_target']:,})")
+        elif exact is not None:
+            out.append(f"{label} heavier by more than {_mib_gib(exact)}" if exact >= 0
+                       else f"{label} lighter by at least {_mib_gib(-exact)} would fit without an optimization")
+    return out
+
+
+def candidate_limit_lines(rec: dict[str, Any]) -> list[str]:
+    """For candidates that pay: where even their full reclaim stops being enough."""
+    out = []
+    for c in rec.get("candidates", []):
+        if c["verdict"] != "pays":
+            continue
+        b = c["boundaries_insufficient"]
+        parts = []
+        if b.get("total_bytes") is not None:
+            parts.append(f"card below {_mib_gib(b['total_bytes'])}")
+        if isinstance(b.get("max_seq"), int):
+            parts.append(f"max_seq above {b['max_seq']:,}")
+        if isinstance(b.get("slots"), int):
+            parts.append(f"more than {b['slots']:,} slots")
+        if not parts:
+            parts.append("nothing in range (its reclaim grows with max_seq and slots)")
+        out.append(f"{c['name']} is no longer enough with: " + ", ".join(parts))
     return out
 
 
@@ -76,7 +98,7 @@ def basis_line(m: dict[str, Any] | None) -> str:
         return NA if v is None else str(v)
 
     iv = b.get("interval_s")
-    interval = NA if iv is None else (f"{iv * 1000:g} ms" if iv < 1 else f"{iv:g} s")
+    interval = "" if iv is None else (f" every {iv * 1000:g} ms" if iv < 1 else f" every {iv:g} s")
     parts = [
         f"domain {g('domain')}",
         f"device {g('device_name')}",
@@ -84,7 +106,7 @@ def basis_line(m: dict[str, Any] | None) -> str:
         f"driver {g('driver_version')}",
         f"CUDA {g('cuda_version')}",
         f"CPU {g('cpu_arch')}",
-        f"sampler {g('sampler')} every {interval}",
+        f"sampler {g('sampler')}{interval}",
         f"exit code {g('exit_code')}",
     ]
     if b.get("source"):
@@ -169,6 +191,7 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
         )
     lines += ["", "the verdict flips with (each alone, the rest held):"]
     lines += [f"  {s}" for s in boundary_lines(rec)]
+    lines += [f"  {s}" for s in candidate_limit_lines(rec)]
     if rec.get("notes"):
         lines += ["", "notes"] + [f"  - {n}" for n in rec["notes"]]
     lines += ["", basis_line(rec.get("measurement"))]
@@ -209,6 +232,7 @@ def render_markdown(rec: dict[str, Any]) -> str:
                    + (" (flagged: re-measure on any change)" if sens["flagged"] else ""))
     out += ["", "## Where the verdict flips (each alone, the rest held)", ""]
     out += [f"- {s}" for s in boundary_lines(rec)]
+    out += [f"- {s}" for s in candidate_limit_lines(rec)]
     if rec.get("notes"):
         out += ["", "## Notes", ""] + [f"- {n}" for n in rec["notes"]]
     return "\n".join(out) + "\n"
