@@ -6,6 +6,7 @@ never imports this package's torch modules; the modules are split by that line:
 - :mod:`kvgate.workload.config`     model config from a preset / file / directory  (no torch)
 - :mod:`kvgate.workload.allocator`  slot allocator, block allocator, block tables,
                                     admission, expected mirror bytes           (no torch)
+- :mod:`kvgate.workload.plan`       a stream test checked before torch loads        (no torch)
 - :mod:`kvgate.workload.mirror`     contiguous int8 + f32-scale mirror, quantization (torch)
 - :mod:`kvgate.workload.paged`      the paged twin: block pool + block tables       (torch)
 - :mod:`kvgate.workload.attention`  attention over the quantized cache              (torch)

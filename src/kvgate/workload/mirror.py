@@ -12,8 +12,8 @@ Dequantization is ``q · scale`` in f32, then cast to the compute dtype.
 Layout, per layer: K and V ``[slots, max_seq, kv_heads, head_dim]`` int8, scales
 ``[slots, max_seq, kv_heads]`` f32. Slots are allocated **lazily**: a slot's rows are one
 allocation per layer and tensor, made on the sequence's first append and dropped when the
-sequence ends, so allocated bytes are ``slots in use × S(L)`` (the source allocates per
-slot the same way). Slot storage is zero-filled so that unwritten positions dequantize to
+sequence ends, so allocated bytes are ``slots in use × S(L)``, as with the source's lazily allocated
+slots. Slot storage is zero-filled so that unwritten positions dequantize to
 finite zeros (they are masked out of attention, but NaN·0 is still NaN).
 
 Both caches here and in :mod:`kvgate.workload.paged` offer the same four calls to the
