@@ -190,3 +190,43 @@ def test_interrupt_stops_the_process_group_and_saves_partial(tmp_path, sig, rc_e
             time.sleep(0.05)
         assert _gone(pid), pid
     assert b"no-verdict" in stdout
+
+
+class _Tty:
+    def __init__(self):
+        self.parts = []
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("json_flag", [False, True])
+def test_status_line_only_on_a_tty_without_json(tmp_path, monkeypatch, capsys, json_flag):
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    args = ["measure", "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "m.json")]
+    rc = main(args + (["--json"] if json_flag else []) + ["--", PY, "-c", "import time; time.sleep(0.6)"])
+    assert rc == 0
+    lines = [p for p in tty.parts if "[kvgate]" in p]
+    if json_flag:
+        assert lines == []
+    else:
+        assert lines and all(k in lines[0] for k in (" s  used ", "peak", "headroom"))
+        assert tty.parts[-1] == "\r\x1b[2K"  # the line is cleared before the summary
+
+
+def test_nvml_missing_is_one_line_error_with_hint(tmp_path, monkeypatch, capsys):
+    import kvgate.measure.nvml as nvmlmod
+
+    monkeypatch.setattr(nvmlmod, "_DEFAULT", Nvml(module=fake.make(init_error=fake.NVML_ERROR_LIBRARY_NOT_FOUND)))
+    out = tmp_path / "m.json"
+    rc = main(["measure", "--out", str(out), "--", PY, "-c", "pass"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc != 0 and not out.exists()
+    assert len(err) == 2 and err[0].startswith("ERROR: NVML") and err[1].startswith("HINT:") and "--domain host" in err[1]

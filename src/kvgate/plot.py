@@ -1,8 +1,8 @@
 """PNG charts of a measurement (matplotlib, Agg backend; imported lazily).
 
 :func:`plot_measurement` draws used memory over time with the idle U0, peak P and total T
-lines, the headroom band H = T − P, and optionally a projected peak (``kvgate run``: the
-projection at the target slot count). The y axis is in GiB (2^30 B) when T ≥ 4 GiB, else
+lines, the headroom band H = T − P, and optionally projected peaks (``kvgate run``: the
+projections at the target slot count). The y axis is in GiB (2^30 B) when T ≥ 4 GiB, else
 MiB (2^20 B), and says so.
 """
 
@@ -20,13 +20,13 @@ def _unit(total_bytes: int) -> tuple[int, str, callable]:
     return (GiB, "GiB", fmt_gib) if total_bytes >= 4 * GiB else (MiB, "MiB", fmt_mib)
 
 
-def render_measurement_png(m: Measurement, *, projected_peak_bytes: int | None = None,
-                           projected_label: str | None = None, title: str | None = None) -> bytes:
+def render_measurement_png(m: Measurement, *, projections: list[tuple[int, str]] | None = None,
+                           title: str | None = None) -> bytes:
     """The chart as PNG bytes (see the module docstring).
 
     Args:
-        projected_peak_bytes: a projected peak to draw (e.g. at the target slot count).
-        projected_label: its legend text.
+        projections: ``[(bytes, label)]`` projected peaks to draw (``kvgate run``: at the
+            target slot count, from the KV-only formula and from the concurrency fit).
     """
     import matplotlib
 
@@ -36,16 +36,23 @@ def render_measurement_png(m: Measurement, *, projected_peak_bytes: int | None =
     scale, unit, fmt = _unit(m.total_bytes)
     tl = m.timeline or {}
     xs = tl.get("t_s") or tl.get("sample") or []
-    xlabel = "time since the command started (s)" if "t_s" in tl else "sample number"
+    if "t_s" not in tl:
+        xlabel = "sample number"
+    elif m.basis.command:
+        xlabel = "time since the command started (s)"
+    else:
+        xlabel = "time since the first sample (s)"
     ys = [v / scale for v in tl.get("used_bytes", [])]
     T, P = m.total_bytes / scale, m.peak_used_bytes / scale
 
-    fig, ax = plt.subplots(figsize=(10, 5.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(12, 5.2), dpi=110)
     try:
         ax.axhspan(P, T, color="tab:green", alpha=0.12,
                    label=f"headroom H = T − P = {fmt(m.headroom_bytes)}")
         if xs:
-            ax.plot(xs, ys, color="tab:blue", lw=1.2, label=f"used (total − free), {m.samples or len(xs):,} samples")
+            rule = m.extra.get("used_rule") or "total − free"
+            ax.plot(xs, ys, color="tab:blue", lw=1.2, label=f"used ({rule})"[:60])
+            ax.set_xlim(min(xs), max(xs))
         if m.extra.get("tree_rss_timeline"):
             rt = m.extra["tree_rss_timeline"]
             ax.plot(rt["t_s"], [v / scale for v in rt["rss_bytes"]], color="tab:purple", lw=1,
@@ -57,12 +64,11 @@ def render_measurement_png(m: Measurement, *, projected_peak_bytes: int | None =
         if m.idle_used_bytes is not None:
             ax.axhline(m.idle_used_bytes / scale, color="tab:gray", lw=1, ls=":",
                        label=f"idle U0 = {fmt(m.idle_used_bytes)}")
-        if projected_peak_bytes is not None:
-            ax.axhline(projected_peak_bytes / scale, color="tab:orange", lw=1.4, ls="-.",
-                       label=projected_label or f"projected peak = {fmt(projected_peak_bytes)}")
+        for (pb, label), color in zip(projections or [], ("tab:orange", "tab:brown", "tab:olive", "tab:pink")):
+            ax.axhline(pb / scale, color=color, lw=1.4, ls="-.", label=f"{label} = {fmt(pb)}")
         if xs and "t_s" in tl and min(xs) < 0:
             ax.axvspan(min(xs), 0, color="tab:gray", alpha=0.08, label="settle (idle baseline)")
-        top = max(T, (projected_peak_bytes or 0) / scale) * 1.06
+        top = max([T] + [pb / scale for pb, _ in projections or []]) * 1.06
         ax.set_ylim(0, top)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{m.domain} memory ({unit}, 1 {unit} = 2^{30 if unit == 'GiB' else 20} B)")
@@ -75,7 +81,7 @@ def render_measurement_png(m: Measurement, *, projected_peak_bytes: int | None =
         ] if x)
         ax.set_title((title or "kvgate measurement") + "\n" + sub, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.9, borderaxespad=0)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png")

@@ -209,6 +209,8 @@ class HostProbe:
         if self.root_pid is not None and now >= self._next_refresh:
             self._pids = descendants(self.root_pid)
             self._next_refresh = now + self.refresh_s
+            for pid in self._pids:  # re-read: a fresh child shows its parent's name until exec
+                self.names[pid] = process_name(pid) or self.names.get(pid)
         tree = 0
         for pid in self._pids:
             rss, hwm = rss_hwm_bytes(pid)
@@ -219,8 +221,6 @@ class HostProbe:
                 self.rss_peak[pid] = rss
             if hwm is not None and hwm > self.vmhwm.get(pid, -1):
                 self.vmhwm[pid] = hwm
-            if pid not in self.names:
-                self.names[pid] = process_name(pid)
         return [min(self.used(), self.total_bytes), tree]
 
     def processes(self) -> list[dict]:
@@ -229,5 +229,3 @@ class HostProbe:
         return [{"pid": pid, "name": self.names.get(pid), "vmhwm_bytes": self.vmhwm.get(pid),
                  "rss_peak_bytes": self.rss_peak.get(pid)} for pid in pids]
 
-    def device_name(self) -> str:
-        return f"host ({self.cgroup.kind} cgroup limit)" if self.limited else "host"

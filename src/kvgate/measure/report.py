@@ -8,7 +8,7 @@ from typing import Any, Callable, TextIO
 from kvgate.measure.runner import RunOutcome, Status
 from kvgate.measurement import Measurement
 from kvgate.output import table
-from kvgate.units import GiB, fmt_gib, fmt_mib, fmt_pct
+from kvgate.units import GiB, fmt_gib, fmt_human, fmt_mib, fmt_pct
 
 
 def _fmt_for(total_bytes: int) -> Callable[[int], str]:
@@ -20,9 +20,10 @@ def na(v: Any, f: Callable[[Any], str] = str) -> str:
     return "not available" if v is None else f(v)
 
 
-def status_printer(stream: TextIO = sys.stderr) -> Callable[[Status | None], None]:
-    """A callback drawing ``elapsed, current, peak, headroom`` on one line (``\\r``);
-    called with ``None`` it clears the line."""
+def status_printer(stream: TextIO | None = None) -> Callable[[Status | None], None]:
+    """A callback drawing ``elapsed, current, peak, headroom`` on one line (``\\r``) of
+    ``stream`` (default: ``sys.stderr`` at call time); called with ``None`` it clears the line."""
+    stream = stream or sys.stderr
 
     def show(s: Status | None) -> None:
         if s is None:
@@ -48,7 +49,9 @@ def measurement_rows(m: Measurement) -> list[list[str]]:
         return [name, na(v, f), na(v, lambda x: f"{x:,} B"), na(v, lambda x: fmt_pct(x, T))]
 
     rows = [row("total T", T), row("idle used U0", m.idle_used_bytes), row("peak used P", m.peak_used_bytes),
-            row("headroom H = T − P", m.headroom_bytes), row("driver-reserved (NVML v2)", m.reserved_bytes)]
+            row("headroom H = T − P", m.headroom_bytes)]
+    if m.domain.startswith("gpu"):
+        rows.append(row("driver-reserved (NVML v2)", m.reserved_bytes))
     if m.extra.get("tree_rss_peak_bytes") is not None:
         rows.append(row("process-tree RSS peak", m.extra["tree_rss_peak_bytes"]))
     if m.extra.get("vmhwm_max_bytes") is not None:
@@ -81,10 +84,10 @@ def render_measurement(m: Measurement) -> str:
         lines.append("  per-process memory: not available" +
                      (f" ({m.extra['processes_note']})" if m.extra.get("processes_note") else ""))
     else:
-        f = _fmt_for(m.total_bytes)
         for p in m.processes:
             v = p.get("peak_used_bytes", p.get("vmhwm_bytes"))
-            lines.append(f"  pid {p['pid']} {p.get('name') or ''}: {na(v, f)}")
+            what = "peak used" if "peak_used_bytes" in p else "VmHWM"
+            lines.append(f"  pid {p['pid']} {p.get('name') or ''}: {what} {na(v, fmt_human)}")
     return "\n".join(lines)
 
 

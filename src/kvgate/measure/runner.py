@@ -146,7 +146,7 @@ def host_probe() -> _Probe:
     """Host channels: ``[system used, CMD tree RSS]`` (see :mod:`kvgate.measure.host`)."""
     h = hostmod.HostProbe()
     cpu = _cpu_model()
-    name = h.device_name() + (f": {cpu}" if cpu else "")
+    name = (f"{cpu} " if cpu else "") + ("RAM, cgroup limit" if h.limited else "RAM")
     basis = Basis(domain="host", device_name=name, total_bytes=h.total_bytes, cpu_arch=local_cpu_arch(),
                   sampler="psutil+/proc")
     probe = _Probe(h.read, ["host", "host:tree-rss"], [h.total_bytes, h.total_bytes], [basis], [None])
@@ -195,11 +195,6 @@ def _stop_group(proc: subprocess.Popen, sig: int, grace_s: float) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-
-
-def _tree_pids(root: int) -> set[int]:
-    pids = set(hostmod.descendants(root))
-    return pids
 
 
 def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", interval_s: float | None = None,
@@ -259,13 +254,9 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
                                            hint="check that it is an executable file") from exc
             if probe.host is not None:
                 probe.host.attach(proc.pid)
-            next_status = next_procs = 0.0
-            while True:
-                try:
-                    proc.wait(timeout=0.05)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
+            next_status, next_procs = time.monotonic() + status_every_s, 0.0
+            while proc.poll() is None:
+                time.sleep(0.02)  # one wake-up per 20 ms (Popen.wait(timeout) polls far more often)
                 if sigs.received is not None or sampler.error is not None:
                     _stop_group(proc, sigs.received or signal.SIGTERM, grace_s)
                     break
@@ -287,10 +278,19 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
 
 
 def _group_kwargs() -> dict[str, Any]:
-    """CMD in its own process group, so the whole group can be stopped at once."""
-    if sys.version_info >= (3, 11):
-        return {"process_group": 0}
-    return {"start_new_session": True}  # pragma: no cover - Python 3.10
+    """CMD in its own process group, so the whole group can be stopped at once.
+
+    A background process group that reads the terminal is stopped by SIGTTIN (and would
+    hang the run), so when stdin is a terminal CMD gets /dev/null instead; piped input
+    is passed through.
+    """
+    kw: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            kw["stdin"] = subprocess.DEVNULL
+    except (ValueError, OSError, AttributeError):  # closed or replaced stdin
+        pass
+    return kw
 
 
 def _poll_gpu_processes(probe: _Probe, root: int, seen: dict[int, dict[str, Any]], nvml_pids: set[int]) -> bool:
@@ -305,7 +305,7 @@ def _poll_gpu_processes(probe: _Probe, root: int, seen: dict[int, dict[str, Any]
             return False
         nvml_pids.update(procs)
         if procs and tree is None:
-            tree = _tree_pids(root)
+            tree = set(hostmod.descendants(root))
         for pid, used in procs.items():
             if tree and pid in tree:
                 rec = seen.setdefault((domain, pid), {"domain": domain, "pid": pid, "name": hostmod.process_name(pid),

@@ -180,8 +180,10 @@ class Sampler:
                 self.sample_once()
                 nxt += self.interval_s
                 delay = nxt - self.clock()
-                if delay > 0:
-                    self._stop.wait(delay) if delay > 0.05 else time.sleep(delay)
+                if delay > 0.05:
+                    self._stop.wait(delay)  # long intervals: wake at once on stop()
+                elif delay > 0:
+                    time.sleep(delay)
                 else:
                     nxt = self.clock()  # fell behind: do not try to catch up in a burst
         except BaseException as exc:  # noqa: BLE001 - reported through .error

@@ -62,10 +62,13 @@ def _bytes(cell: str, unit: str | None, where: str) -> int | None:
     text = cell.strip()
     if text.lower() in _NA:
         return None
+    if not text[-1:].isalpha() and unit is None:
+        raise SmiCsvError(f"{where}: memory value {cell!r} has no unit, and neither has its column",
+                          hint="for a csv,noheader,nounits log name the unit: --columns 'memory.used [MiB]',...")
     try:
         if text[-1:].isalpha():
             return parse_bytes(text, allow_zero=True)
-        return parse_bytes(f"{text} {unit or 'B'}", allow_zero=True)
+        return parse_bytes(f"{text} {unit}", allow_zero=True)
     except KvgateError as exc:
         raise SmiCsvError(f"{where}: cannot read memory value {cell!r}: {exc.message}") from exc
 

@@ -1,0 +1,219 @@
+"""Spike capture: does the sampler see short allocation spikes? (issue 3; needs a GPU)
+
+A child process (torch) allocates spikes of 1 and 4 GiB held for 2, 5, 20 and 100 ms, in
+random order with random gaps (so random phase against every sampler), and logs when each
+one was allocated and freed (``time.time()``, shared by all processes). Meanwhile this
+process samples GPU memory with kvgate's :class:`~kvgate.measure.sampler.Sampler` at
+0.5 ms, 1 ms (the default), 2 ms and 500 ms, and runs ``nvidia-smi -lms 500``, the source
+write-up's method. A spike counts as caught by a method when one of its samples inside
+the spike's window shows at least 90% of the spike above the idle baseline. Reported per
+method, size and duration: fraction caught and the error of the observed spike height;
+per method: the overall peak against the true peak. Target: ≥ 99% of 5 ms spikes caught
+at the default interval.
+
+    PYTHONPATH=src python benchmarks/spike_capture.py --out spike_capture.json \\
+        --smi-log h200_spikes_lms500_nounits.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+GiB, MiB = 2**30, 2**20
+SIZES = (1 * GiB, 4 * GiB)
+DURATIONS_S = (0.002, 0.005, 0.020, 0.100)
+
+
+def child(out: str, reps: int, seed: int, device: str = "cuda") -> int:
+    """Allocate the spikes; write their times to ``out``. (``device="cpu"``: a smoke test.)"""
+    import torch
+
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    warm = torch.zeros(1, device=device)  # the CUDA context exists before the baseline
+    sync()
+    rng = random.Random(seed)
+    plan = [(s, d) for s in SIZES for d in DURATIONS_S for _ in range(reps)]
+    rng.shuffle(plan)
+    base0 = time.time()
+    time.sleep(1.0)
+    base1 = time.time()
+    spikes = []
+    for size, dur in plan:
+        time.sleep(rng.uniform(0.03, 0.12))
+        t_start = time.time()
+        x = torch.empty(size, dtype=torch.uint8, device=device)
+        sync()
+        t_on = time.time()
+        while time.time() < t_on + dur:  # hold, busy: sleep is too coarse for 2 ms
+            pass
+        t_off = time.time()
+        del x
+        if cuda:
+            torch.cuda.empty_cache()  # give it back to the driver: NVML free rises again
+        sync()
+        t_end = time.time()
+        spikes.append({"size_bytes": size, "hold_s": dur, "t_start": t_start, "t_on": t_on, "t_off": t_off,
+                       "t_end": t_end})
+    time.sleep(0.6)
+    del warm
+    with open(out, "w") as fh:
+        json.dump({"baseline_window": [base0, base1], "spikes": spikes}, fh)
+    return 0
+
+
+def _smi_samples(path: str) -> list[tuple[float, int]]:
+    """(epoch seconds, total − free bytes) from the nvidia-smi nounits log (local time)."""
+    out = []
+    with open(path) as fh:
+        header = [c.strip() for c in fh.readline().split(",")]
+        it, itot, ifree = (header.index(n) for n in ("timestamp", "memory.total [MiB]", "memory.free [MiB]"))
+        for line in fh:
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) != len(header) or not cells[itot].isdigit() or not cells[ifree].isdigit():
+                continue
+            t = datetime.strptime(cells[it], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            out.append((t, (int(cells[itot]) - int(cells[ifree])) * MiB))
+    return out
+
+
+def evaluate(samples: list[tuple[float, int]], spikes: list[dict], baseline: int, slack_s: float = 0.001) -> dict:
+    """Per (size, hold) case: fraction caught, errors of the observed height (bytes)."""
+    samples.sort()
+    ts = [t for t, _ in samples]
+    import bisect
+
+    cases: dict[tuple[int, float], list] = {}
+    for sp in spikes:
+        lo = bisect.bisect_left(ts, sp["t_start"] - slack_s)
+        hi = bisect.bisect_right(ts, sp["t_end"] + slack_s)
+        seen = max((v for _, v in samples[lo:hi]), default=None)
+        height = (seen - baseline) if seen is not None else 0
+        caught = height >= 0.9 * sp["size_bytes"]
+        cases.setdefault((sp["size_bytes"], sp["hold_s"]), []).append((caught, height - sp["size_bytes"]))
+    rows = []
+    for (size, hold), lst in sorted(cases.items()):
+        errs = [e for c, e in lst if c]
+        rows.append({"size_bytes": size, "hold_ms": hold * 1e3, "n": len(lst), "caught": sum(c for c, _ in lst),
+                     "fraction": sum(c for c, _ in lst) / len(lst),
+                     "median_error_bytes_caught": int(statistics.median(errs)) if errs else None,
+                     "max_abs_error_bytes_caught": max(abs(e) for e in errs) if errs else None})
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    return {"samples": len(samples), "max_gap_s": max(gaps) if gaps else None, "cases": rows,
+            "peak_bytes": max(v for _, v in samples) if samples else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="kvgate spike capture")
+    ap.add_argument("--out", required=False)
+    ap.add_argument("--smi-log", default=None, help="keep the nvidia-smi -lms 500 log here (a test fixture)")
+    ap.add_argument("--reps", type=int, default=12, help="spikes per (size, duration) (default 12: 96 spikes)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: smoke test of the plumbing
+    a = ap.parse_args(argv)
+    if a.child:
+        return child(a.child, a.reps, a.seed, a.device)
+    if not a.out:
+        ap.error("--out is required")
+
+    from kvgate.measure.nvml import session
+    from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
+
+    sys.setswitchinterval(0.0005)
+    nv = session()
+    h = nv.handle(a.gpu)
+    info = nv.device_info(a.gpu)
+    intervals = sorted({0.0005, DEFAULT_INTERVAL_S, 0.002, 0.5})
+    logs: dict[float, list] = {i: [] for i in intervals}
+    samplers = []
+    for i in intervals:
+        read = nv.used_reader([h])
+
+        def rec(read=read, log=logs[i]):
+            v = read()
+            log.append((time.time(), v[0]))
+            return v
+
+        samplers.append(Sampler(rec, 1, interval_s=i))
+    smi_log = a.smi_log or (a.out + ".smi.csv")
+    # stdbuf -oL: every line reaches the log as printed, whatever signal stops nvidia-smi
+    smi_cmd = ["nvidia-smi", "-i", str(a.gpu), "--query-gpu=timestamp,index,memory.total,memory.free,"
+               "memory.used,memory.reserved", "--format=csv,nounits", "-lms", "500"]
+    if shutil.which("stdbuf"):
+        smi_cmd = ["stdbuf", "-oL"] + smi_cmd
+    smi_fh = open(smi_log, "w")
+    smi = subprocess.Popen(smi_cmd, stdout=smi_fh) if shutil.which("nvidia-smi") else None
+    for s in samplers:
+        s.start()
+        s.mark_start()
+    spikes_path = a.out + ".spikes.json"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", str(a.gpu))}
+    t0 = time.time()
+    rc = subprocess.call([sys.executable, __file__, "--child", spikes_path, "--reps", str(a.reps),
+                          "--seed", str(a.seed), "--device", a.device], env=env)
+    for s in samplers:
+        s.stop()
+    time.sleep(0.6)
+    if smi is not None:
+        smi.send_signal(signal.SIGINT)  # nvidia-smi's own Ctrl-C handling
+        try:
+            smi.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            smi.kill()
+            smi.wait()
+    smi_fh.close()
+    if rc != 0:
+        print(f"child failed with exit code {rc}", file=sys.stderr)
+        return rc
+    with open(spikes_path) as fh:
+        child_log = json.load(fh)
+    os.unlink(spikes_path)
+    b0, b1 = child_log["baseline_window"]
+    ref = logs[DEFAULT_INTERVAL_S]
+    baseline = int(statistics.median(v for t, v in ref if b0 + 0.2 <= t <= b1))
+    spikes = child_log["spikes"]
+    methods = {f"kvgate {i * 1e3:g} ms" + (" (default)" if i == DEFAULT_INTERVAL_S else ""): logs[i] for i in intervals}
+    if smi is not None:
+        methods["nvidia-smi -lms 500"] = _smi_samples(smi_log)
+    true_peak = baseline + max(SIZES)
+    res = {"device": info.name, **nv.versions(), "baseline_bytes": baseline, "true_peak_bytes": true_peak,
+           "wall_s": round(time.time() - t0, 1), "n_spikes": len(spikes), "smi_log": os.path.basename(smi_log),
+           "methods": {}}
+    for name, samples in methods.items():
+        ev = evaluate(list(samples), spikes, baseline)
+        ev["peak_error_bytes"] = ev["peak_bytes"] - true_peak if ev["peak_bytes"] is not None else None
+        res["methods"][name] = ev
+    res["spikes"] = spikes
+    with open(a.out, "w") as fh:
+        json.dump(res, fh, indent=2)
+
+    print(f"{info.name}: {len(spikes)} spikes, baseline {baseline / MiB:,.0f} MiB, true peak {true_peak / MiB:,.0f} MiB")
+    holds = [d * 1e3 for d in DURATIONS_S]
+    print(f"{'method':<26}{'size':>6} " + "".join(f"{h:>8g}ms" for h in holds) + f"{'peak err MiB':>14}{'max gap ms':>12}")
+    for name, ev in res["methods"].items():
+        for size in SIZES:
+            fr = {r["hold_ms"]: r["fraction"] for r in ev["cases"] if r["size_bytes"] == size}
+            err = ev["peak_error_bytes"]
+            print(f"{name:<26}{size // GiB:>4}GiB " + "".join(f"{fr.get(h, 0) * 100:>9.0f}%" for h in holds)
+                  + f"{(err / MiB if err is not None else float('nan')):>14,.0f}{(ev['max_gap_s'] or 0) * 1e3:>12.1f}")
+    d = res["methods"][[n for n in methods if "(default)" in n][0]]
+    five = [r for r in d["cases"] if r["hold_ms"] == 5.0]
+    frac5 = sum(r["caught"] for r in five) / sum(r["n"] for r in five)
+    print(f"5 ms spikes caught at the default interval: {frac5 * 100:.1f}% (target ≥ 99%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

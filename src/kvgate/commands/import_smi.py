@@ -1,0 +1,57 @@
+"""``kvgate import-smi``: an nvidia-smi CSV log → a kvgate measurement JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvgate.atomicio import check_writable, write_json_atomic
+from kvgate.measure.smi_csv import load_smi_csv
+from kvgate.measurement import Measurement
+from kvgate.output import emit
+
+NAME = "import-smi"
+HELP = "read an `nvidia-smi --query-gpu=... --format=csv` log into a kvgate measurement"
+DESCRIPTION = """\
+Read a log such as
+
+  nvidia-smi --query-gpu=timestamp,index,name,uuid,driver_version,memory.total,memory.free,\\
+memory.used,memory.reserved --format=csv -lms 500 > smi.csv
+
+(with or without nounits, several GPUs, columns in any order) into the same
+kvgate.measurement/1 JSON that `kvgate measure` writes. Used = memory.total − memory.free
+when logged, else memory.used + memory.reserved, else memory.used (noted). What the log
+cannot say (CUDA/NVML versions, command, exit code) is "not available". The idle used is
+the log's first sample. A 500 ms log misses spikes shorter than its largest gap.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", metavar="LOG.csv", help="the nvidia-smi CSV log")
+    p.add_argument("--columns", default=None,
+                   help="query names of a noheader log, e.g. timestamp,index,'memory.used [MiB]',memory.total [MiB]")
+    p.add_argument("--out", default=None, help="write the measurement JSON here")
+    p.add_argument("--plot", default=None, help="also write a PNG chart (of the domain with least headroom)")
+    p.add_argument("--force", action="store_true", help="overwrite existing --out / --plot files")
+
+
+def run(args: argparse.Namespace) -> int:
+    for p in (args.out, args.plot):
+        if p:
+            check_writable(p, force=args.force)
+    cols = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    doc = load_smi_csv(args.log, columns=cols)
+    ms = [Measurement.from_dict(d) for d in doc["domains"]]
+    path = str(write_json_atomic(args.out, doc, force=args.force)) if args.out else None
+    plot_path = None
+    if args.plot:
+        from kvgate.plot import plot_measurement
+
+        plot_path = plot_measurement(min(ms, key=lambda m: m.headroom_bytes), args.plot, force=args.force,
+                                     title=f"kvgate import-smi: {args.log}"[:90])
+    from kvgate.measure.report import render_measurement
+
+    text = "\n\n".join([render_measurement(m) for m in ms]
+                       + ([f"measurement written to {path}"] if path else [])
+                       + ([f"plot written to {plot_path}"] if plot_path else []))
+    emit(args, {**doc, "measurement_path": path, "plot_path": plot_path}, text)
+    return 0

@@ -1,0 +1,52 @@
+"""``kvgate measure``: sample GPU (NVML) or host memory while a command runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvgate.measure.cli_common import (add_measure_arguments, command_of, default_out, precheck,
+                                       run_measured, save)
+from kvgate.output import emit
+
+NAME = "measure"
+HELP = "run a command and measure its real memory peak (NVML, fast sampler) or host RAM"
+DESCRIPTION = """\
+Sample idle memory for --settle, start CMD in its own process group, and sample until it
+exits. Records total T, idle U0, peak P (used = total − free, as an OOM counts it), the
+time of the peak, headroom H = T − P, NVML v2 driver-reserved bytes, the largest gap
+between samples, a bounded timeline and the basis (device, driver, CUDA, NVML, command,
+exit code, times).
+
+  kvgate measure --out run.json --plot run.png -- python serve.py --streams 4
+  kvgate measure --interval 500ms -- ...     # the write-up's nvidia-smi -lms 500 method
+  kvgate measure --domain host -- ./llama-server ...
+
+A non-zero exit or a signal marks the measurement failed; Ctrl-C/SIGTERM stops CMD's
+whole process group and saves the partial measurement as interrupted. Either way no
+verdict should be based on it. Exit status: 0, CMD's exit code, or 128 + signal.
+CMD runs in its own process group: it cannot read the terminal (stdin is /dev/null
+then); pipe its input instead.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_measure_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = command_of(args)
+    out = args.out or default_out("kvgate-measure")
+    precheck([out, args.plot], force=args.force)
+    outcome = run_measured(args, cmd)
+    path = save(outcome.document, out, force=args.force)
+    plot_path = None
+    if args.plot:
+        from kvgate.plot import plot_measurement
+
+        m = min(outcome.measurements, key=lambda m: m.headroom_bytes)
+        plot_path = plot_measurement(m, args.plot, force=args.force, title=f"kvgate measure: {' '.join(cmd)}"[:90])
+    from kvgate.measure.report import render_outcome
+
+    payload = {**outcome.document, "measurement_path": path, "plot_path": plot_path, "notes": outcome.notes}
+    emit(args, payload, render_outcome(outcome, out_path=path, plot_path=plot_path))
+    return outcome.kvgate_exit_code

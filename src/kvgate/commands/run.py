@@ -1,0 +1,145 @@
+"""``kvgate run``: measure a workload (at one or more concurrency levels), gate, record."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kvgate.commands.gate import add_gate_arguments, gate_from_args
+from kvgate.errors import KvgateError
+from kvgate.measure.cli_common import add_measure_arguments, command_of, default_out, precheck, run_measured, save
+from kvgate.measure.runner import RunOutcome
+from kvgate.measurement import Measurement
+
+NAME = "run"
+HELP = "measure a workload on this machine, then gate and record the decision (the main job on a GPU)"
+DESCRIPTION = """\
+Run the workload under `kvgate measure`, then `kvgate gate` on what was measured, then
+write the decision record.
+
+  kvgate run --model qwen3-30b-a3b --max-seq 8192 --slots-measured 4 --slots 8 \\
+      -- python serve.py --streams 4
+  kvgate run --model qwen3-30b-a3b --max-seq 8192 --slots 8 --concurrency 2,4 \\
+      -- python benchmarks/hf_static_workload.py --streams {n}
+
+With --concurrency, CMD runs once per level with {n} replaced by the level; the peaks
+give a fitted marginal bytes per sequence (KV plus per-sequence activations), shown
+beside the KV-only slot bytes S, and the target is projected both ways. The gate uses
+the run at --slots-measured if it is one of the levels, else the largest level.
+
+If a run fails (non-zero exit, a signal) or is interrupted, its measurement is saved
+marked so, later levels are not run, and the record says no-verdict with the exit code:
+never a verdict from partial data. Exit status: 0, 3 for no-verdict, 128 + signal when
+kvgate itself was stopped.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_gate_arguments(p, measurement_required=False)
+    r = p.add_argument_group("run")
+    r.add_argument("--concurrency", default=None,
+                   help="comma list of concurrency levels, e.g. 2,4; {n} in CMD is replaced by each")
+    r.add_argument("--measurement-out", default=None,
+                   help="measurement JSON (default kvgate-run-<UTC time>.json; -n<level> added per level)")
+    r.add_argument("--plot", default=None, help="PNG of the gated run with the projected peaks at --slots")
+    add_measure_arguments(p, with_out=False)
+
+
+def levels_of(args: argparse.Namespace, cmd: list[str]) -> list[int] | None:
+    """The ``--concurrency`` levels (sorted, distinct), or ``None`` for one plain run.
+
+    Raises:
+        KvgateError: a level that is not a positive integer, or CMD without ``{n}``.
+    """
+    if not args.concurrency:
+        return None
+    try:
+        levels = sorted({int(x) for x in args.concurrency.split(",") if x.strip()})
+    except ValueError:
+        raise KvgateError(f"--concurrency must be a comma list of integers, got {args.concurrency!r}") from None
+    if not levels or levels[0] <= 0:
+        raise KvgateError(f"--concurrency levels must be positive, got {args.concurrency!r}")
+    if not any("{n}" in a for a in cmd):
+        raise KvgateError("--concurrency needs {n} in the command, where the level goes",
+                          hint="e.g. -- python serve.py --streams {n}")
+    return levels
+
+
+def _out_paths(args: argparse.Namespace, levels: list[int] | None) -> list[str]:
+    base = args.measurement_out or default_out("kvgate-run")
+    if not levels or len(levels) == 1:
+        return [base]
+    p = Path(base)
+    return [str(p.with_name(f"{p.stem}-n{n}{p.suffix or '.json'}")) for n in levels]
+
+
+def _gated(outcomes: list[tuple[int, RunOutcome]], slots_measured: int) -> tuple[int, RunOutcome]:
+    for n, o in outcomes:
+        if o.status != "ok":
+            return n, o  # a failed run decides: no-verdict
+    for n, o in outcomes:
+        if n == slots_measured:
+            return n, o
+    return outcomes[-1]
+
+
+def _binding(o: RunOutcome) -> Measurement:
+    """The domain with the least headroom (the one that runs out first)."""
+    return min(o.measurements, key=lambda m: m.headroom_bytes)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = command_of(args)
+    levels = levels_of(args, cmd)
+    outs = _out_paths(args, levels)
+    record = [args.out, str(Path(args.out).with_suffix(".md"))] if args.out and args.out.endswith(".json") \
+        and not args.no_record else []
+    precheck(outs + [args.plot] + record, force=args.force)  # before the workload, not after it
+    outcomes: list[tuple[int, RunOutcome]] = []
+    notes: list[str] = []
+    for i, n in enumerate(levels or [None]):
+        this = [a.replace("{n}", str(n if n is not None else args.slots_measured)) for a in cmd]
+        if not args.json:
+            print(f"[kvgate] measuring: {' '.join(this)}", file=sys.stderr)
+        o = run_measured(args, this)
+        save(o.document, outs[i], force=args.force)
+        outcomes.append((n if n is not None else args.slots_measured, o))
+        notes.append(f"measurement at {outcomes[-1][0]} sequence(s): {outs[i]} ({o.status}, exit code {o.exit_code})")
+        if o.status != "ok":
+            break
+    n, o = _gated(outcomes, args.slots_measured)
+    if levels and n != args.slots_measured:
+        notes.append(f"--slots-measured {args.slots_measured} is not a measured level: gating the run at {n}")
+        args.slots_measured = n
+    m = _binding(o)
+    if len(o.measurements) > 1:
+        notes.append(f"gated on {m.domain}, the domain with the least headroom")
+    fit_points = None
+    if levels and len(levels) > 1 and all(x.status == "ok" for _, x in outcomes):
+        fit_points = [(k, _binding(x).peak_used_bytes) for k, x in outcomes]
+    if args.plot:
+        _plot(args, m, fit_points, notes)
+    rc = gate_from_args(args, m, fit_points=fit_points, measurement_doc=o.document, notes=notes + o.notes)
+    return o.kvgate_exit_code if o.stopped_by else rc
+
+
+def _plot(args: argparse.Namespace, m: Measurement, fit_points, notes: list[str]) -> None:
+    """The gated run's chart, with the projected peaks at --slots when there is a verdict."""
+    from kvgate.plot import plot_measurement
+
+    projections = []
+    if m.status == "ok":
+        from kvgate.commands.gate import inputs_from_args
+        from kvgate.decision import decide
+
+        proj = decide(inputs_from_args(args, m, fit_points=fit_points), m).get("projection") or {}
+        if proj.get("kv_only_bytes") is not None:
+            projections.append((int(proj["kv_only_bytes"]), f"projected peak at {args.slots} slots, KV only"))
+        if proj.get("fit_bytes") is not None:
+            projections.append((int(proj["fit_bytes"]), f"projected peak at {args.slots} slots, concurrency fit"))
+        if proj.get("limit_bytes_floor") is not None:
+            projections.append((int(proj["limit_bytes_floor"]), f"gate limit (1 − margin {args.margin})·T"))
+    path = plot_measurement(m, args.plot, force=args.force, projections=projections,
+                            title=f"kvgate run: {args.model}, max_seq {args.max_seq}, {args.slots_measured} → {args.slots} slots")
+    notes.append(f"plot: {path}")

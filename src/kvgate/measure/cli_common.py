@@ -1,0 +1,87 @@
+"""Options and steps shared by ``kvgate measure`` and ``kvgate run`` (thin glue, no logic)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from kvgate.atomicio import check_writable, write_json_atomic
+from kvgate.errors import KvgateError
+from kvgate.measure.runner import RunOutcome, measure_command
+from kvgate.units import parse_duration_s
+
+
+def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
+    """``--gpu --domain --interval --settle [--out --plot --force]`` and ``-- CMD ARGS...``."""
+    g = p.add_argument_group("measurement")
+    g.add_argument("--gpu", default="0", help="GPU index, list (0,1) or all (default 0)")
+    g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
+                   help="gpu: NVML total − free; host: system RAM and the command's RSS (default gpu)")
+    g.add_argument("--interval", default=None,
+                   help="sampling interval, e.g. 1ms (default: 1ms gpu, 10ms host); 500ms = nvidia-smi -lms 500")
+    g.add_argument("--settle", default="2s", help="idle sampling before the command starts (default 2s)")
+    if with_out:
+        g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.json)")
+        g.add_argument("--plot", default=None, help="also write a PNG chart here")
+        g.add_argument("--force", action="store_true", help="overwrite existing --out / --plot files")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the workload to run")
+
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    """The command after ``--``.
+
+    Raises:
+        KvgateError: none given.
+    """
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise KvgateError("no command given", hint="put the workload after --, e.g. kvgate measure -- python serve.py")
+    return cmd
+
+
+def default_out(prefix: str) -> str:
+    return f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def interval_of(args: argparse.Namespace) -> float | None:
+    """``--interval`` in seconds, ``None`` for the domain's default.
+
+    Raises:
+        KvgateError: unparsable or zero.
+    """
+    if args.interval is None:
+        return None
+    s = parse_duration_s(args.interval)
+    if s <= 0:
+        raise KvgateError(f"--interval must be positive, got {args.interval}")
+    return s
+
+
+def run_measured(args: argparse.Namespace, cmd: list[str]) -> RunOutcome:
+    """Run ``cmd`` under the sampler; a status line only on a TTY and without ``--json``."""
+    from kvgate.measure.report import status_printer
+
+    live = sys.stderr.isatty() and not getattr(args, "json", False)
+    show = status_printer() if live else None
+    try:
+        return measure_command(cmd, domain=args.domain, gpus=args.gpu, interval_s=interval_of(args),
+                               settle_s=parse_duration_s(args.settle), on_status=show)
+    finally:
+        if show is not None:
+            show(None)
+
+
+def save(doc: dict[str, Any], out: str, *, force: bool) -> str:
+    """Write the measurement document atomically; returns the path."""
+    return str(write_json_atomic(out, doc, force=force))
+
+
+def precheck(paths: list[str | None], *, force: bool) -> None:
+    """Refuse existing outputs before the workload runs (not after an hour of it)."""
+    for p in paths:
+        if p:
+            check_writable(p, force=force)
