@@ -61,8 +61,10 @@ What the summary compares (the gate's paging candidate, DESIGN.md §3):
 Speed: the two admission schedules are one pass each over the requests with a heap
 (O(n log K) and O(n log n)); memory over time is computed from cumulative sums over the
 admission/finish events, exactly (integer steps; block rounding through per-residue
-counts of live sequences), with no per-token loop. 10^6 requests replay in about 2 s on
-two CPU cores (``benchmarks/replay_scaling.py``).
+counts of live sequences), with no per-token loop. Until the first request that has to
+wait, "admit at arrival" is checked vectorized and the loops start only there. 10^6
+requests replay through both allocators in about 1.5-2.5 s on two CPU cores
+(``benchmarks/replay_scaling.py``, ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ from kvgate.trace import Trace
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
 DEFAULT_BLOCK_SIZE = 16  # positions per block (vLLM's default)
 
-_CHUNK = 1 << 17  # events per chunk when counting residues
+_CHUNK = 1 << 12  # events per chunk when counting residues (small: stays in cache)
+_PREFIX = 1 << 12  # requests in the first, cheap look for where admission first waits
 
 
 class ReplayError(KvgateError):
@@ -119,7 +122,7 @@ class AllocatorResult:
         rejected_too_long: requests with prompt + output > max_seq.
         rejected_over_budget: requests whose reservation alone exceeds the budget (paged).
         peak_reserved_bytes: the largest reserved memory at any step.
-        peak_time_s: the first step at which it is reached.
+        peak_time_s: a step at which it holds (in the first epoch that reaches it).
         written_at_peak_bytes: written memory at that peak (the moment where it is largest,
             i.e. reserved − written smallest, among the moments the peak holds).
         reclaim_at_peak_bytes: reserved − written at the peak. For paged: its internal
@@ -128,8 +131,9 @@ class AllocatorResult:
         max_concurrency: the most sequences live at one step.
         queue_delay_p50_s, queue_delay_p99_s, queue_delay_max_s, queue_delay_mean_s:
             waiting time from (step-aligned) arrival to admission; ``None`` if none admitted.
-        mean_reserved_bytes, mean_written_bytes: time averages over the replay
-            (``None`` for paged reserved, not computed).
+        mean_reserved_bytes, mean_written_bytes: time averages over the replay, from
+            step 0 to the last finish (their difference is the time-averaged reclaim;
+            for paged, the time-averaged internal fragmentation).
         end_time_s: when the last request finishes.
     """
 
@@ -147,7 +151,7 @@ class AllocatorResult:
     queue_delay_p99_s: float | None
     queue_delay_max_s: float | None
     queue_delay_mean_s: float | None
-    mean_reserved_bytes: int | None
+    mean_reserved_bytes: int
     mean_written_bytes: int
     end_time_s: float
 
@@ -245,20 +249,57 @@ def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) ->
     return np.ceil(x).astype(np.int64)
 
 
+def _first_blocked(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, capacity: int) -> int:
+    """Index of the first request that would not fit at its arrival if every earlier one
+    was admitted at its own arrival; ``len(arrive)`` if all fit (vectorized).
+
+    Up to that index the FIFO schedule is simply "admit at arrival" (nothing waited), so
+    the loops below only start there.
+    """
+    m = len(arrive)
+    if m == 0:
+        return 0
+    # Requests after a prefix cannot change where the prefix blocks (their events sort
+    # after its admissions), so try a short prefix first: overloaded traces block early.
+    if m > 8 * _PREFIX:
+        k = _first_blocked(arrive[:_PREFIX], service[:_PREFIX], cost[:_PREFIX], capacity)
+        if k < _PREFIX:
+            return k
+    ticks = np.concatenate([arrive + service, arrive])
+    # At one step: finishes of earlier admissions, then each admission in FIFO order, a
+    # request with service 0 freeing right after its own admission.
+    i = np.arange(m, dtype=np.int64)
+    sub = np.concatenate([np.where(service > 0, -1, 2 * i + 1), 2 * i])
+    order = np.lexsort((sub, ticks))
+    c = cost[order % m]
+    cum = np.cumsum(np.where(order < m, -c, c))
+    over = np.flatnonzero(cum > capacity)
+    if len(over) == 0:
+        return m
+    return int(order[over[0]] - m)  # only an admission can push the sum up
+
+
 def schedule_contiguous(arrive: np.ndarray, service: np.ndarray, slots: int) -> np.ndarray:
     """Admission steps of a FIFO queue with ``slots`` identical servers.
 
     Request i is admitted at max(arrive[i], admission of i − 1, the earliest step a slot
-    is free); it holds the slot for ``service[i]`` steps. Inputs are int64 steps.
+    is free); it holds the slot for ``service[i]`` steps. Inputs are int64 steps, arrivals
+    non-decreasing.
     """
     n = len(arrive)
-    out = [0] * n
-    free = [0] * slots  # heap of the steps at which each slot becomes free
+    k = _first_blocked(arrive, service, np.ones(n, dtype=np.int64), slots)
+    out = arrive.tolist()
+    if k == n:
+        return np.asarray(arrive, dtype=np.int64).copy()
+    fin = arrive[:k] + service[:k]
+    live = fin[fin > arrive[k]].tolist()
+    free = live + [0] * (slots - len(live))  # heap of the steps at which each slot is free
+    heapq.heapify(free)
     replace = heapq.heapreplace
-    prev = 0
-    a_list, s_list = arrive.tolist(), service.tolist()
-    for i in range(n):
-        t = a_list[i]
+    prev = out[k]
+    s_list = service.tolist()
+    for i in range(k, n):
+        t = out[i]
         if t < prev:
             t = prev
         f = free[0]
@@ -270,25 +311,32 @@ def schedule_contiguous(arrive: np.ndarray, service: np.ndarray, slots: int) -> 
     return np.array(out, dtype=np.int64)
 
 
-def schedule_budget(arrive: np.ndarray, service: np.ndarray, cost: list[int], budget: int) -> np.ndarray:
+def schedule_budget(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, budget: int) -> np.ndarray:
     """Admission steps of a FIFO queue that admits while Σ cost of live requests ≤ budget.
 
-    ``cost`` are Python ints (bytes; each ≤ ``budget``). Request i is admitted at the
-    earliest step ≥ max(arrive[i], admission of i − 1) at which it fits once the requests
-    finished by then are freed; it stays ``service[i]`` steps.
+    ``cost`` are bytes (int64, or Python ints in an object array), each ≤ ``budget``.
+    Request i is admitted at the earliest step ≥ max(arrive[i], admission of i − 1) at
+    which it fits once the requests finished by then are freed; it stays ``service[i]``
+    steps.
     """
     n = len(arrive)
-    out = [0] * n
-    heap: list[tuple[int, int]] = []  # (finish step, cost)
+    k = _first_blocked(arrive, service, cost, budget) if cost.dtype != object else 0
+    if k == n:
+        return np.asarray(arrive, dtype=np.int64).copy()
+    out = arrive.tolist()
+    c_list, s_list = cost.tolist(), service.tolist()
+    fin = arrive[:k] + service[:k]
+    still = np.flatnonzero(fin > arrive[k])  # admitted before k and live at its arrival
+    heap = list(zip(fin[still].tolist(), cost[still].tolist()))  # (finish step, cost)
+    heapq.heapify(heap)
+    used = sum(c for _, c in heap)
     pop, push = heapq.heappop, heapq.heappush
-    used = 0
-    prev = 0
-    a_list, s_list = arrive.tolist(), service.tolist()
-    for i in range(n):
-        t = a_list[i]
+    prev = out[k]
+    for i in range(k, n):
+        t = out[i]
         if t < prev:
             t = prev
-        c = cost[i]
+        c = c_list[i]
         while heap and heap[0][0] <= t:
             used -= pop(heap)[1]
         while used + c > budget:
@@ -308,10 +356,11 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
 
     A sequence admitted at step s holds ``p + t − s + 1`` positions at step t in
     [s, s + o) (service model, item 4). With c = p − s + 1, the live set's written
-    positions at step t are Σc + n·t. Blocks are Σ ceil((c + t) / B) = (Σd + n·t −
-    Σ ((d + t) mod B)) / B with d = c + B − 1, and the mod term follows from how many live
-    sequences have each residue d mod B (counted by cumulative sums per residue, in
-    chunks). Sequences with o = 0 hold nothing and are left out.
+    positions at step t are Σc + n·t. Its blocks are Σ ceil((c + t) / B). Writing
+    d = c + B − 1 = B·q + r (0 ≤ r < B) and t = B·Q + τ (0 ≤ τ < B), each term is
+    q + Q + [r ≥ B − τ], so the blocks are Σq + n·Q + #{live: r ≥ B − τ}; that count is
+    read from cumulative per-residue counts over the events (in chunks, no per-token
+    loop). Sequences with o = 0 hold nothing and are left out.
     """
     keep = output > 0
     s = admit[keep]
@@ -323,48 +372,53 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
         z = np.zeros(0, dtype=np.int64)
         return Timeline(z, z, z, z, z, z, z)
     c = p - s + 1
-    d = c + (B - 1)
-    # Events: admissions (+) and finishes (−); at one step finishes sort first.
+    q, r = np.divmod(c + (B - 1), B)
+    # Events: finishes (−) then admissions (+); stable sort keeps finishes first at a step.
     ticks = np.concatenate([f, s])
-    sign = np.concatenate([np.full(m, -1, dtype=np.int64), np.ones(m, dtype=np.int64)])
-    cc = np.concatenate([c, c])
-    dd = np.concatenate([d, d])
     order = np.argsort(ticks, kind="stable")
-    ticks, sign, cc, dd = ticks[order], sign[order], cc[order], dd[order]
+    ticks = ticks[order]
+    idx = order % m
+    sign = np.where(order < m, -1, 1).astype(np.int64)
     n_cum = np.cumsum(sign)
-    c_cum = np.cumsum(sign * cc)
-    d_cum = np.cumsum(sign * dd)
-    last = np.flatnonzero(np.diff(ticks) != 0)  # last event of each step group but the final
+    c_cum = np.cumsum(sign * c[idx])
+    q_cum = np.cumsum(sign * q[idx])
+    resid = r[idx]
+    last = np.flatnonzero(ticks[1:] != ticks[:-1])  # last event of each step group but the final
     start = ticks[last]
     end = ticks[last + 1]
     live = n_cum[last]
     sum_c = c_cum[last]
-    sum_d = d_cum[last]
     pos_first = sum_c + live * start
     pos_last = sum_c + live * (end - 1)
-    # Residue counts of live sequences at each group end, chunked to bound memory.
-    resid = np.mod(dd, B)
-    cols = np.arange(B, dtype=np.int64)
-    carry = np.zeros(B, dtype=np.int64)
-    mod_first = np.empty(len(last), dtype=np.int64)
-    mod_last = np.empty(len(last), dtype=np.int64)
+    # ge[k, h] = live sequences with residue ≥ h after event k: each event adds its sign
+    # to columns 0..r (a row of a small table), then a running sum down the rows.
+    t_first, t_last = start, end - 1
+    h_first = (B - t_first % B) % B  # τ = 0 → h = B → count 0; column 0 is "all", so mask it
+    h_last = (B - t_last % B) % B
+    ge_first = np.zeros(len(last), dtype=np.int64)
+    ge_last = np.zeros(len(last), dtype=np.int64)
+    pattern = np.tril(np.ones((B, B), dtype=np.int32))  # pattern[r, h] = 1 if h <= r
+    table = np.concatenate([pattern, -pattern])
+    key = resid + np.where(sign < 0, B, 0)
+    carry = np.zeros(B, dtype=np.int32)
     g = 0
     for a in range(0, len(ticks), _CHUNK):
         b = min(a + _CHUNK, len(ticks))
-        delta = np.zeros((b - a, B), dtype=np.int32)
-        delta[np.arange(b - a), resid[a:b]] = sign[a:b]
-        cnt = np.cumsum(delta, axis=0, dtype=np.int64)
-        cnt += carry
-        carry = cnt[-1].copy()
-        g_end = np.searchsorted(last, b, side="left")
-        sel = last[g:g_end] - a
-        if len(sel):
-            rows = cnt[sel]
-            for which, t in ((mod_first, start[g:g_end]), (mod_last, end[g:g_end] - 1)):
-                which[g:g_end] = (rows * ((cols[None, :] + (t % B)[:, None]) % B)).sum(axis=1)
+        buf = table[key[a:b]]
+        buf[0] += carry
+        np.cumsum(buf, axis=0, out=buf)
+        carry = buf[-1].copy()
+        g_end = int(np.searchsorted(last, b, side="left"))
+        if g_end > g:
+            rows = last[g:g_end] - a
+            ge_first[g:g_end] = buf[rows, h_first[g:g_end]]
+            ge_last[g:g_end] = buf[rows, h_last[g:g_end]]
         g = g_end
-    blocks_first = (sum_d + live * start - mod_first) // B
-    blocks_last = (sum_d + live * (end - 1) - mod_last) // B
+    ge_first[h_first == 0] = 0
+    ge_last[h_last == 0] = 0
+    sum_q = q_cum[last]
+    blocks_first = sum_q + live * (t_first // B) + ge_first
+    blocks_last = sum_q + live * (t_last // B) + ge_last
     return Timeline(start, end, live, pos_first, pos_last, blocks_first, blocks_last)
 
 
@@ -376,17 +430,43 @@ def _delays(admit: np.ndarray, arrive: np.ndarray, rate: float) -> tuple:
     return float(p50), float(p99), float(w.max()), float(w.mean())
 
 
-def _time_mean(tl: Timeline, per_seq: int, per_pos_num: int, per_pos_den: int, t_end: int, *, reserved_per_seq: int | None):
-    """Time averages (over steps 0 .. t_end − 1) of reserved (n·per_seq) and written bytes."""
+def block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> int:
+    """Σ over requests and their decode steps of the blocks they hold (block·steps).
+
+    A request holds p + k positions in its k-th step, so it contributes
+    Σ_{w=p+1}^{p+o} ceil(w / B) = F(p + o) − F(p), with F(n) = Σ_{w=1}^{n} ceil(w / B)
+    = B·q(q + 1)/2 + r·(q + 1) for n = q·B + r. It does not depend on when requests run.
+    """
+    B = int(block_size)
+
+    def F(n: np.ndarray) -> np.ndarray:
+        q, r = np.divmod(n, B)
+        return B * q * (q + 1) // 2 + r * (q + 1)
+
+    return int((F(prompt + output) - F(prompt)).sum())
+
+
+def _time_mean(
+    tl: Timeline, res: "ReplayResult", t_end: int, *, contiguous: bool, prompt: np.ndarray, output: np.ndarray
+) -> tuple[int, int]:
+    """Time averages over steps 0 .. t_end − 1 of reserved and written bytes (floored).
+
+    Written: n·fixed + positions·block_bytes/B, summed exactly per epoch (positions grow
+    by n per step: Σ = (first + last)·length/2). Reserved: slots × S for contiguous; for
+    paged n·fixed + blocks·block_bytes, with blocks summed by :func:`block_steps`.
+    """
     if t_end <= 0 or len(tl) == 0:
-        return (0 if reserved_per_seq is not None else None), 0
+        return 0, 0
     length = tl.end - tl.start
-    # Σ over an epoch's steps of positions: length·Σc + n·Σt = (first + last)·length / 2.
     pos_sum = _dot(tl.positions_first + tl.positions_last, length) // 2
     seq_steps = _dot(tl.live, length)
-    written = Fraction(seq_steps * per_seq, t_end) + Fraction(pos_sum * per_pos_num, per_pos_den * t_end)
-    reserved = None if reserved_per_seq is None else int(Fraction(seq_steps * reserved_per_seq, t_end))
-    return reserved, int(written)
+    fixed = seq_steps * res.fixed_bytes
+    written = Fraction(fixed, t_end) + Fraction(pos_sum * res.block_bytes, res.block_size * t_end)
+    if contiguous:
+        reserved = Fraction(seq_steps * res.slot_bytes, t_end)
+    else:
+        reserved = Fraction(fixed + block_steps(prompt, output, res.block_size) * res.block_bytes, t_end)
+    return int(reserved), int(written)
 
 
 def _allocator_result(
@@ -395,6 +475,7 @@ def _allocator_result(
     tl: Timeline,
     admit: np.ndarray,
     arrive: np.ndarray,
+    prompt: np.ndarray,
     service: np.ndarray,
     too_long: int,
     over_budget: int,
@@ -418,10 +499,7 @@ def _allocator_result(
         peak, peak_time, written_at_peak, peak_written, max_conc = 0, None, 0, 0, 0
     p50, p99, dmax, dmean = _delays(admit, arrive, rate)
     t_end = int((admit + service).max()) if len(admit) else 0
-    mean_res, mean_wr = _time_mean(
-        tl, res.fixed_bytes, res.block_bytes, res.block_size, t_end,
-        reserved_per_seq=res.slot_bytes if name == "contiguous" else None,
-    )  # fmt: skip
+    mean_res, mean_wr = _time_mean(tl, res, t_end, contiguous=name == "contiguous", prompt=prompt, output=service)
     return AllocatorResult(
         name=name,
         admitted=int(len(admit)),
@@ -527,7 +605,7 @@ def replay(
     if over:
         warns.append(f"{over} request(s) need more blocks than the whole budget holds; rejected by paged")
     arrive_p, p_p, o_p = arrive[fits], p[fits], o[fits]
-    admit_p = schedule_budget(arrive_p, o_p, cost_arr[fits].tolist(), budget)
+    admit_p = schedule_budget(arrive_p, o_p, cost_arr[fits], budget)
 
     tl_c = build_timeline(admit_c, p, o, B)
     tl_p = build_timeline(admit_p, p_p, o_p, B)
@@ -559,8 +637,8 @@ def replay(
         fixed_bytes=fixed,
         decode_rate=rate,
     )
-    res.contiguous = _allocator_result("contiguous", res, tl_c, admit_c, arrive, o, too_long, 0)
-    res.paged = _allocator_result("paged", res, tl_p, admit_p, arrive_p, o_p, too_long, over)
+    res.contiguous = _allocator_result("contiguous", res, tl_c, admit_c, arrive, p, o, too_long, 0)
+    res.paged = _allocator_result("paged", res, tl_p, admit_p, arrive_p, p_p, o_p, too_long, over)
     res.summary = _summary(res, K, S)
     return res
 
@@ -627,24 +705,30 @@ def measured_paging_reclaim(
 
 def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict:
     """Memory over time for display: ``t_s``, ``reserved_bytes``, ``written_bytes``,
-    ``live`` (lists). With at most ``max_points // 2`` epochs every epoch's first and last
-    step is given (exact); otherwise time is cut into ``max_points // 2`` equal bins and
-    each bin shows the largest value of any epoch in it (peaks stay visible)."""
+    ``live`` (lists).
+
+    Exact (``binned`` false) when there are fewer than ``max_points // 2`` epochs: each
+    epoch gives two points, (its start time, the value at its first step) and (its end
+    time, the value at its last step), and a final point at the last finish holds 0, so
+    joining the points with straight lines draws the replay (values step once per decode
+    step inside an epoch). Otherwise time is cut into ``max_points // 2`` equal bins
+    (``binned`` true, ``t_s`` the bin centres) and each bin shows the largest value of any
+    epoch in it, so peaks stay visible."""
     tl = res.timelines[allocator]
     rate = res.decode_rate
     if len(tl) == 0:
         return {"t_s": [], "reserved_bytes": [], "written_bytes": [], "live": [], "binned": False}
     r_first, r_last = res.reserved_bytes(allocator, "first"), res.reserved_bytes(allocator, "last")
     w_first, w_last = res.written_bytes(allocator, "first"), res.written_bytes(allocator, "last")
-    if 2 * len(tl) <= max_points:
-        t = np.empty(2 * len(tl))
-        t[0::2], t[1::2] = tl.start, tl.end - 1
-        inter = lambda a, b: np.ravel(np.column_stack([a, b]))  # noqa: E731
+    if 2 * len(tl) < max_points:
+        t = np.empty(2 * len(tl) + 1)
+        t[0:-1:2], t[1:-1:2], t[-1] = tl.start, tl.end, tl.end[-1]
+        inter = lambda a, b: [int(x) for x in np.ravel(np.column_stack([a, b]))] + [0]  # noqa: E731
         return {
             "t_s": (t / rate).tolist(),
-            "reserved_bytes": [int(x) for x in inter(r_first, r_last)],
-            "written_bytes": [int(x) for x in inter(w_first, w_last)],
-            "live": [int(x) for x in np.repeat(tl.live, 2)],
+            "reserved_bytes": inter(r_first, r_last),
+            "written_bytes": inter(w_first, w_last),
+            "live": [int(x) for x in np.repeat(tl.live, 2)] + [0],
             "binned": False,
         }
     nb = max(1, max_points // 2)
