@@ -48,6 +48,13 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
         w.add_ssm_inner_size(d_inner)
         w.add_ssm_state_size(cfg["mamba_d_state"])
         w.add_ssm_time_step_rank(cfg.get("mamba_dt_rank") or -(-cfg["hidden_size"] // 16))
+    elif cfg["model_type"] == "mamba2":
+        w.add_head_count_kv(0)
+        w.add_ssm_conv_kernel(cfg["conv_kernel"])
+        w.add_ssm_inner_size(cfg["num_heads"] * cfg["head_dim"])
+        w.add_ssm_state_size(cfg["state_size"])
+        w.add_ssm_group_count(cfg["n_groups"])
+        w.add_ssm_time_step_rank(cfg["num_heads"])
     elif cfg["model_type"] == "qwen3_next":
         w.add_head_count_kv(cfg["num_key_value_heads"])
         w.add_key_length(cfg["head_dim"])

@@ -18,7 +18,7 @@ A config that lacks a needed field raises :class:`ConfigError` naming the field.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +54,9 @@ class LayerSpec:
         ssm_values: values of the recurrent / SSM state (``linear`` only).
         mixer: which recurrent mixer (``mamba``, ``mamba2``, ``gated_delta_net``), for
             engine layouts that size each differently; ``None`` otherwise.
+        chunked: a ``sliding`` layer that is chunked-local attention (Llama-4
+            ``chunked_attention``, window = ``attention_chunk_size``): vLLM sizes it
+            without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
     """
 
     kind: str
@@ -68,6 +71,7 @@ class LayerSpec:
     conv_kernel: int = 0
     ssm_values: int = 0
     mixer: str | None = None
+    chunked: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
@@ -199,8 +203,17 @@ def detector(fn: Detector) -> Detector:
 
 
 def _attention(cfg: dict[str, Any], kind: str, window: int | None = None) -> LayerSpec:
+    """One attention layer. Global (``full``) layers take ``global_head_dim`` /
+    ``num_global_key_value_heads`` when the config sets them (Gemma-4 gives its global
+    layers other K/V shapes than its sliding ones)."""
     hd, vd = head_dims(cfg)
-    return LayerSpec(kind=kind, num_kv_heads=num_kv_heads(cfg), head_dim=hd, v_head_dim=vd, window=window)
+    kv = num_kv_heads(cfg)
+    if kind == "full":
+        if cfg.get("global_head_dim") is not None:
+            hd = vd = _positive_int(cfg, "global_head_dim")
+        if cfg.get("num_global_key_value_heads") is not None:
+            kv = _positive_int(cfg, "num_global_key_value_heads")
+    return LayerSpec(kind=kind, num_kv_heads=kv, head_dim=hd, v_head_dim=vd, window=window)
 
 
 # Config keys that say how layers are laid out. Errors about an unreadable pattern list
@@ -389,9 +402,14 @@ def _pattern_string(cfg: dict[str, Any], n: int, notes: list[str]) -> list[Layer
         if bad:
             raise _pattern_error(cfg, f"unknown characters in 'hybrid_override_pattern': {''.join(bad)}")
         state = linear_state(cfg) if "M" in pattern else None
-        table = {"M": lambda: state, "*": lambda: _attention(cfg, "full"), "-": lambda: LayerSpec(kind="shared"), "E": lambda: LayerSpec(kind="shared")}
+        table = {
+            "M": lambda: state,
+            "*": lambda: _attention(cfg, "full"),
+            "-": lambda: LayerSpec(kind="shared"),  # MLP only: no cache
+            "E": lambda: LayerSpec(kind="shared"),  # MoE only: no cache
+        }
         if "-" in pattern or "E" in pattern:
-            notes.append("hybrid_override_pattern: MLP/MoE-only layers ('-', 'E') hold no cache (counted as 0-byte layers)")
+            notes.append("hybrid_override_pattern: MLP/MoE-only layers ('-', 'E') hold no cache (listed as 0-byte 'shared')")
         return [table[c]() for c in pattern]
     idx = cfg.get("attn_layer_indices")
     if idx is not None and cfg.get("mamba_n_heads") is not None:
@@ -448,7 +466,13 @@ def _layer_types(cfg: dict[str, Any], n: int, notes: list[str]) -> list[LayerSpe
         "sliding": lambda: _attention(cfg, "sliding", window),
         "linear": lambda: state,
     }
-    return [make[k]() for k in kinds]
+    layers = [make[k]() for k in kinds]
+    if "chunked_attention" in types:
+        chunk = cfg.get("attention_chunk_size") or window
+        layers = [
+            replace(l, window=chunk, chunked=True) if t == "chunked_attention" else l for l, t in zip(layers, types)
+        ]
+    return layers
 
 
 @detector
@@ -615,6 +639,8 @@ def load_model(ref: str | Path) -> ModelSpec:
     Raises:
         ConfigError / KvgateError: missing file, unparsable JSON, missing fields.
     """
+    import kvgate.gguf_model  # noqa: F401  (registers FILE_LOADERS[".gguf"])
+
     p = Path(ref)
     if p.is_dir():
         cfg_path = p / "config.json"

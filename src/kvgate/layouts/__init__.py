@@ -1,0 +1,129 @@
+"""Engine layouts: how vLLM and llama.cpp reserve KV memory, registered into
+:data:`kvgate.geometry.LAYOUTS` next to ``contiguous``.
+
+=============  ==========================================  ==================================
+``--layout``   rule                                        engine source it comes from
+=============  ==========================================  ==================================
+contiguous     max_seq positions per slot, sliding          transformers ``cache_utils.py``
+               min(W, L)                                    (``StaticLayer``,
+                                                            ``StaticSlidingWindowLayer``)
+vllm           paged blocks of B tokens; sliding            ``vllm/v1/kv_cache_interface.py``,
+               ceil(min(W−1+max_num_batched_tokens, L)/B)+1 ``vllm/v1/core/kv_cache_utils.py``,
+               blocks; Mamba page padded to attention page  ``vllm/platforms/interface.py``
+llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.cpp``,
+               or one unified cache, iSWA window rule,      ``src/llama-kv-cache-iswa.cpp``,
+               recurrent R/S state in f32                   ``src/llama-memory-recurrent.cpp``
+=============  ==========================================  ==================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvgate.geometry import LAYOUTS, Layout, get_layout
+from kvgate.layouts.llamacpp import LlamaCpp
+from kvgate.layouts.vllm import VLLM, vllm_kv_cache_report
+
+LAYOUTS.setdefault("vllm", VLLM)
+LAYOUTS.setdefault("llama.cpp", LlamaCpp)
+
+__all__ = ["VLLM", "LlamaCpp", "layout_from_options", "layout_options_from_args", "vllm_kv_cache_report"]
+
+
+def layout_from_options(
+    name: str | None = "contiguous",
+    *,
+    block_size: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    n_seq: int | None = None,
+    unified: bool | None = None,
+    swa_full: bool | None = None,
+    n_ubatch: int | None = None,
+    sliding_full: bool | None = None,
+    disable_hybrid_kv_cache_manager: bool | None = None,
+    **extra: Any,
+) -> Layout:
+    """Build a layout from CLI-style options; ``None`` means "the engine's default".
+
+    Options that do not apply to the chosen layout are an error (never silently dropped):
+    ``block_size``/``max_num_batched_tokens``/``disable_hybrid_kv_cache_manager`` are
+    vLLM's, ``n_seq``/``unified``/``swa_full``/``n_ubatch`` llama.cpp's, ``sliding_full``
+    contiguous's (vLLM's ``disable_hybrid_kv_cache_manager`` and llama.cpp's
+    ``swa_full`` are the engines' own spellings of it).
+
+    Raises:
+        GeometryError: unknown layout, or an option the layout does not take.
+    """
+    from kvgate.geometry import GeometryError
+
+    name = name or "contiguous"
+    given = {
+        "block_size": block_size,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "n_seq": n_seq,
+        "unified": unified,
+        "swa_full": swa_full,
+        "n_ubatch": n_ubatch,
+        "sliding_full": sliding_full,
+        "disable_hybrid_kv_cache_manager": disable_hybrid_kv_cache_manager,
+        **extra,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    accepted = {
+        "contiguous": {"sliding_full"},
+        "vllm": {"block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager",
+                 "kernel_block_alignment", "state_format", "mamba_cache_mode", "num_speculative_blocks"},
+        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch"},
+        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch"},
+    }
+    if name in accepted:
+        bad = sorted(set(given) - accepted[name])
+        if bad:
+            raise GeometryError(
+                f"layout {name!r} does not take {', '.join('--' + b.replace('_', '-') for b in bad)}",
+                hint=f"it takes: {', '.join(sorted(accepted[name])) or 'no options'}",
+            )
+    return get_layout(name, **given)
+
+
+# CLI flag (argparse dest) -> layout_from_options keyword. Boolean flags count only when set.
+_ARG_FLAGS = {
+    "block_size": "block_size",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "n_seq": "n_seq",
+    "kv_unified": "unified",
+    "swa_full": "swa_full",
+    "n_ubatch": "n_ubatch",
+    "sliding_full": "sliding_full",
+    "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
+}
+
+
+def layout_options_from_args(args: Any) -> dict[str, Any]:
+    """Layout options from parsed CLI arguments, as a dict for ``get_layout(name, **opts)``
+    (every option spelled out, so records can rebuild the layout exactly).
+
+    Reads whichever of ``--layout``, ``--block-size``, ``--max-num-batched-tokens``,
+    ``--n-seq``, ``--kv-unified``, ``--swa-full``, ``--n-ubatch``, ``--sliding-full``,
+    ``--disable-hybrid-kv-cache-manager`` the command defines. ``--sliding-full`` is the
+    engine-neutral spelling: under ``vllm`` it means
+    ``disable_hybrid_kv_cache_manager``, under ``llama.cpp`` ``swa_full``.
+
+    Raises:
+        GeometryError: an option the chosen layout does not take, or a bad value.
+    """
+    name = getattr(args, "layout", None) or "contiguous"
+    given: dict[str, Any] = {}
+    for dest, kw in _ARG_FLAGS.items():
+        v = getattr(args, dest, None)
+        if v is None or v is False:
+            continue
+        given[kw] = v
+    if given.pop("sliding_full", None):
+        key = {"vllm": "disable_hybrid_kv_cache_manager", "llama.cpp": "swa_full", "llamacpp": "swa_full"}.get(
+            name, "sliding_full")
+        given[key] = True
+    lay = layout_from_options(name, **given)
+    opts = lay.to_dict()
+    opts.pop("name", None)
+    return opts

@@ -1,0 +1,389 @@
+"""Weight bytes: exact from safetensors headers or GGUF tensor infos, else an estimate.
+
+**safetensors** (https://github.com/huggingface/safetensors, "Format"): 8 bytes
+little-endian u64 N, then N bytes of JSON ``{name: {"dtype", "shape", "data_offsets":
+[begin, end]}, "__metadata__": {...}}``, then the data. A tensor's bytes are
+``end − begin``; kvgate cross-checks them against ``prod(shape) × bits(dtype) / 8``
+(the crate's ``Dtype::bitsize``; sub-byte dtypes F4/F6 must fill whole bytes, as the
+crate requires) and refuses a mismatch. No tensor data is read. A sharded checkpoint
+(``model.safetensors.index.json``) is the sum over the shard files its ``weight_map``
+names.
+
+**GGUF**: Σ tensor-info bytes (:func:`kvgate.gguf_model.gguf_weight_bytes`).
+
+**Estimate**: with no weights at hand, parameters are counted from config.json
+(embeddings, attention or MLA projections, dense or MoE MLPs, norms) × the config dtype's
+bytes, and labelled ``exact: False``. Biases, quantization scales, vision towers and
+MTP heads are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvgate.errors import KvgateError
+
+# Bits per element, from safetensors' Dtype::bitsize (safetensors/src/tensor.rs).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+}
+
+MAX_HEADER_BYTES = 100_000_000  # the crate's own limit (N_MAX_HEADER)
+
+
+class WeightsError(KvgateError):
+    """Unreadable or inconsistent weight files."""
+
+
+@dataclass
+class WeightBytes:
+    """Weight bytes of one model.
+
+    Attributes:
+        bytes: total bytes (int).
+        exact: True when read from files, False for an estimate from the config.
+        source: what was read (file paths or ``config``).
+        tensors: number of tensors (exact only).
+        params: parameter count (estimate only; exact when all dtypes are whole bytes? no: None).
+        by_dtype: bytes per dtype (exact only).
+        notes: caveats.
+    """
+
+    bytes: int
+    exact: bool
+    source: str
+    tensors: int | None = None
+    params: int | None = None
+    by_dtype: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bytes": self.bytes,
+            "exact": self.exact,
+            "kind": "exact" if self.exact else "estimate",
+            "source": self.source,
+            "tensors": self.tensors,
+            "params": self.params,
+            "by_dtype": dict(self.by_dtype),
+            "notes": list(self.notes),
+        }
+
+
+# --------------------------------------------------------------------------- safetensors
+
+def read_safetensors_header(path: str | Path) -> tuple[dict[str, Any], int]:
+    """``(header dict, data start offset)`` of a safetensors file; reads only the header.
+
+    Raises:
+        WeightsError: missing/short file, header length beyond the file or the limit,
+            invalid JSON.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise WeightsError(f"{p}: not a safetensors file (shorter than the 8-byte header length)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES or 8 + n > size:
+                raise WeightsError(
+                    f"{p}: header length {n:,} B does not fit the file ({size:,} B): not safetensors, or truncated"
+                )
+            raw = fh.read(n)
+    except OSError as exc:
+        raise WeightsError(f"cannot read {p}: {exc.strerror}") from exc
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WeightsError(f"{p}: safetensors header is not valid JSON ({exc})") from exc
+    if not isinstance(header, dict):
+        raise WeightsError(f"{p}: safetensors header must be a JSON object")
+    return header, 8 + n
+
+
+def tensor_nbytes(name: str, info: Any, where: str = "") -> tuple[str, int]:
+    """``(dtype, bytes)`` of one header entry: ``end − begin``, checked against
+    ``prod(shape) × bits / 8``.
+
+    Raises:
+        WeightsError: unknown dtype (named, never defaulted), malformed entry, sub-byte
+            total that is not whole bytes, or offsets that disagree with the shape.
+    """
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+        raise WeightsError(f"{where}tensor {name!r}: header entry needs dtype, shape and data_offsets")
+    dtype = info["dtype"]
+    if dtype not in DTYPE_BITS:
+        raise WeightsError(
+            f"{where}tensor {name!r} has unknown safetensors dtype {dtype!r}",
+            hint=f"known: {', '.join(DTYPE_BITS)}",
+        )
+    shape, offs = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list) or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise WeightsError(f"{where}tensor {name!r}: bad shape {shape!r}")
+    if not isinstance(offs, list) or len(offs) != 2 or any(not isinstance(o, int) for o in offs) or offs[1] < offs[0]:
+        raise WeightsError(f"{where}tensor {name!r}: bad data_offsets {offs!r}")
+    bits = math.prod(shape) * DTYPE_BITS[dtype]
+    if bits % 8:
+        raise WeightsError(f"{where}tensor {name!r}: {math.prod(shape)} × {dtype} is not a whole number of bytes")
+    nbytes = offs[1] - offs[0]
+    if nbytes != bits // 8:
+        raise WeightsError(
+            f"{where}tensor {name!r}: data_offsets span {nbytes:,} B but shape {shape} × {dtype} is {bits // 8:,} B"
+        )
+    return dtype, nbytes
+
+
+def safetensors_file_bytes(path: str | Path) -> WeightBytes:
+    """Exact tensor bytes of one ``.safetensors`` file, from its header.
+
+    Raises:
+        WeightsError: see :func:`read_safetensors_header` and :func:`tensor_nbytes`;
+            also tensor data beyond the end of the file (truncated download).
+    """
+    p = Path(path)
+    header, start = read_safetensors_header(p)
+    total, count, end_max = 0, 0, 0
+    by: dict[str, int] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, nb = tensor_nbytes(name, info, f"{p.name}: ")
+        total += nb
+        count += 1
+        by[dtype] = by.get(dtype, 0) + nb
+        end_max = max(end_max, info["data_offsets"][1])
+    size = p.stat().st_size
+    if start + end_max > size:
+        raise WeightsError(f"{p}: tensors end at byte {start + end_max:,} but the file has {size:,}: truncated")
+    return WeightBytes(bytes=total, exact=True, source=str(p), tensors=count, by_dtype=by)
+
+
+def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
+    """Exact bytes of a sharded checkpoint: the shards its ``weight_map`` names.
+
+    Raises:
+        WeightsError: unreadable index, a shard missing, or a shard's header invalid.
+    """
+    from kvgate.atomicio import read_json
+
+    ip = Path(index_path)
+    idx = read_json(ip, what="safetensors index")
+    wm = idx.get("weight_map") if isinstance(idx, dict) else None
+    if not isinstance(wm, dict) or not wm:
+        raise WeightsError(f"{ip}: no 'weight_map' in the safetensors index")
+    shards = sorted(set(wm.values()))
+    total, count = 0, 0
+    by: dict[str, int] = {}
+    for s in shards:
+        sp = ip.parent / s
+        if not sp.exists():
+            raise WeightsError(f"{ip}: shard {s} named in weight_map is missing", hint="download all shards")
+        wb = safetensors_file_bytes(sp)
+        total += wb.bytes
+        count += wb.tensors or 0
+        for k, v in wb.by_dtype.items():
+            by[k] = by.get(k, 0) + v
+    notes = []
+    meta_total = (idx.get("metadata") or {}).get("total_size")
+    if isinstance(meta_total, int) and meta_total != total:
+        notes.append(f"index metadata total_size {meta_total:,} B differs from the shard headers' {total:,} B")
+    return WeightBytes(bytes=total, exact=True, source=f"{ip} ({len(shards)} shards)", tensors=count, by_dtype=by, notes=notes)
+
+
+# --------------------------------------------------------------------------- estimate
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "bf16": 2, "fp16": 2, "fp32": 4, "float8_e4m3fn": 1}
+
+
+def estimate_params(cfg: dict[str, Any]) -> int:
+    """Parameter count of a decoder-only transformer from its config.json (an estimate).
+
+    Counts: token embeddings (+ untied LM head), per layer the attention projections
+    (GQA q/k/v/o with head_dim, or MLA q_a/q_b/kv_a/kv_b/o), q/k norms when
+    ``qk_norm``-style models (Qwen3) are recognised by model_type, the MLP (gated:
+    3·hidden·inter; MoE: experts × 3·hidden·moe_inter + shared experts + router; the
+    first ``first_k_dense_replace`` layers and ``mlp_only_layers`` dense), two RMSNorms,
+    and the final norm. Linear-attention / Mamba mixers are approximated by their
+    in/out projections.
+
+    Raises:
+        ConfigError: a needed field (hidden_size, vocab_size, …) is missing.
+    """
+    from kvgate.model import ConfigError, spec_from_config, text_config
+
+    cfg = text_config(cfg)
+
+    def need(key: str) -> int:
+        v = cfg.get(key)
+        if not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"cannot estimate weights: config field {key!r} missing or not a positive integer")
+        return v
+
+    hidden, vocab = need("hidden_size"), need("vocab_size")
+    spec = spec_from_config(cfg, name="estimate", source="config")
+    heads = cfg.get("num_attention_heads") or 0
+    tied = cfg.get("tie_word_embeddings")
+    if tied is None:  # the config class default: Gemma ties, Llama/Qwen/Mistral classes do not
+        tied = str(cfg.get("model_type", "")).startswith("gemma")
+    params = vocab * hidden * (1 if tied else 2) + hidden
+    n_exp = cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts") or 0
+    moe_inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
+    inter = cfg.get("intermediate_size") or 0
+    dense_first = cfg.get("first_k_dense_replace") or 0
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    step = cfg.get("decoder_sparse_step") or 1
+    shared = cfg.get("n_shared_experts") or 0
+    shared_inter = cfg.get("shared_expert_intermediate_size") or (shared * moe_inter)
+    qk_norm = cfg.get("model_type") in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "olmo2")
+    norms = 4 if str(cfg.get("model_type", "")).startswith(("gemma2", "gemma3")) else 2  # Gemma: pre+post norms
+    for i, layer in enumerate(spec.layers):
+        params += norms * hidden
+        if layer.kind == "mla":
+            rope = cfg["qk_rope_head_dim"]
+            nope = cfg.get("qk_nope_head_dim") or 0
+            vd = cfg.get("v_head_dim") or nope
+            rank = cfg["kv_lora_rank"]
+            ql = cfg.get("q_lora_rank")
+            q = hidden * ql + ql + ql * heads * (nope + rope) if ql else hidden * heads * (nope + rope)
+            params += q + hidden * (rank + rope) + rank + rank * heads * (nope + vd) + heads * vd * hidden
+        elif layer.kind in ("full", "sliding"):
+            hd, vd = layer.head_dim, layer.v_head_dim or layer.head_dim
+            gate = 2 if cfg.get("model_type") == "qwen3_next" or cfg.get("attn_output_gate") else 1  # gated q_proj
+            params += gate * hidden * heads * hd + hidden * layer.num_kv_heads * (hd + vd) + heads * vd * hidden
+            if qk_norm:
+                params += 2 * hd
+        elif layer.kind == "linear":
+            params += _mixer_params(cfg, layer, hidden)
+        if cfg.get("expert_layer_period"):  # Jamba: MoE iff i % period == offset
+            moe = n_exp and i % cfg["expert_layer_period"] == (cfg.get("expert_layer_offset") or 0)
+        else:
+            moe = n_exp and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
+        if moe:
+            params += n_exp * 3 * hidden * moe_inter + hidden * n_exp
+            if shared_inter:
+                params += 3 * hidden * shared_inter
+                if cfg.get("shared_expert_intermediate_size"):  # Qwen-MoE shared-expert gate
+                    params += hidden
+        elif inter:
+            params += 3 * hidden * inter
+    return params
+
+
+def _mixer_params(cfg: dict[str, Any], layer: Any, hidden: int) -> int:
+    """Parameters of one recurrent mixer (projections, conv, per-head vectors, norm), as
+    the transformers modules define them (``MambaMixer``, ``Mamba2Mixer``,
+    ``Qwen3NextGatedDeltaNet``)."""
+    conv = layer.conv_dim * layer.conv_kernel + layer.conv_dim  # depthwise conv + bias
+    if layer.mixer == "mamba":
+        d_inner = layer.state_heads
+        d_state = layer.ssm_values // d_inner
+        dt_rank = cfg.get("mamba_dt_rank") or cfg.get("time_step_rank") or -(-hidden // 16)
+        return (hidden * 2 * d_inner + conv + d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner
+                + d_inner * d_state + d_inner + d_inner * hidden)
+    if layer.mixer == "mamba2":
+        heads = layer.state_heads
+        d_inner = layer.ssm_values // max(1, _d_state(cfg))  # heads · head_dim
+        return hidden * (d_inner + layer.conv_dim + heads) + conv + 3 * heads + d_inner + d_inner * hidden
+    if layer.mixer == "gated_delta_net":
+        nv = layer.state_heads
+        dv = cfg.get("linear_value_head_dim") or 0
+        return (hidden * (layer.conv_dim + nv * dv) + hidden * 2 * nv + layer.conv_dim * layer.conv_kernel
+                + 2 * nv + dv + nv * dv * hidden)
+    return 0
+
+
+def _d_state(cfg: dict[str, Any]) -> int:
+    for k in ("mamba_d_state", "ssm_state_size", "state_size"):
+        if isinstance(cfg.get(k), int):
+            return cfg[k]
+    return 1
+
+
+def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None) -> WeightBytes:
+    """:func:`estimate_params` × bytes of ``dtype`` (default: the config's
+    ``torch_dtype``/``dtype``, else bf16). Labelled ``exact=False``.
+
+    Raises:
+        ConfigError: missing fields; WeightsError: a dtype kvgate has no size for.
+    """
+    from kvgate.model import text_config
+
+    params = estimate_params(cfg)
+    tc = text_config(cfg)
+    name = str(dtype or tc.get("torch_dtype") or tc.get("dtype") or cfg.get("torch_dtype") or "bfloat16").lower()
+    if name not in _DTYPE_BYTES:
+        raise WeightsError(f"no byte size known for dtype {name!r}", hint=f"one of: {', '.join(_DTYPE_BYTES)}")
+    notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads not counted"]
+    if cfg.get("quantization_config") or tc.get("quantization_config"):
+        notes.append("the config declares quantization_config: the real checkpoint is smaller than this estimate")
+    return WeightBytes(bytes=params * _DTYPE_BYTES[name], exact=False, source="config", params=params, notes=notes)
+
+
+# --------------------------------------------------------------------------- dispatch
+
+def weight_bytes(ref: str | Path) -> WeightBytes:
+    """Weight bytes for a file, directory, config or preset.
+
+    ``.safetensors`` file → exact; ``*.safetensors.index.json`` → exact over shards;
+    ``.gguf`` → exact from tensor infos; a directory → its index / single safetensors /
+    single GGUF, else an estimate from its config.json; a config.json or preset name →
+    estimate.
+
+    Raises:
+        WeightsError / ConfigError / GGUFError: unreadable inputs.
+    """
+    p = Path(ref)
+    if p.is_dir():
+        for cand in ("model.safetensors.index.json", "model.safetensors"):
+            if (p / cand).exists():
+                return weight_bytes(p / cand)
+        st = sorted(p.glob("*.safetensors"))
+        if len(st) == 1:
+            return weight_bytes(st[0])
+        if len(st) > 1:
+            raise WeightsError(f"{p} holds {len(st)} .safetensors files but no model.safetensors.index.json")
+        gg = sorted(p.glob("*.gguf"))
+        if len(gg) == 1:
+            return weight_bytes(gg[0])
+    name = p.name.lower()
+    if name.endswith((".safetensors", ".safetensors.index.json", ".gguf")) and not p.exists():
+        raise WeightsError(f"weight file not found: {p}")
+    if name.endswith(".safetensors"):
+        return safetensors_file_bytes(p)
+    if name.endswith(".safetensors.index.json"):
+        return safetensors_index_bytes(p)
+    if name.endswith(".gguf"):
+        from kvgate.gguf_model import gguf_weight_bytes, read_gguf
+
+        reader = read_gguf(p)
+        return WeightBytes(bytes=gguf_weight_bytes(reader), exact=True, source=str(p), tensors=len(reader.tensors))
+    from kvgate.model import load_model
+
+    spec = load_model(ref)
+    return estimate_weight_bytes(spec.config)

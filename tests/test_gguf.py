@@ -1,0 +1,120 @@
+"""GGUF input: metadata only, per-layer head_count_kv, SWA pattern keys, weight bytes, bad files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+from kvgate.errors import KvgateError  # noqa: E402
+from kvgate.geometry import KVGeometry  # noqa: E402
+from kvgate.gguf_model import GGUFError, load_gguf  # noqa: E402
+from kvgate.model import ConfigError, load_model  # noqa: E402
+from kvgate.weights import weight_bytes  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gguf_from_config import TINY_TENSOR_BYTES  # noqa: E402
+
+
+def _write(path: Path, arch: str, meta, tensors=(("t.weight", np.ones((8, 32), np.float32)),)) -> Path:
+    w = gguf.GGUFWriter(str(path), arch)
+    for fn, val in meta:
+        getattr(w, fn)(val)
+    for name, arr in tensors:
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+BASE = [("add_block_count", 4), ("add_embedding_length", 256), ("add_head_count", 8), ("add_context_length", 4096)]
+
+
+def test_head_count_kv_per_layer_array(tmp_path):
+    p = _write(tmp_path / "m.gguf", "llama", BASE + [("add_head_count_kv", [8, 4, 2, 1])])
+    m = load_gguf(p)
+    assert [l.num_kv_heads for l in m.layers] == [8, 4, 2, 1]
+    assert [l.head_dim for l in m.layers] == [32] * 4  # 256 / 8 when key_length absent
+    g = KVGeometry(m, "fp16")
+    assert g.bytes_per_token() == sum(2 * h * 32 * 2 for h in (8, 4, 2, 1))
+
+
+def test_key_value_length_and_swa_pattern_int(tmp_path):
+    meta = BASE + [("add_head_count_kv", 2), ("add_key_length", 128), ("add_value_length", 64),
+                   ("add_sliding_window", 100), ("add_sliding_window_pattern", 2)]
+    m = load_gguf(_write(tmp_path / "m.gguf", "llama", meta))
+    assert [l.kind for l in m.layers] == ["sliding", "full", "sliding", "full"]
+    assert m.layers[0].head_dim == 128 and m.layers[0].v_head_dim == 64
+    assert KVGeometry(m, "bf16").slot_bytes(1000) == 2 * 100 * 2 * 192 * 2 + 2 * 1000 * 2 * 192 * 2
+
+
+def test_swa_without_pattern_unknown_arch_errors_with_keys(tmp_path):
+    meta = BASE + [("add_head_count_kv", 2), ("add_sliding_window", 100)]
+    with pytest.raises(ConfigError) as e:
+        load_gguf(_write(tmp_path / "m.gguf", "llama", meta))
+    assert "llama.attention.sliding_window=100" in e.value.hint
+
+
+def test_arch_builtin_swa_pattern_gemma3(tmp_path):
+    meta = [("add_block_count", 12), ("add_embedding_length", 256), ("add_head_count", 4),
+            ("add_head_count_kv", 1), ("add_key_length", 64), ("add_value_length", 64), ("add_sliding_window", 512)]
+    m = load_gguf(_write(tmp_path / "g.gguf", "gemma3", meta))
+    assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [5, 11]
+
+
+def test_mla_and_shared_kv_layers(tmp_path):
+    meta = BASE + [("add_head_count_kv", 1), ("add_kv_lora_rank", 512), ("add_rope_dimension_count", 64),
+                   ("add_shared_kv_layers", 1)]
+    m = load_gguf(_write(tmp_path / "d.gguf", "deepseek2", meta))
+    assert [l.kind for l in m.layers] == ["mla", "mla", "mla", "shared"]
+    assert KVGeometry(m, "q8_0").bytes_per_token() == 3 * (576 // 32) * 34
+
+
+def test_weight_bytes_from_tensor_infos_only(tmp_path):
+    tensors = (("a", np.zeros((16, 32), np.float16)), ("b", np.zeros((3,), np.float32)))
+    p = _write(tmp_path / "w.gguf", "llama", BASE + [("add_head_count_kv", 8)], tensors)
+    assert load_gguf(p).config["weight_bytes"] == 16 * 32 * 2 + 12
+    wb = weight_bytes(p)
+    assert wb.exact and wb.bytes == 16 * 32 * 2 + 12 and wb.tensors == 2
+
+
+def test_quantized_tensor_bytes(tmp_path):
+    raw = np.zeros((4, 34), np.uint8)  # 4 rows × one q8_0 block (32 values → 34 B)
+    w = gguf.GGUFWriter(str(tmp_path / "q.gguf"), "llama")
+    for fn, val in BASE + [("add_head_count_kv", 8)]:
+        getattr(w, fn)(val)
+    w.add_tensor("q", raw, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    assert weight_bytes(tmp_path / "q.gguf").bytes == 4 * 34
+
+
+def test_not_gguf_and_truncated(tmp_path):
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"NOPE" + b"\0" * 100)
+    with pytest.raises(GGUFError, match="not a GGUF file"):
+        load_model(bad)
+    good = _write(tmp_path / "g.gguf", "llama", BASE + [("add_head_count_kv", 8)])
+    data = good.read_bytes()
+    for cut in (6, 30, len(data) // 2):
+        t = tmp_path / f"t{cut}.gguf"
+        t.write_bytes(data[:cut])
+        with pytest.raises(KvgateError):
+            load_model(t)
+    with pytest.raises(KvgateError, match="not found"):
+        load_model(tmp_path / "missing.gguf")
+
+
+def test_tiny_tensor_helper_bytes(shared_dir, tmp_path):
+    import json
+
+    from gguf_from_config import write_gguf
+
+    c = json.loads((shared_dir / "cases" / "configs" / "qwen3-0.6b.json").read_text())
+    p = write_gguf(c, tmp_path / "q.gguf")
+    assert weight_bytes(p).bytes == TINY_TENSOR_BYTES
