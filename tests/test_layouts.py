@@ -183,7 +183,7 @@ def test_layouts_monotone_and_at_least_contiguous(layout, name, L, d):
 
 def _fixture() -> Path:
     dev = DATA / "hf_cache_bytes.json"  # recorded on an H200 (the lead commits it)
-    return dev if dev.exists() else DATA / "hf_cache_bytes_cpu.json"  # CPU stand-in
+    return dev
 
 
 def _records():

@@ -108,3 +108,14 @@ def test_recheck_directory_and_json(tmp_path, capsys):
     assert main(["recheck", str(tmp_path), "--total", "22GiB", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["what_if"]["verdicts"]["paging"] == "pays"
+
+
+def test_records_get_the_usual_file_mode(tmp_path):
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644

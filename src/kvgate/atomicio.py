@@ -52,6 +52,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, force: bool
     except OSError as exc:
         raise KvgateError(f"cannot write {p}: {exc.strerror}") from exc
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -66,6 +67,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, force: bool
             pass
         raise
     return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, force: bool = False) -> Path:
