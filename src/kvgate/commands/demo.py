@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate import source_case as case
-from kvgate.commands.gate import add_model_arguments, gate_from_args  # noqa: F401  (shared rendering)
+from kvgate.commands.gate import gate_from_args
 
 NAME = "demo"
 HELP = "the write-up's case: Qwen3-30B-A3B, int8 KV mirror, 8192, RTX 5090 — not-a-bottleneck"

@@ -76,30 +76,36 @@ def add_model_arguments(p: argparse.ArgumentParser, *, model_positional: bool = 
         p.add_argument("model", metavar="MODEL", help="config.json, model directory, GGUF file, or preset name")
     else:
         p.add_argument("--model", required=True, help="config.json, model directory, GGUF file, or preset name")
-    p.add_argument("--kv-format", default="bf16", help="KV format of K (and V): bf16, fp16, fp32, fp8, "
+    p.add_argument("--kv-format", "--kv-format-k", dest="kv_format", default="bf16", help="KV format of K (and V): bf16, fp16, fp32, fp8, "
                    "fp8-f32scale, int8-f32scale, q8_0, q4_0, ... (default bf16)")
     p.add_argument("--kv-format-v", default=None, help="KV format of V when it differs from K")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size; figures are per rank (default 1)")
     p.add_argument("--layout", default="contiguous", help=f"engine layout: {', '.join(LAYOUTS)} (default contiguous)")
-    p.add_argument("--block-size", type=positive_int, default=None, help="paged layouts: positions per block")
     p.add_argument("--sliding-full", action="store_true",
-                   help="allocate sliding-window layers at full length (engines that ignore the window)")
+                   help="allocate sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; "
+                        "llama.cpp: --swa-full)")
+    e = p.add_argument_group("engine layout options")
+    e.add_argument("--block-size", type=positive_int, default=None, help="vllm: positions per block (default 16)")
+    e.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="vllm: the scheduler's token budget (sliding-window blocks; default 2048)")
+    e.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
+                   help="vllm: sliding layers allocated at full length")
+    e.add_argument("--n-seq", type=positive_int, default=None, help="llama.cpp: parallel sequences (-np)")
+    e.add_argument("--kv-unified", action="store_true", help="llama.cpp: one unified KV cache (--kv-unified)")
+    e.add_argument("--swa-full", action="store_true", help="llama.cpp: full-size SWA cache (--swa-full)")
+    e.add_argument("--n-ubatch", type=positive_int, default=None, help="llama.cpp: physical batch size (-ub)")
 
 
 def layout_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``layout`` dict for :class:`DecisionInputs` from CLI options."""
-    opts: dict[str, Any] = {"name": args.layout}
-    try:
-        from kvgate.layouts import layout_options_from_args  # extended layouts, when present
-    except ImportError:
-        layout_options_from_args = None
-    if layout_options_from_args is not None:
-        opts.update(layout_options_from_args(args))
-    elif args.layout == "contiguous":
-        opts["sliding_full"] = bool(args.sliding_full)
-    if args.block_size is not None and args.layout == "contiguous":
-        raise KvgateError("--block-size applies to paged layouts, not contiguous")
-    return opts
+    """The ``layout`` dict for :class:`DecisionInputs` from CLI options (every option
+    spelled out, so a record rebuilds the layout exactly).
+
+    Raises:
+        GeometryError: an option the chosen layout does not take.
+    """
+    from kvgate.layouts import layout_options_from_args
+
+    return {"name": args.layout, **layout_options_from_args(args)}
 
 
 def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool = True) -> None:

@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seq", type=positive_int, default=None, help="positions per slot (default: the model's max_position_embeddings)")
     p.add_argument("--slots", type=nonneg_int, default=1, help="concurrent slots (default 1)")
     p.add_argument("--by-layer", action="store_true", help="per-layer breakdown")
+    p.add_argument("--kv-available", default=None,
+                   help="with --layout vllm: vLLM's 'Available KV cache memory' (per rank); prints the "
+                        "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
 
 
 def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
@@ -87,6 +90,17 @@ def run(args: argparse.Namespace) -> int:
                   f"{r['position_bytes']:,}", f"{r['bytes']:,}"] for r in rep["by_layer"]]
         text += ["", table(lrows, header=["layer", "kind", "kv heads", "head_dim", "window", "positions",
                                           "B/position", "bytes"], align="rlrrrrrr")]
+    if args.kv_available:
+        from kvgate.errors import KvgateError
+        from kvgate.layouts import vllm_kv_cache_report
+        from kvgate.units import parse_bytes
+
+        if args.layout != "vllm":
+            raise KvgateError("--kv-available needs --layout vllm")
+        vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
+        rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
+        text += ["", f"vLLM with {fmt_mib(parse_bytes(args.kv_available, allow_zero=True))} available for KV: "
+                 f"{vr['num_blocks']:,} blocks"] + [f"  {line}" for line in vr["log_lines"] if line]
     if rep["notes"]:
         text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
     emit(args, rep, "\n".join(text))
