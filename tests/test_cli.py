@@ -110,3 +110,16 @@ def test_zero_or_negative_counts_rejected_by_parser(argv, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "must be positive" in err or "must not be negative" in err
+
+
+def test_gate_with_trace_uses_measured_reclaim(shared_dir, capsys):
+    trace = shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv"
+    code, out, _ = run(GATE + ["--total", "32607MiB", "--peak", "19625MiB", "--no-record", "--json",
+                               "--trace", str(trace)], capsys)
+    assert code == 0
+    d = json.loads(out)
+    paging = next(c for c in d["candidates"] if c["name"] == "paging")
+    tiering = next(c for c in d["candidates"] if c["name"] == "tiering")
+    assert paging["measured"] is True and tiering["measured"] is False
+    assert 0 < paging["reclaim_bytes"] < tiering["reclaim_bytes"] == 8 * 415_236_096
+    assert any("Splitwise" in n for n in d["notes"])

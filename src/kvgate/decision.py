@@ -228,8 +228,7 @@ def decide(
         },
         "notes": list(inputs.model.notes) + list(notes or []),
     }
-    if status != "ok":
-        assert measurement is not None
+    if status != "ok" and measurement is not None:
         record["verdicts"] = {c.name: "no-verdict" for c in gate.candidates}
         record["no_verdict_reason"] = (
             f"workload {measurement.status} (exit code {measurement.basis.exit_code}); "

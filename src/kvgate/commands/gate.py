@@ -137,7 +137,12 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool
                         "wcache rule (half of free, cap 24 GiB, floor 256 MiB, VLLM_CUDA_WCACHE_MB)")
     g.add_argument("--weights-max", default=None, help="half-free: weights that can be resident at most")
     g.add_argument("--weights-delta", default=None, help="what-if: resident weights heavier by this much")
-    g.add_argument("--trace", default=None, help="a request trace: use the paging reclaim measured by replay")
+    g.add_argument("--trace", default=None,
+                   help="a request trace (CSV/JSONL): paging's reclaim measured by replaying it (kvgate replay) "
+                        "instead of the bound N·S")
+    g.add_argument("--decode-rate", type=float, default=None, help="--trace: tokens/s per sequence (default 50)")
+    g.add_argument("--speed", type=float, default=None, help="--trace: arrival-time speed-up (default 1.0)")
+    g.add_argument("--rate", type=float, default=None, help="--trace without timestamps: Poisson arrivals per second")
     out = p.add_argument_group("record")
     out.add_argument("--out", default=None, help="record file (.json) or directory (default ./kvgate-records)")
     out.add_argument("--no-record", action="store_true", help="don't write a record")
@@ -208,7 +213,9 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
     cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
     measured_reclaim = None
     if getattr(args, "trace", None):
-        measured_reclaim = trace_reclaim(args, model)
+        replay = trace_reclaim(args, model)
+        measured_reclaim = int(replay["measured_reclaim_bytes"])
+        model.notes.extend(replay_notes(replay, args.trace))
     inputs = DecisionInputs(
         model=model,
         scenario=sc,
@@ -231,11 +238,28 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
     return inputs
 
 
-def trace_reclaim(args: argparse.Namespace, model) -> int:
-    """Paging reclaim measured by replaying ``--trace`` (see :mod:`kvgate.replay`)."""
-    from kvgate.replay_gate import reclaim_for_gate  # provided by the replay module
+def trace_reclaim(args: argparse.Namespace, model) -> dict[str, Any]:
+    """Paging reclaim measured by replaying ``--trace`` (see :mod:`kvgate.replay_gate`)."""
+    from kvgate.replay_gate import paging_reclaim_for_gate
 
-    return reclaim_for_gate(args, model)
+    return paging_reclaim_for_gate(args, model)
+
+
+def replay_notes(replay: dict[str, Any], trace: str) -> list[str]:
+    """Notes for the record: bound vs measured reclaim, ratio, warnings, attribution."""
+    from kvgate.units import fmt_mib
+
+    bound, got = replay.get("bound_bytes"), replay.get("measured_reclaim_bytes")
+    ratio = replay.get("ratio")
+    notes = [
+        f"paging reclaim measured by replaying {trace}: {fmt_mib(got)} "
+        f"against the write-up's bound N·S = {fmt_mib(bound)}"
+        + (f" ({ratio:.1%} of the bound)" if isinstance(ratio, (int, float)) else "")
+    ]
+    notes += [f"replay: {w}" for w in replay.get("warnings") or []]
+    if replay.get("attribution"):
+        notes.append(str(replay["attribution"]))
+    return notes
 
 
 def gate_from_args(args: argparse.Namespace, measurement: Measurement, *, fit_points=None,
