@@ -6,6 +6,7 @@ import argparse
 from fractions import Fraction
 from typing import Any
 
+from kvgate.argtypes import nonneg_int, parse_fraction, positive_float, positive_int
 from kvgate.atomicio import read_json
 from kvgate.decision import DecisionInputs, decide
 from kvgate.errors import KvgateError
@@ -35,39 +36,6 @@ The measurement comes from --measurement (a kvgate measurement JSON), --smi (an
   kvgate gate --model qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale \\
       --slots-measured 4 --slots 8 --total 32607MiB --idle 936MiB --peak 19625MiB
 """
-
-
-def parse_fraction(text: str) -> Fraction:
-    """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10).
-
-    Raises:
-        KvgateError: not a number.
-    """
-    t = str(text).strip()
-    try:
-        return Fraction(t[:-1]) / 100 if t.endswith("%") else Fraction(t)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise KvgateError(f"not a fraction or percentage: {text!r}", hint="e.g. 10% or 0.1") from exc
-
-
-def positive_int(text: str) -> int:
-    try:
-        v = int(str(text).replace(",", "").replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
-    return v
-
-
-def nonneg_int(text: str) -> int:
-    try:
-        v = int(str(text).replace(",", "").replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {v}")
-    return v
 
 
 def add_model_arguments(p: argparse.ArgumentParser, *, model_positional: bool = False) -> None:
@@ -140,9 +108,9 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool
     g.add_argument("--trace", default=None,
                    help="a request trace (CSV/JSONL): paging's reclaim measured by replaying it (kvgate replay) "
                         "instead of the bound N·S")
-    g.add_argument("--decode-rate", type=float, default=None, help="--trace: tokens/s per sequence (default 50)")
-    g.add_argument("--speed", type=float, default=None, help="--trace: arrival-time speed-up (default 1.0)")
-    g.add_argument("--rate", type=float, default=None, help="--trace without timestamps: Poisson arrivals per second")
+    g.add_argument("--decode-rate", type=positive_float, default=None, help="--trace: tokens/s per sequence (default 50)")
+    g.add_argument("--speed", type=positive_float, default=None, help="--trace: arrival-time speed-up (default 1.0)")
+    g.add_argument("--rate", type=positive_float, default=None, help="--trace without timestamps: Poisson arrivals per second")
     out = p.add_argument_group("record")
     out.add_argument("--out", default=None, help="record file (.json) or directory (default ./kvgate-records)")
     out.add_argument("--no-record", action="store_true", help="don't write a record")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.commands.gate import add_model_arguments, layout_options, nonneg_int, positive_int
+from kvgate.argtypes import nonneg_int, positive_int
+from kvgate.commands.gate import add_model_arguments, layout_options
 from kvgate.geometry import KVGeometry, get_layout
 from kvgate.model import load_model
 from kvgate.output import emit, table

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
-from kvgate.commands.gate import positive_int, nonneg_int
+from kvgate.argtypes import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 from kvgate.measurement import load_measurement_file
 from kvgate.output import emit, table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvgate.argtypes import positive_float, positive_int
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
 from kvgate.replay import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, ReplayResult, replay, series
@@ -38,43 +39,23 @@ Poisson arrivals at R requests/s.
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(str(text).replace(",", "").replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("geometry (--model, or --slot-bytes with --block-bytes)")
     m.add_argument("--model", help="config.json, model directory, GGUF file, or preset name")
-    m.add_argument("--max-seq", type=_positive_int, required=True, help="max_seq L: positions per contiguous slot")
+    m.add_argument("--max-seq", type=positive_int, required=True, help="max_seq L: positions per contiguous slot")
     m.add_argument("--kv-format", default="bf16", help="KV format (default bf16), e.g. fp8, int8-f32scale, q8_0")
     m.add_argument("--kv-format-v", default=None, help="KV format of V when it differs from K")
-    m.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel size; bytes are per rank (default 1)")
+    m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size; bytes are per rank (default 1)")
     m.add_argument("--sliding-full", action="store_true", help="sliding-window layers allocated at full length")
     m.add_argument("--slot-bytes", default=None, help="S(L) in bytes instead of --model (e.g. 396MiB)")
     m.add_argument("--block-bytes", default=None, help="bytes of one block instead of --model")
     t = p.add_argument_group("trace")
     t.add_argument("--trace", required=True, help="CSV or JSONL trace file")
-    t.add_argument("--rate", type=_positive_float, default=None,
+    t.add_argument("--rate", type=positive_float, default=None,
                    help="Poisson arrivals at this many requests/s instead of the trace's timestamps")
     t.add_argument("--seed", type=int, default=0, help="seed of --rate arrivals (default 0)")
-    t.add_argument("--speed", type=_positive_float, default=1.0, help="replay speed: arrival times / speed (default 1)")
-    t.add_argument("--decode-rate", type=_positive_float, default=DEFAULT_DECODE_RATE,
+    t.add_argument("--speed", type=positive_float, default=1.0, help="replay speed: arrival times / speed (default 1)")
+    t.add_argument("--decode-rate", type=positive_float, default=DEFAULT_DECODE_RATE,
                    help=f"tokens/s each live sequence generates (default {DEFAULT_DECODE_RATE:g})")
     b = p.add_argument_group("budget (one of; default --slots × S)")
     b.add_argument("--budget", default=None, help="memory both allocators may use, e.g. 12982MiB")
@@ -83,13 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--measurement", default=None, help="a kvgate measurement JSON: budget = its headroom")
     b.add_argument("--domain", default=None, help="which domain of --measurement (e.g. gpu:1)")
     a = p.add_argument_group("allocators")
-    a.add_argument("--slots", type=_positive_int, default=None, help="contiguous slot cap N (default budget // S)")
-    a.add_argument("--block-size", type=_positive_int, default=DEFAULT_BLOCK_SIZE,
+    a.add_argument("--slots", type=positive_int, default=None, help="contiguous slot cap N (default budget // S)")
+    a.add_argument("--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE,
                    help=f"positions per paged block (default {DEFAULT_BLOCK_SIZE})")
     o = p.add_argument_group("output")
     o.add_argument("--plot", default=None, help="write a PNG: memory and concurrency over time")
     o.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
-    o.add_argument("--points", type=_positive_int, default=400, help="timeline points in --json (default 400)")
+    o.add_argument("--points", type=positive_int, default=400, help="timeline points in --json (default 400)")
 
 
 def budget_from_args(args: argparse.Namespace) -> tuple[int | None, str | None]:
