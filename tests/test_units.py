@@ -22,7 +22,9 @@ def test_doctests():
         ("4096", 4096),
         ("4,096B", 4096),
         ("1TB", 10**12),
-        ("1tib", 2**40),
+        ("1TiB", 2**40),
+        ("2kB", 2000),
+        ("2KB", 2000),
     ],
 )
 def test_parse_bytes(text, expected):
@@ -30,7 +32,7 @@ def test_parse_bytes(text, expected):
     assert isinstance(parse_bytes(text), int)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "-5MiB", "5 M", "5G", "MiB", "1.2.3GB"])
+@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "-5MiB", "5 M", "5G", "MiB", "1.2.3GB", "80Gb", "8mib", "5b"])
 def test_parse_bytes_rejects(text):
     with pytest.raises(UnitError):
         parse_bytes(text)

@@ -76,6 +76,7 @@ class DecisionInputs:
     candidates: list[str] = field(default_factory=lambda: ["paging", "tiering"])
     quant_to: str = "fp8"
     measured_reclaim_bytes: int | None = None
+    measured_reclaim_source: dict[str, Any] | None = None
     policy: WeightsPolicy = field(default_factory=WeightsPolicy)
     fit_points: list[tuple[int, int]] | None = None
     sensitivity_threshold: Fraction = DEFAULT_SENSITIVITY
@@ -132,6 +133,7 @@ class DecisionInputs:
             "candidates": list(self.candidates),
             "quant_to": self.quant_to,
             "measured_reclaim_bytes": self.measured_reclaim_bytes,
+            "measured_reclaim_source": self.measured_reclaim_source,
             "policy": self.policy.to_dict(),
             "fit_points": [list(p) for p in self.fit_points] if self.fit_points else None,
             "sensitivity_threshold": frac_str(self.sensitivity_threshold),
@@ -168,6 +170,7 @@ class DecisionInputs:
                 candidates=list(d.get("candidates") or ["paging", "tiering"]),
                 quant_to=d.get("quant_to", "fp8"),
                 measured_reclaim_bytes=d.get("measured_reclaim_bytes"),
+                measured_reclaim_source=d.get("measured_reclaim_source"),
                 policy=WeightsPolicy(**(d.get("policy") or {})),
                 fit_points=[tuple(p) for p in d["fit_points"]] if d.get("fit_points") else None,
                 sensitivity_threshold=parse_frac(d.get("sensitivity_threshold", DEFAULT_SENSITIVITY)),
@@ -279,7 +282,8 @@ def decide(
         {"key": "all_slots", "quantity": f"all {sc.slots_target} slots N·S", "bytes": sc.slots_target * s_l,
          "share": _share(sc.slots_target * s_l, sc.total_bytes)},
         {"key": "headroom", "quantity": "peak headroom H = T − P", "bytes": h, "share": _share(h, sc.total_bytes)},
-        {"key": "peak", "quantity": f"peak used P ({sc.slots_measured} slots)", "bytes": sc.peak_bytes,
+        {"key": "peak", "quantity": f"peak used P ({sc.slots_measured} slot{'s' if sc.slots_measured != 1 else ''})",
+         "bytes": sc.peak_bytes,
          "share": _share(sc.peak_bytes, sc.total_bytes)},
         {"key": "target", "quantity": f"projected peak at {sc.slots_target} slots", "bytes": used,
          "share": _share(used, sc.total_bytes)},

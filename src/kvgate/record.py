@@ -83,6 +83,7 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
     inputs = DecisionInputs.from_dict(rec["inputs"])
     old_m = recorded_measurement(rec)
     recomputed = decide(inputs, old_m)
+    recomputed["created"] = rec.get("created")  # the decision's own date, not the recheck's
     result: dict[str, Any] = {"recorded": recomputed, "what_if": None, "changes": {}, "basis_differences": []}
     if new_measurement is not None:
         diffs = basis_differences(old_m.basis if old_m else Basis(), new_measurement.basis)

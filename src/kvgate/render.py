@@ -114,6 +114,18 @@ def basis_line(m: dict[str, Any] | None) -> str:
     return "basis: " + " · ".join(parts)
 
 
+def sensitivity_line(rec: dict[str, Any]) -> str:
+    """``sensitivity  N·S / H = 24.4% > 10%: flagged ...`` for an ok record."""
+    sens = rec["sensitivity"]
+    if sens["value"] is None:
+        return "sensitivity  no headroom at all: re-measure"
+    v = Fraction(sens["value"])
+    flag = "> " if sens["flagged"] else "≤ "
+    return (f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(Fraction(sens['threshold']), 1, 0)}"
+            + (": flagged (the write-up's rule): re-measure when the card, max_seq, slots or weights change"
+               if sens["flagged"] else ": stable"))
+
+
 def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     """The human-readable report of a decision record."""
     inp = rec["inputs"]
@@ -147,7 +159,8 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     rows.append([a["quantity"], fmt_bytes(a["bytes"]), _mib_gib(a["bytes"]), fmt_pct(a["bytes"], T)])
     for c in rec["candidates"]:
         per_slot = f"≤ {_mib(c['reclaim_per_slot_bytes'])}/slot" if not c["measured"] and c["name"] != "kv-quant" else ""
-        rows.append([f"{c['name']} reclaim R", fmt_bytes(c["reclaim_bytes"]),
+        label = f"{c['name']} reclaim R" + (" (measured, trace)" if c["measured"] else "")
+        rows.append([label, fmt_bytes(c["reclaim_bytes"]),
                      (per_slot + ", " if per_slot else "") + f"{'≤ ' if not c['measured'] else ''}{_mib(c['reclaim_bytes'])}",
                      fmt_pct(c["reclaim_bytes"], T)])
     h = by_key["headroom"]
@@ -173,22 +186,16 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     lines += ["", "verdict"]
     target, limit = proj["used_bytes"], Fraction(proj["limit_bytes"])
     for c in rec["candidates"]:
+        bound = not c["measured"] and c["name"] != "kv-quant"
         why = {
             "not-a-bottleneck": f"{_mib(target)} ≤ {_mib(limit)}: don't build",
-            "pays": f"{_mib(target)} > {_mib(limit)}, and {_mib(target - c['reclaim_bytes'])} after reclaim fits: build",
+            "pays": f"{_mib(target)} > {_mib(limit)}, and {_mib(target - c['reclaim_bytes'])} after "
+                    + ("the full bound" if bound else "its reclaim") + " fits: build"
+                    + (" (if the bound is reached: measure it with --trace)" if bound else ""),
             "insufficient": f"{_mib(target - c['reclaim_bytes'])} even after the full reclaim > {_mib(limit)}",
         }[c["verdict"]]
         lines.append(f"  {c['name']:<9} {c['verdict']:<17} {why}")
-    sens = rec["sensitivity"]
-    if sens["value"] is None:
-        lines.append("sensitivity  no headroom at all: re-measure")
-    else:
-        v = Fraction(sens["value"])
-        flag = "> " if sens["flagged"] else "≤ "
-        lines.append(
-            f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(Fraction(sens['threshold']), 1, 0)}"
-            + (": FLAGGED, re-measure on any change of card, max_seq, slots or weights" if sens["flagged"] else ": stable")
-        )
+    lines.append(sensitivity_line(rec))
     lines += ["", "the verdict flips with (each alone, the rest held):"]
     lines += [f"  {s}" for s in boundary_lines(rec)]
     lines += [f"  {s}" for s in candidate_limit_lines(rec)]

@@ -80,7 +80,13 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
                 f"cannot parse byte quantity {text!r}",
                 hint="write a number with a unit, e.g. 32607MiB, 24GiB, 32.6GB, or plain bytes",
             )
-        number, unit = m.group(1).replace("_", "").replace(",", ""), m.group(2).lower()
+        number, raw_unit = m.group(1).replace("_", "").replace(",", ""), m.group(2)
+        if raw_unit.endswith("b") and raw_unit != "b" or raw_unit.lower() == "b" and raw_unit == "b":
+            raise UnitError(
+                f"unit {raw_unit!r} in {text!r} is bits (lower-case b)",
+                hint="write bytes with an upper-case B: KiB/MiB/GiB (powers of 2) or kB/MB/GB (powers of 10)",
+            )
+        unit = raw_unit.lower()
         if unit not in _UNITS:
             hint = "use KiB/MiB/GiB/TiB (powers of 2) or kB/MB/GB/TB (powers of 10)"
             if unit in {"k", "m", "g", "t"}:

@@ -12,7 +12,7 @@ from kvgate.decision import DecisionInputs, decide
 from kvgate.errors import KvgateError
 from kvgate.gate import CANDIDATES, Scenario
 from kvgate.geometry import LAYOUTS
-from kvgate.measurement import Basis, Measurement, load_measurement_file, local_cpu_arch
+from kvgate.measurement import Basis, Measurement, load_measurement_file
 from kvgate.model import load_model
 from kvgate.output import emit
 from kvgate.record import write_record
@@ -146,8 +146,9 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
         total_bytes=total,
         peak_used_bytes=parse_bytes(args.peak, allow_zero=True),
         idle_used_bytes=parse_bytes(args.idle, allow_zero=True) if args.idle else None,
+        # Typed-in numbers come from elsewhere: this machine's CPU is not their basis.
         basis=Basis(domain="gpu:0", device_name=args.device_name, total_bytes=total, sampler="manual",
-                    cpu_arch=local_cpu_arch(), source="command line"),
+                    source="command line"),
     )
     return m, None
 
@@ -179,11 +180,21 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
         total_measured_bytes=m.total_bytes,
     )
     cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
-    measured_reclaim = None
+    measured_reclaim = source = None
     if getattr(args, "trace", None):
         replay = trace_reclaim(args, model)
         measured_reclaim = int(replay["measured_reclaim_bytes"])
         model.notes.extend(replay_notes(replay, args.trace))
+        source = {
+            "trace": str(args.trace),
+            "slots": args.slots,
+            "block_size": args.block_size or 16,
+            "decode_rate": args.decode_rate or 50.0,
+            "speed": args.speed or 1.0,
+            "rate": args.rate,
+            "bound_bytes": replay.get("bound_bytes"),
+            "unwritten_at_peak_bytes": replay.get("unwritten_at_peak_bytes"),
+        }
     inputs = DecisionInputs(
         model=model,
         scenario=sc,
@@ -194,6 +205,7 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
         candidates=cands,
         quant_to=args.quant_to,
         measured_reclaim_bytes=measured_reclaim,
+        measured_reclaim_source=source,
         policy=policy_from_env(
             args.weights_policy,
             m.idle_used_bytes or 0,

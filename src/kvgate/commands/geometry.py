@@ -22,7 +22,7 @@ slots, per tensor-parallel rank with --tp.
   kvgate geometry ./Llama-3.1-8B/config.json --max-seq 131072 --tp 2 --by-layer
 
 MODEL is a config.json path, a model directory, a GGUF file or a bundled preset
-(kvgate geometry --list-presets).
+(kvgate geometry list).
 """
 
 
@@ -48,6 +48,7 @@ def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -
         "state_bytes": geo.state_bytes(),
         "slot_bytes": slot,
         "slots_bytes": slots * slot,
+        "marginal_bytes_at_max_seq": slot - geo.slot_bytes(max_seq - 1) if max_seq > 1 else slot,
         "notes": list(geo.model.notes),
     }
     if by_layer:
@@ -55,8 +56,14 @@ def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -
     return out
 
 
+def _both(n: int) -> str:
+    """``3,168 MiB = 3.09 GiB``; one figure when the two would say the same."""
+    mib, human = fmt_mib(n), fmt_human(n)
+    return mib if human.endswith("MiB") or human.endswith(" B") or human.endswith("KiB") else f"{mib} = {human}"
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.model == "list" or args.model == "--list-presets":
+    if args.model == "list":
         from kvgate.model import preset_names
 
         emit(args, {"presets": preset_names()}, "\n".join(preset_names()))
@@ -74,9 +81,16 @@ def run(args: argparse.Namespace) -> int:
     per = " per rank" if args.tp > 1 else ""
     rows = [
         ["bytes per token" + per, fmt_bytes(rep["bytes_per_token"]), fmt_human(rep["bytes_per_token"])],
-        [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), fmt_mib(rep["slot_bytes"]) + " = " + fmt_human(rep["slot_bytes"])],
-        [f"{args.slots} slots" + per, fmt_bytes(rep["slots_bytes"]), fmt_mib(rep["slots_bytes"]) + " = " + fmt_human(rep["slots_bytes"])],
+        [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],
+        [f"{args.slots} slot{'s' if args.slots != 1 else ''}" + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
     ]
+    if rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
+        rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),
+                        fmt_human(rep["marginal_bytes_at_max_seq"])])
+    if hasattr(geo.layout, "cache_bytes"):
+        rep["engine_cache_bytes"] = geo.layout.cache_bytes(geo, max_seq)
+        rows.append([f"llama.cpp whole cache (n_seq {geo.layout.n_seq}{', unified' if geo.layout.unified else ''})" + per,
+                     fmt_bytes(rep["engine_cache_bytes"]), fmt_human(rep["engine_cache_bytes"])])
     if rep["state_bytes"]:
         rows.insert(1, ["fixed state per sequence" + per, fmt_bytes(rep["state_bytes"]), fmt_human(rep["state_bytes"])])
     text = [
@@ -101,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
         vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
         rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
         text += ["", f"vLLM with {fmt_mib(parse_bytes(args.kv_available, allow_zero=True))} available for KV: "
-                 f"{vr['num_blocks']:,} blocks"] + [f"  {line}" for line in vr["log_lines"] if line]
+                 f"{vr['num_blocks']:,} blocks"] + [f"  {line}   (current vLLM)" for line in vr["log_lines"][:1] if line] \
+            + [f"  {line}" for line in vr["log_lines"][1:] if line] \
+            + [f"  GPU KV cache size: {vr['gpu_kv_cache_tokens_v0_10']:,} tokens   (vLLM 0.10–0.11)"]
     if rep["notes"]:
         text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
     emit(args, rep, "\n".join(text))

@@ -12,8 +12,25 @@ from kvgate.errors import KvgateError
 from kvgate.measurement import load_measurement_file
 from kvgate.output import emit, table
 from kvgate.record import load_record, recheck
-from kvgate.render import boundary_lines
-from kvgate.units import fmt_mib, parse_bytes
+from kvgate.render import boundary_lines, candidate_limit_lines, sensitivity_line
+from kvgate.units import fmt_gib, fmt_mib, parse_bytes
+
+_LABELS = {
+    "total_bytes": "card memory",
+    "peak_bytes": "peak used",
+    "idle_bytes": "idle used",
+    "max_seq": "max_seq",
+    "slots_target": "target slots",
+    "weights_delta_bytes": "resident weights heavier by",
+}
+
+
+def _change(key: str, value: Any) -> str:
+    if value is None:
+        return f"{_LABELS.get(key, key)} not available"
+    if key.endswith("_bytes"):
+        return f"{_LABELS.get(key, key)} {fmt_mib(value)} ({fmt_gib(value)})"
+    return f"{_LABELS.get(key, key)} {value:,}"
 
 NAME = "recheck"
 HELP = "recompute a decision record; what-ifs (--total 24GiB, --max-seq 40960, --slots 16) or a new measurement"
@@ -74,7 +91,9 @@ def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], s
     lines = [f"record  {path}"]
     if res["status"] == "different-basis":
         lines.append("different basis: re-measure (the recorded decision is not applied to this measurement)")
-        lines.append(table([[d["field"], str(d["recorded"]), str(d["new"])] for d in res["basis_differences"]],
+        show = lambda f, v: fmt_mib(v) if f == "total_bytes" and isinstance(v, int) else ("not available" if v is None else str(v))
+        lines.append(table([[d["field"], show(d["field"], d["recorded"]), show(d["field"], d["new"])]
+                            for d in res["basis_differences"]],
                            header=["basis field", "recorded", "new"], align="lll"))
         return res, "\n".join(lines)
     sc = rec["inputs"]["scenario"]
@@ -84,28 +103,45 @@ def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], s
         lines.append(f"WARNING: recomputing the record gives {recomputed}, but it stores {stored}")
     if res["what_if"] is None:
         lines.append("verdicts  " + ", ".join(f"{k}: {v}" for k, v in recomputed.items()) + "  (recomputed, unchanged)")
-        lines += ["flips with:"] + [f"  {s}" for s in boundary_lines(res["recorded"])]
+        if res["recorded"]["status"] == "ok":
+            lines.append(sensitivity_line(res["recorded"]))
+            lines += ["flips with:"] + [f"  {s}" for s in boundary_lines(res["recorded"])]
+            lines += [f"  {s}" for s in candidate_limit_lines(res["recorded"])]
         return res, "\n".join(lines)
-    ch = ", ".join(f"{k} = {v:,}" for k, v in res["changes"].items())
+    ch = ", ".join(_change(k, v) for k, v in res["changes"].items())
     lines.append(f"what-if   {ch}")
     rows = [[name, recomputed[name], res["what_if"]["verdicts"][name]] for name in recomputed]
     lines.append(table(rows, header=["candidate", "recorded (measured)", "what-if"], align="lll"))
     lines.append("verdict changes" if res["status"] == "changed" else "verdict unchanged")
     if res["what_if"]["status"] == "ok":
+        lines.append(sensitivity_line(res["what_if"]))
         lines += ["what-if flips with:"] + [f"  {s}" for s in boundary_lines(res["what_if"])]
+        lines += [f"  {s}" for s in candidate_limit_lines(res["what_if"])]
     return res, "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     new_m = _new_measurement(args)
     p = Path(args.record)
+    skipped: list[str] = []
     if p.is_dir():
-        paths = sorted(p.glob("*.json"))
+        paths = []
+        for cand in sorted(p.glob("*.json")):  # measurements etc. may sit beside records
+            try:
+                doc = read_json(cand, what="file")
+            except KvgateError:
+                doc = None
+            if isinstance(doc, dict) and doc.get("schema") == "kvgate.decision/1":
+                paths.append(cand)
+            else:
+                skipped.append(cand.name)
         if not paths:
-            raise KvgateError(f"no decision records (*.json) in {p}")
+            raise KvgateError(f"no decision records (schema kvgate.decision/1) in {p} (subfolders are not searched)")
     else:
         paths = [p]
     results, texts = [], []
+    if skipped:
+        texts.append(f"skipped {len(skipped)} JSON file(s) that are not decision records: {', '.join(skipped)}")
     for path in paths:
         res, text = _one(path, args, new_m)
         results.append({"record": str(path), **res})

@@ -31,7 +31,7 @@ def run(args) -> int:
     rows = [
         ["weights", f"{fmt_bytes(wb.bytes)} ({fmt_gib(wb.bytes)})"],
         ["kind", label],
-        ["source", wb.source],
+        ["source", wb.source if wb.source != "config" else f"config.json ({args.model})"],
     ]
     if wb.tensors is not None:
         rows.append(["tensors", f"{wb.tensors:,}"])

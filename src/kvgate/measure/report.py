@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import sys
 from typing import Any, Callable, TextIO
 
@@ -61,6 +63,19 @@ def measurement_rows(m: Measurement) -> list[list[str]]:
     return rows
 
 
+def _gap_when(m: Measurement) -> str:
+    """`` at 10.736 s`` (the largest gap's start) and the count of long gaps, if recorded."""
+    g = m.extra.get("gaps") or {}
+    rows = g.get("largest") or []
+    if not rows:
+        return ""
+    text = f" at {rows[0]['at_s']:.3f} s"
+    n = g.get("over_10x_interval")
+    if n is not None and g.get("long_gap_threshold_s"):
+        text += f", {n} over {g['long_gap_threshold_s'] * 1e3:g} ms"
+    return text
+
+
 def render_measurement(m: Measurement) -> str:
     """A domain's table, timing and basis, as text."""
     b = m.basis
@@ -72,7 +87,7 @@ def render_measurement(m: Measurement) -> str:
     if b.interval_s is not None:
         t.append(f"interval {b.interval_s * 1e3:g} ms")
     if m.max_gap_s is not None:
-        t.append(f"largest gap {m.max_gap_s * 1e3:.2f} ms (a spike shorter than that can be missed)")
+        t.append(f"largest gap {m.max_gap_s * 1e3:.2f} ms{_gap_when(m)} (a spike shorter than that can be missed)")
     if m.samples is not None:
         t.append(f"{m.samples:,} samples")
     if t:
@@ -93,7 +108,7 @@ def render_measurement(m: Measurement) -> str:
 
 def render_outcome(o: RunOutcome, *, out_path: str | None = None, plot_path: str | None = None) -> str:
     """What ``kvgate measure`` prints after the run."""
-    head = f"command: {' '.join(o.document.get('command') or [])}\n"
+    head = f"command: {shlex.join(o.document.get('command') or [])}\n"
     head += f"status: {o.status}, exit code {na(o.exit_code)}"
     if o.signal_name:
         head += f" (killed by {o.signal_name})"

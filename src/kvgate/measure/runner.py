@@ -342,7 +342,10 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
         status = "ok"
     notes = []
     if sampler.max_gap_s is not None:
-        notes.append(f"largest gap between samples {sampler.max_gap_s * 1e3:.2f} ms: a spike shorter than that can be missed")
+        g = sampler.gaps[0]
+        notes.append(f"largest gap between samples {sampler.max_gap_s * 1e3:.2f} ms at {sampler.rel(g.t0):.3f} s: "
+                     "a spike shorter than that can be missed then; "
+                     f"{sampler.long_gaps} gap(s) over {sampler.long_gap_s * 1e3:g} ms")
 
     extra_common: dict[str, Any] = {}
     if sig_name:
@@ -364,6 +367,8 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
         total = probe.totals[i]
         peak = ch.peak if ch.peak is not None else (ch.last or 0)
         extra = dict(extra_common)
+        if sampler.gaps:
+            extra["gaps"] = sampler.gap_summary(i)
         processes = None
         if probe.host is not None:
             tree = sampler.channels[1]
