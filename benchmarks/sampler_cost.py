@@ -5,7 +5,15 @@ default interval). Needs an NVIDIA GPU and nvidia-ml-py; not a timed test.
     PYTHONPATH=src python benchmarks/sampler_cost.py --out sampler_cost.json
 
 The thread's CPU time comes from its own POSIX CPU clock
-(``time.pthread_getcpuclockid``), so it excludes everything else in the process.
+(``time.pthread_getcpuclockid``), so it excludes everything else in the process. To split
+the cost per sample, the same is measured with a reader that returns a fixed int (no NVML:
+the sampler's own Python work plus the wake-up) and for a bare ``time.sleep`` loop (the
+wake-up alone).
+
+``--probe-out F --probe-seconds S`` instead runs a bare NVML loop in this process alone
+(no kvgate sampler, no other thread) for S seconds and logs every memory query that took
+longer than 5 ms and every gap over 5 ms, with ``time.time()`` stamps: run it beside a
+workload to see whether NVML itself blocks (e.g. while another process initialises CUDA).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 
 from kvgate.measure.nvml import session
@@ -52,12 +61,71 @@ def thread_cost(reader, interval_s: float, seconds: float) -> dict:
             "mean_gap_s": wall / max(1, n1 - n0)}
 
 
+def sleep_cost(interval_s: float, seconds: float) -> dict:
+    """CPU time per wake-up of a bare deadline ``time.sleep`` loop on its own thread."""
+    out: dict = {}
+
+    def run() -> None:
+        n, nxt, c0 = 0, time.monotonic(), time.thread_time()
+        end = nxt + seconds
+        while nxt < end:
+            nxt += interval_s
+            d = nxt - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+            n += 1
+        out.update(interval_s=interval_s, wakes=n, cpu_us_per_wake=(time.thread_time() - c0) / n * 1e6)
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    return out
+
+
+def probe(out: str, seconds: float, gpu: int, slow_s: float = 0.005) -> int:
+    """A bare NVML loop at ~1 ms; logs slow queries and long gaps (``time.time()`` s)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+    slow, gaps, n = [], [], 0
+    now = time.time
+    end = now() + seconds
+    prev = None
+    while True:
+        a = now()
+        m = pynvml.nvmlDeviceGetMemoryInfo(h)
+        b = now()
+        n += 1
+        used = m.total - m.free
+        if b - a > slow_s:
+            slow.append({"t_start": a, "call_s": round(b - a, 6), "used_bytes": used})
+        if prev is not None and b - prev > slow_s:
+            gaps.append({"t_prev": prev, "gap_s": round(b - prev, 6), "used_bytes": used})
+        prev = b
+        if b >= end:
+            break
+        time.sleep(0.001)
+    with open(out, "w") as fh:
+        json.dump({"queries": n, "seconds": seconds, "slow_threshold_s": slow_s, "slow_calls": slow, "gaps": gaps}, fh,
+                  indent=1)
+    print(f"probe: {n} NVML queries in {seconds:g} s; {len(slow)} took > {slow_s * 1e3:g} ms: "
+          + ", ".join(f"{x['call_s'] * 1e3:.1f} ms at {x['t_start']:.3f}" for x in slow[:8]))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="kvgate sampler cost")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--seconds", type=float, default=3.0, help="per interval (default 3)")
     ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--probe-out", default=None, help="run the bare NVML probe instead, writing here")
+    ap.add_argument("--probe-seconds", type=float, default=30.0)
     a = ap.parse_args(argv)
+    if a.probe_out:
+        return probe(a.probe_out, a.probe_seconds, a.gpu)
+    if not a.out:
+        ap.error("--out is required")
     sys.setswitchinterval(0.0005)  # as kvgate measure does
     nv = session()
     h = nv.handle(a.gpu)
@@ -70,17 +138,23 @@ def main(argv: list[str] | None = None) -> int:
     res["kvgate_reader"] = query_cost_us(reader)
     res["compute_procs"] = query_cost_us(lambda: nv.processes(h), n=500)
     res["threads"] = [thread_cost(reader, i, a.seconds if i < 0.1 else max(a.seconds, 3.0)) for i in INTERVALS_S]
+    fixed = [int(info.total_bytes // 3)]
+    res["fixed_reader_threads"] = [thread_cost(lambda: fixed, i, a.seconds) for i in (0.001, 0.002)]
+    res["sleep_only"] = [sleep_cost(i, a.seconds) for i in (0.001, 0.002)]
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=2)
     print(f"{info.name}, driver {res['driver_version']}: one NVML memory query v2 "
           f"{res['query_v2']['median_us']:.2f} µs (p99 {res['query_v2']['p99_us']:.2f}), v1 "
           f"{res['query_v1']['median_us']:.2f} µs; kvgate reader {res['kvgate_reader']['median_us']:.2f} µs; "
           f"process list {res['compute_procs']['median_us']:.0f} µs")
-    print(f"{'interval':>10} {'samples/s':>10} {'CPU % of 1 core':>16} {'max gap ms':>11}")
+    print(f"{'interval':>10} {'samples/s':>10} {'CPU % of 1 core':>16} {'CPU µs/sample':>14} {'max gap ms':>11}")
     for t in res["threads"]:
         mark = "  <- default" if t["interval_s"] == DEFAULT_INTERVAL_S else ""
         print(f"{t['interval_s'] * 1e3:>8g}ms {t['samples_per_s']:>10.0f} {t['cpu_share_of_one_core'] * 100:>15.2f}% "
-              f"{(t['max_gap_s'] or 0) * 1e3:>11.2f}{mark}")
+              f"{t['cpu_s'] / max(1, t['samples']) * 1e6:>14.1f} {(t['max_gap_s'] or 0) * 1e3:>11.2f}{mark}")
+    for t, z in zip(res["fixed_reader_threads"], res["sleep_only"]):
+        print(f"{t['interval_s'] * 1e3:g} ms, per sample: fixed-int reader (no NVML) "
+              f"{t['cpu_s'] / max(1, t['samples']) * 1e6:.1f} µs CPU; bare time.sleep loop {z['cpu_us_per_wake']:.1f} µs")
     d = [t for t in res["threads"] if t["interval_s"] == DEFAULT_INTERVAL_S][0]
     print(f"target ≤ 2% of one core at the default: {'met' if d['cpu_share_of_one_core'] <= 0.02 else 'NOT met'}")
     return 0

@@ -13,6 +13,9 @@ at the default interval.
 
     PYTHONPATH=src python benchmarks/spike_capture.py --out spike_capture.json \\
         --smi-log h200_spikes_lms500_nounits.csv
+
+``--phases F`` runs the gap experiment's workload instead (CUDA init, context, 1 GiB steps,
+frees, each stamped in F): measure it with ``kvgate measure`` to see where the gaps fall.
 """
 
 from __future__ import annotations
@@ -72,6 +75,47 @@ def child(out: str, reps: int, seed: int, device: str = "cuda") -> int:
     return 0
 
 
+def phases(out: str, steps: int = 4, step_bytes: int = GiB) -> int:
+    """The gap experiment's workload: CUDA init, context, allocations in steps, frees.
+
+    Each phase is stamped (``time.time()``, shared by all processes) and separated by
+    0.4 s of idle, so a ``kvgate measure`` of this process shows which phase its gaps fall
+    in. Writes ``{"phases": [[name, t_end], ...]}`` to ``out``.
+    """
+    stamps = [["start", time.time()]]
+
+    def stamp(name: str) -> None:
+        stamps.append([name, time.time()])
+        time.sleep(0.4)
+
+    import torch
+
+    stamp("import torch")
+    torch.cuda.init()
+    stamp("torch.cuda.init (cuInit)")
+    x = [torch.zeros(1, device="cuda")]
+    torch.cuda.synchronize()
+    stamp("context (first tensor)")
+    for i in range(steps):
+        x.append(torch.empty(step_bytes, dtype=torch.uint8, device="cuda"))
+        torch.cuda.synchronize()
+        stamp(f"allocated {i + 1} x {step_bytes // MiB} MiB")
+    del x[1:]
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    stamp("freed, empty_cache")
+    big = torch.empty(steps * 2 * step_bytes, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    stamp(f"allocated {steps * 2 * step_bytes // MiB} MiB at once")
+    del big
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    stamps.append(["freed, exiting", time.time()])
+    with open(out, "w") as fh:
+        json.dump({"phases": stamps}, fh, indent=1)
+    return 0
+
+
 def _smi_samples(path: str) -> list[tuple[float, int]]:
     """(epoch seconds, total − free bytes) from the nvidia-smi nounits log (local time)."""
     out = []
@@ -122,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: smoke test of the plumbing
+    ap.add_argument("--phases", default=None, help="run the gap experiment's workload instead (see phases())")
     a = ap.parse_args(argv)
+    if a.phases:
+        return phases(a.phases)
     if a.child:
         return child(a.child, a.reps, a.seed, a.device)
     if not a.out:

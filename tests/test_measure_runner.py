@@ -230,3 +230,32 @@ def test_nvml_missing_is_one_line_error_with_hint(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err.splitlines()
     assert rc != 0 and not out.exists()
     assert len(err) == 2 and err[0].startswith("ERROR: NVML") and err[1].startswith("HINT:") and "--domain host" in err[1]
+
+
+def test_a_blocked_nvml_query_is_recorded_as_a_gap_with_its_time(tmp_path):
+    # NVML blocks inside the driver while another process initialises CUDA (seen on an
+    # H200: ~105 ms); here the fake blocks 150 ms once the command has made its flag.
+    flag = tmp_path / "flag"
+    state = {"blocked": False}
+
+    def mem_error():
+        if flag.exists() and not state["blocked"]:
+            state["blocked"] = True
+            time.sleep(0.15)
+        return None
+
+    nv = Nvml(module=fake.make(mem_error=mem_error))
+    o = measure_command([PY, "-c", f"import time; open({str(flag)!r}, 'w').close(); time.sleep(0.4)"],
+                        nvml=nv, settle_s=0.05)
+    m = o.measurements[0]
+    gaps = m.extra["gaps"]
+    top = gaps["largest"][0]
+    assert top["gap_s"] == m.max_gap_s and 0.15 <= top["gap_s"] < 0.5
+    assert 0 < top["at_s"] < 0.5 + 1  # after the start, while the command ran
+    assert top["used_before_bytes"] == top["used_after_bytes"] == 616 * MiB
+    assert len(gaps["largest"]) == 5 and gaps["over_10x_interval"] >= 1 and gaps["long_gap_threshold_s"] == 0.01
+    assert [g["gap_s"] for g in gaps["largest"]] == sorted((g["gap_s"] for g in gaps["largest"]), reverse=True)
+    from kvgate.measure.report import render_measurement
+
+    assert f"largest gap {m.max_gap_s * 1e3:.2f} ms at {top['at_s']:.3f} s" in render_measurement(m)
+    assert any(f"at {top['at_s']:.3f} s" in n for n in o.notes)

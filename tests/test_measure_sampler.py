@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kvgate.measure.sampler import Sampler, Timeline
 
 
@@ -74,3 +77,115 @@ def test_reader_error_is_kept_not_raised_in_thread():
     time.sleep(0.02)
     s.stop()
     assert isinstance(s.error, RuntimeError)
+
+
+def _reference_points(samples, capacity, span):
+    """The timeline algorithm without the fast path (as before issue 3's cost work)."""
+    buckets, origin = [], None
+    for t, v in samples:
+        origin = t if origin is None else origin
+        idx = int((t - origin) / span)
+        if buckets and buckets[-1][0] == idx:
+            b = buckets[-1]
+            if v < b[2]:
+                b[1], b[2] = t, v
+            if v > b[4]:
+                b[3], b[4] = t, v
+            continue
+        buckets.append([idx, t, v, t, v])
+        while len(buckets) > capacity:
+            span *= 2
+            merged = []
+            for b in buckets:
+                i = b[0] // 2
+                if merged and merged[-1][0] == i:
+                    m = merged[-1]
+                    if b[2] < m[2]:
+                        m[1], m[2] = b[1], b[2]
+                    if b[4] > m[4]:
+                        m[3], m[4] = b[3], b[4]
+                else:
+                    merged.append([i] + b[1:])
+            buckets = merged
+    ts, vs = [], []
+    for _, t1, v1, t2, v2 in buckets:
+        for t, v in ([(t1, v1)] if t1 == t2 else sorted(((t1, v1), (t2, v2)))):
+            ts.append(t)
+            vs.append(v)
+    return ts, vs
+
+
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 6)), min_size=1, max_size=400),
+       st.integers(2, 9))
+@settings(max_examples=200, deadline=None)
+def test_timeline_fast_path_equals_reference(steps, capacity):
+    # dyadic times (k / 1024 s) and span: bucket arithmetic is exact, so the two must agree
+    span = 2.0**-10
+    t, samples = 0, []
+    for dt, v in steps:
+        t += dt
+        samples.append((t * span, 10**9 + v * 2**20))
+    tl = Timeline(capacity, span_s=span)
+    for s in samples:
+        tl.add(*s)
+    assert tl.points() == _reference_points(samples, capacity, span)
+    assert tl.count == len(samples)
+
+
+def test_hot_path_exact_peak_on_a_flat_run_with_one_sample_spike():
+    clock = {"t": 50.0}
+    n, spike_at, base = 300_000, 212_345, 70_405_455_872 - 4 * 2**30
+    state = {"i": 0}
+
+    def read():
+        i = state["i"]
+        state["i"] += 1
+        return [base + 4 * 2**30 if i == spike_at else base]  # 5 min of a flat line at 1 ms, one spike
+
+    s = Sampler(read, 1, interval_s=0.001, clock=lambda: clock["t"], timeline_points=64)
+    s.mark_start()
+    for _ in range(n):
+        clock["t"] += 0.001
+        s.sample_once()
+    ch = s.channels[0]
+    assert ch.peak == base + 4 * 2**30 == 70_405_455_872
+    assert abs(s.rel(ch.peak_t) - (spike_at + 1) * 0.001) < 1e-6
+    assert ch.run_samples == n and ch.last == base
+    tl = s.timeline(0)
+    assert len(tl["used_bytes"]) <= 128 and max(tl["used_bytes"]) == ch.peak
+    assert tl["t_s"][tl["used_bytes"].index(ch.peak)] == round(s.rel(ch.peak_t), 6)
+    assert s.long_gaps == 0 and abs(s.max_gap_s - 0.001) < 1e-6
+
+
+def test_gaps_top_five_with_times_values_and_long_count():
+    clock = {"t": 1000.0}
+    step = {"v": 0}
+
+    def read():
+        step["v"] += 1
+        return [step["v"] * 2**20, 7]
+
+    s = Sampler(read, 2, interval_s=0.001, clock=lambda: clock["t"])
+    s.sample_once()  # settle: gaps before the start do not count
+    clock["t"] += 0.5
+    s.sample_once()
+    s.mark_start()
+    # gaps after the start (ms): 1 ×20, then 105 at sample 21, 12, 30, 2, 9, 50, 11
+    dts = [0.001] * 20 + [0.105, 0.001, 0.012, 0.030, 0.002, 0.009, 0.050, 0.011, 0.001]
+    times = []
+    for dt in dts:
+        clock["t"] += dt
+        s.sample_once()
+        times.append(clock["t"])
+    assert abs(s.max_gap_s - 0.105) < 1e-9
+    got = [(round(g.length_s, 6), round(s.rel(g.t0), 6)) for g in s.gaps]
+    assert [x for x, _ in got] == [0.105, 0.05, 0.03, 0.012, 0.011]
+    first = s.gaps[0]
+    assert first.before == (22 * 2**20, 7) and first.after == (23 * 2**20, 7)  # samples 22 and 23 overall
+    assert s.long_gaps == 5  # > 10 ms: 105, 12, 30, 50, 11 (9 is not)
+    summ = s.gap_summary(0)
+    assert summ["over_10x_interval"] == 5 and summ["long_gap_threshold_s"] == 0.01
+    row = summ["largest"][0]
+    assert row["gap_s"] == 0.105 and row["used_before_bytes"] == 22 * 2**20 and row["used_after_bytes"] == 23 * 2**20
+    assert row["at_s"] == round(times[19] - s.start_t, 6)
+    assert s.gap_summary(1)["largest"][0]["used_before_bytes"] == 7

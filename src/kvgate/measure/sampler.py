@@ -15,21 +15,26 @@ channel:
 Gaps. On an H200 (driver 580) every measured run had one gap of ~105 ms, and it fell
 50–150 ms before the workload's first GPU allocation, i.e. while the workload process
 initialised CUDA; a sampler with no other work in its process saw the same gap on three
-threads at once. NVML's memory query blocks inside the driver then: kvgate cannot sample
-during it, so the gap is recorded (with its time), not hidden.
+threads at once, and nothing in kvgate's process runs then (NVML lists no process before
+the context exists, so the runner's per-process poll walks no process tree). So NVML's
+memory query blocks inside the driver while another process initialises CUDA (a bare NVML
+loop in its own process, ``benchmarks/sampler_cost.py --probe-out``, checks this): kvgate
+cannot sample during it, so the gap is recorded with its time, not hidden.
 
-Cost and the default interval. The sampler thread's CPU time per sample is dominated by
-the sleep/wake-up itself (a C loop of ``clock_nanosleep`` alone costs ~25 µs of thread CPU
-per wake on a 2-core x86 VM), then the NVML query (8.5 µs on an H200), and only ~1 µs of
-Python bookkeeping (hot; this module keeps it minimal: no lock, no allocation when the
-value and the timeline bucket are unchanged). On the H200 the thread used 50 µs per sample
-at 1 ms (5.05% of one core) and 64 µs at 2 ms (3.19%), before these changes. The default
-stays 1 ms: 2 ms would be the largest interval that still catches ≥ 99% of 5 ms spikes,
-but even there the measured cost (3.19%, less the few µs per sample saved here) is above
-the issue-3 target of ≤ 2% of one core, so **the target is not met** at either interval
-(1 ms: ~5% measured, ~2.5× the target). ``--interval 2ms`` halves the cost and still caught
-100% of 5 ms spikes on the H200; ``--interval 500ms`` reproduces the source write-up's
-``nvidia-smi -lms 500``.
+Cost and the default interval (issue 3: ≤ 2% of one core at the default, and ≥ 99% of
+5 ms spikes caught at the default). The sampler thread's CPU time per sample is mostly the
+sleep/wake-up itself, not kvgate's work: on a 2-core x86 VM a C ``clock_nanosleep`` loop
+costs ~25 µs of thread CPU per wake and a bare Python ``time.sleep`` loop ~41–47 µs; the
+NVML query costs 8.5 µs on an H200; the bookkeeping below is ~0.8–1.3 µs per sample hot
+(it was 1.4–2.0 µs: no lock, one clock read per sample, no work when the value and the
+timeline bucket are unchanged) and ~8–16 µs in the cold thread (was ~14–17). Measured on
+the H200 before these changes: 50 µs per sample at 1 ms (5.05% of one core), 64 µs at 2 ms
+(3.19%). 2 ms is within the ≤ ~2.5 ms that keeps ≥ 99% of 5 ms spikes (100% caught there),
+but with a few µs saved per sample it would still cost ~2.9–3.1%, so the default stays
+1 ms and **the 2% target is not met**: ~4.5–5% of one core, about 2.5× the target (to be
+re-measured on the H200 with ``benchmarks/sampler_cost.py``). ``--interval 2ms`` costs
+about 60% of that and still caught every 5 ms spike on the H200; ``--interval 500ms``
+reproduces the source write-up's ``nvidia-smi -lms 500``.
 """
 
 from __future__ import annotations
