@@ -148,8 +148,9 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("kvgate.atomicio.os.replace", boom)
-    with pytest.raises(OSError):
-        main(["measure", "--domain", "host", "--settle", "0s", "--out", str(out), "--", PY, "-c", "pass"])
+    rc = main(["measure", "--domain", "host", "--settle", "0s", "--out", str(out), "--", PY, "-c", "pass"])
+    assert rc == 2
+    assert "No space left on device" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # neither the file nor a temp file
 
 

@@ -124,3 +124,103 @@ def test_cli_json_and_out(data_dir, tmp_path, capsys):
     rc = main(["import-smi", str(data_dir / "smi" / "synthetic_h200_units.csv"), "--out", str(out)])
     assert rc == 2  # exists, no --force
     assert "exists" in capsys.readouterr().err
+
+
+_H = "timestamp, index, memory.total [MiB], memory.free [MiB], memory.used [MiB]\n"
+
+
+def test_out_of_order_timestamps_are_sorted_with_a_warning(tmp_path, capsys):
+    text = (_H + "2026/11/29 11:00:00.000, 0, 32607 MiB, 31671 MiB, 936 MiB\n"
+            "2025/11/29 11:00:01.000, 0, 32607 MiB, 12982 MiB, 19625 MiB\n"  # a year earlier
+            "2026/11/29 11:00:02.000, 0, 32607 MiB, 31000 MiB, 1607 MiB\n")
+    m = Measurement.from_dict(parse_smi_csv(text)["domains"][0])
+    year = 365 * 86400  # 2025-11-29 → 2026-11-29
+    assert m.idle_used_bytes == m.peak_used_bytes == 19_625 * MiB  # the earliest sample
+    assert m.peak_time_s == 0.0
+    assert m.timeline["t_s"] == [0.0, year - 1.0, year + 1.0]
+    assert m.timeline["used_bytes"] == [19_625 * MiB, 936 * MiB, 1_607 * MiB]
+    assert m.max_gap_s == year - 1.0 and m.basis.interval_s == (year + 1) / 2  # median of gaps [year − 1, 2]
+    assert m.basis.start_time == "2025-11-29T11:00:01" and m.basis.end_time == "2026-11-29T11:00:02"
+    assert m.extra["warnings"] == [
+        "timestamps of gpu:0 were not in order (1 step(s) back in time, first at line 3: 2025-11-29 11:00:01 "
+        "after 2026-11-29 11:00:00); samples were sorted by time"]
+    log = tmp_path / "ooo.csv"
+    log.write_text(text)
+    assert main(["import-smi", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: timestamps of gpu:0 were not in order" in out and "-3" not in out
+    assert main(["import-smi", str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == m.extra["warnings"]
+
+
+def test_sorting_is_per_gpu_and_in_order_logs_have_no_warnings():
+    text = (_H + "2026/11/29 11:00:01.000, 0, 100 MiB, 90 MiB, 10 MiB\n"
+            "2026/11/29 11:00:01.000, 1, 100 MiB, 80 MiB, 20 MiB\n"
+            "2026/11/29 11:00:00.000, 0, 100 MiB, 70 MiB, 30 MiB\n"
+            "2026/11/29 11:00:02.000, 1, 100 MiB, 60 MiB, 40 MiB\n")
+    ds = _domains(parse_smi_csv(text))
+    assert ds["gpu:0"].timeline["used_bytes"] == [30 * MiB, 10 * MiB] and ds["gpu:0"].idle_used_bytes == 30 * MiB
+    assert ds["gpu:0"].extra["warnings"][0].startswith("timestamps of gpu:0 were not in order (1 step(s) back "
+                                                       "in time, first at line 4:")
+    assert ds["gpu:1"].extra["warnings"] == [] and ds["gpu:1"].max_gap_s == 1.0
+
+
+def test_changing_total_is_an_error_naming_the_lines(tmp_path, capsys):
+    text = (_H + "2026/11/29 11:00:00.000, 0, 32607 MiB, 31671 MiB, 936 MiB\n"
+            "2026/11/29 11:00:01.000, 0, 40000 MiB, 12982 MiB, 936 MiB\n")
+    with pytest.raises(SmiCsvError) as e:
+        parse_smi_csv(text, source="mixed.csv")
+    assert e.value.message == ("mixed.csv: memory.total of gpu:0 changes from 32,607 MiB (line 2) to 40,000 MiB "
+                               "(line 3); a log that mixes cards or configurations is not one measurement")
+    log = tmp_path / "mixed.csv"
+    log.write_text(text)
+    assert main(["import-smi", str(log)]) == 2
+    assert "ERROR: mixed.csv: memory.total of gpu:0 changes" in capsys.readouterr().err
+    # another GPU with another total is fine
+    two = (_H + "2026/11/29 11:00:00.000, 0, 32607 MiB, 31671 MiB, 936 MiB\n"
+           "2026/11/29 11:00:00.000, 1, 40000 MiB, 39000 MiB, 1000 MiB\n")
+    ds = _domains(parse_smi_csv(two))
+    assert (ds["gpu:0"].total_bytes, ds["gpu:1"].total_bytes) == (32_607 * MiB, 40_000 * MiB)
+
+
+def test_used_disagreeing_with_total_minus_free_is_warned():
+    text = (_H + "2026/11/29 11:00:00.000, 0, 32607 MiB, 31671 MiB, 936 MiB\n"
+            "2026/11/29 11:00:01.000, 0, 32607 MiB, 12982 MiB, 936 MiB\n")
+    m = Measurement.from_dict(parse_smi_csv(text)["domains"][0])
+    assert m.peak_used_bytes == 19_625 * MiB  # still total − free
+    assert m.extra["warnings"] == [
+        "1 row(s) of gpu:0 where memory.used differs from memory.total − memory.free, first at line 3 "
+        "(936 MiB vs 19,625 MiB); used is taken from total − free"]
+    # with memory.reserved logged the tolerance is 16 MiB; nvidia-smi's 1–2 MiB rounding is not warned
+    h = "memory.total [MiB], memory.free [MiB], memory.used [MiB], memory.reserved [MiB]\n"
+    ok = parse_smi_csv(h + "143771, 79255, 63898, 616\n")["domains"][0]
+    assert ok["extra"]["warnings"] == [] and ok["peak_used_bytes"] == 64_516 * MiB
+    bad = parse_smi_csv(h + "143771, 79255, 63880, 616\n")["domains"][0]  # 18 MiB off
+    assert bad["extra"]["warnings"] == [
+        "1 row(s) of gpu:0 where memory.used + memory.reserved differs from memory.total − memory.free, "
+        "first at line 2 (64,496 MiB vs 64,516 MiB); used is taken from total − free"]
+    # without memory.reserved, up to 16 MiB + 5 % of total is the unlogged reserve: no warning
+    assert parse_smi_csv("memory.total [MiB], memory.free [MiB], memory.used [MiB]\n143771, 79255, 63900\n"
+                         )["domains"][0]["extra"]["warnings"] == []
+
+
+def test_cell_unit_other_than_header_unit_is_an_error(tmp_path, capsys):
+    text = (_H + "2026/11/29 11:00:00.000, 0, 32607 MiB, 31671 MiB, 936 MiB\n"
+            "2026/11/29 11:00:01.000, 0, 32 GiB, 12982 MiB, 936 MiB\n")
+    with pytest.raises(SmiCsvError) as e:
+        parse_smi_csv(text, source="u.csv")
+    assert e.value.message == "u.csv line 3, column memory.total [MiB]: value '32 GiB' is in GiB, its header says MiB"
+    log = tmp_path / "u.csv"
+    log.write_text(text)
+    assert main(["import-smi", str(log)]) == 2
+    assert "ERROR: u.csv line 3, column memory.total [MiB]: value '32 GiB'" in capsys.readouterr().err
+    # the header's own unit in the cell (csv) or none (nounits) is fine; no header unit accepts any unit
+    doc = parse_smi_csv("memory.total [MiB], memory.used [MiB]\n100 MiB, 10\n")
+    assert doc["domains"][0]["peak_used_bytes"] == 10 * MiB
+    doc = parse_smi_csv("0, 1 GiB, 10 MiB\n", columns=["index", "memory.total", "memory.used"])
+    assert doc["domains"][0]["total_bytes"] == 2**30
+
+
+def test_free_above_total_is_an_error():
+    with pytest.raises(SmiCsvError, match=r"^log line 2: memory.free \(101 MiB\) is above memory.total \(100 MiB\)$"):
+        parse_smi_csv("memory.total [MiB], memory.free [MiB]\n100, 101\n")

@@ -563,3 +563,21 @@ def test_command_budget_from_measurement_file(tmp_path, capsys):
     assert rc == 0
     assert out["inputs"]["budget_bytes"] == 1_280 and out["inputs"]["slots"] == 2
     assert out["budget_source"].startswith("headroom of ")
+
+
+@pytest.mark.parametrize(
+    "slot, block, needle",
+    [
+        ("0", "1", "ERROR: --slot-bytes '0': byte quantity must be positive: '0'"),
+        ("640", "0", "ERROR: --block-bytes '0': byte quantity must be positive: '0'"),
+        ("0MiB", "160", "ERROR: --slot-bytes '0MiB': byte quantity must be positive"),
+        ("640", "0.4", "ERROR: --block-bytes '0.4': byte quantity must be positive"),  # rounds to 0 B
+        ("640", "-5", "ERROR: --block-bytes '-5': cannot parse byte quantity '-5'"),
+    ],
+)
+def test_command_geometry_bytes_must_be_positive(tmp_path, capsys, slot, block, needle):
+    # no budget given either: the bad flag is named, not "no memory budget"
+    rc = main(["replay", "--slot-bytes", slot, "--block-bytes", block, "--max-seq", "64",
+               "--trace", str(_tiny(tmp_path))])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "no memory budget" not in err and "Traceback" not in err

@@ -21,6 +21,8 @@ def test_doctests():
         ("1.5KiB", 1536),
         ("4096", 4096),
         ("4,096B", 4096),
+        ("32,607 MiB", 32607 * 2**20),
+        ("32_607MiB", 32607 * 2**20),
         ("1TB", 10**12),
         ("1TiB", 2**40),
         ("2kB", 2000),
@@ -32,7 +34,7 @@ def test_parse_bytes(text, expected):
     assert isinstance(parse_bytes(text), int)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "-5MiB", "5 M", "5G", "MiB", "1.2.3GB", "80Gb", "8mib", "5b"])
+@pytest.mark.parametrize("text", ["", "abc", "12 parsecs", "-5MiB", "5 M", "5G", "MiB", "1.2.3GB", "80Gb", "8mib", "5b", "1,5GB", "1,,,0GiB", "12,34MiB"])
 def test_parse_bytes_rejects(text):
     with pytest.raises(UnitError):
         parse_bytes(text)

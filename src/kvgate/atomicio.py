@@ -60,11 +60,13 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, force: bool
         if not force and p.exists():  # lost a race with another writer
             raise OutputExistsError(f"{p} appeared while writing; not overwriting it", hint="pass --force")
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise KvgateError(f"cannot write {p}: {exc.strerror or exc}") from exc
         raise
     return p
 

@@ -44,6 +44,16 @@ units; a bare number is bytes. Every command takes --json.
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with kvgate's error format: one ``ERROR:`` line, a ``HINT:``, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        hint = f"{self.prog} --help lists the options"
+        if "expected one argument" in message:
+            hint = "a value starting with '-' needs the = form, e.g. --margin=-5%; " + hint
+        self.exit(2, f"ERROR: {message}\nHINT: {hint}\n")
+
+
 def _commands() -> list:
     import kvgate.commands as pkg
 
@@ -55,11 +65,11 @@ def _commands() -> list:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (used by ``main`` and by the README's help text)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvgate", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"kvgate {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in _commands():
         p = sub.add_parser(
             mod.NAME,
@@ -93,3 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # e.g. `kvgate ... | head`
         return 0
+    except OSError as exc:  # e.g. stdout on a full disk: say so, no traceback
+        print(f"ERROR: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
+        return 2

@@ -43,10 +43,14 @@ def frac_str(x: Fraction | int) -> str:
 
 
 def parse_frac(s: str | int | float) -> Fraction:
-    """Inverse of :func:`frac_str`; also accepts ints, floats and decimal strings."""
+    """Inverse of :func:`frac_str`; also accepts ints, floats and decimal strings.
+
+    Raises:
+        KvgateError: not a finite number.
+    """
     try:
         return Fraction(s) if not isinstance(s, float) else Fraction(str(s))
-    except (ValueError, ZeroDivisionError) as exc:
+    except (ValueError, ZeroDivisionError, TypeError, OverflowError) as exc:
         raise KvgateError(f"not a number: {s!r}") from exc
 
 
@@ -93,6 +97,8 @@ class DecisionInputs:
         )
 
     def build_gate(self) -> tuple[Gate, KVGeometry]:
+        if not self.candidates:
+            raise KvgateError("no candidates to judge", hint=f"--candidates takes a comma list of {', '.join(CANDIDATES)}")
         unknown = [c for c in self.candidates if c not in CANDIDATES]
         if unknown:
             raise KvgateError(f"unknown candidate(s): {', '.join(unknown)}", hint=f"one of: {', '.join(CANDIDATES)}")
@@ -159,9 +165,16 @@ class DecisionInputs:
             )
             sc = dict(d["scenario"])
             sc["margin"] = parse_frac(sc.get("margin", DEFAULT_MARGIN))
+            if not model.layers:
+                raise KvgateError("record inputs: the model has no layers")
+            scenario = Scenario(**sc)
+            if scenario.peak_bytes > scenario.total_bytes:
+                raise KvgateError(
+                    f"record inputs: peak {scenario.peak_bytes:,} B is above total {scenario.total_bytes:,} B"
+                )
             return cls(
                 model=model,
-                scenario=Scenario(**sc),
+                scenario=scenario,
                 kv_format=d["kv_format"],
                 kv_format_v=d.get("kv_format_v"),
                 tp=d.get("tp", 1),

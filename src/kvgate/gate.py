@@ -85,8 +85,16 @@ class Scenario:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise GateError(f"{name.replace('_', ' ')} must be a positive integer, got {v!r}")
-        if not (0 <= self.margin < 1):
-            raise GateError(f"margin must be in [0, 1), got {float(self.margin)}")
+        for name in ("peak_bytes", "weights_delta_bytes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise GateError(f"{name} must be an integer number of bytes, got {v!r}")
+        for name in ("idle_bytes", "total_measured_bytes"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise GateError(f"{name} must be a non-negative integer number of bytes or null, got {v!r}")
+        if not isinstance(self.margin, (int, Fraction)) or not (0 <= self.margin < 1):
+            raise GateError(f"margin must be in [0, 1), got {self.margin!r}")
         if self.peak_bytes < 0:
             raise GateError("peak must not be negative")
 

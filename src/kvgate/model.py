@@ -76,6 +76,33 @@ class LayerSpec:
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
             raise ConfigError(f"unknown layer kind {self.kind!r} (one of {', '.join(LAYER_KINDS)})")
+        # Every size is a non-negative int: a string, float, bool or negative value from a
+        # config or a hand-edited record is an error here, never a wrong byte count later.
+        for name in ("num_kv_heads", "head_dim", "v_head_dim", "latent_dim", "state_values", "state_heads",
+                     "conv_dim", "conv_kernel", "ssm_values"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"{_FIELD_NAMES.get(name, name)} must be a non-negative integer, got {v!r}")
+        if self.window is not None and (not isinstance(self.window, int) or isinstance(self.window, bool)
+                                        or self.window <= 0):
+            raise ConfigError(f"sliding window (sliding_window / attention_chunk_size) must be a positive "
+                              f"integer, got {self.window!r}")
+        if self.kind in ("full", "sliding") and (self.num_kv_heads <= 0 or self.head_dim <= 0):
+            raise ConfigError(f"{self.kind} attention layer needs positive num_key_value_heads and head_dim, "
+                              f"got {self.num_kv_heads} and {self.head_dim}")
+        if self.kind == "sliding" and self.window is None:
+            raise ConfigError("a sliding layer needs 'sliding_window'")
+
+
+# LayerSpec field -> the config field it usually comes from (for error messages).
+_FIELD_NAMES = {
+    "num_kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim",
+    "v_head_dim": "v_head_dim",
+    "latent_dim": "kv_lora_rank + qk_rope_head_dim",
+}
+
+MAX_LAYERS = 100_000  # far above any real model; stops a typo from allocating gigabytes
 
 
 @dataclass
@@ -448,6 +475,9 @@ def _layer_types(cfg: dict[str, Any], n: int, notes: list[str]) -> list[LayerSpe
             f"{key!r} must list one type per layer ({n}), got "
             f"{len(types) if isinstance(types, list) else type(types).__name__}",
         )
+    unhashable = [t for t in types if not isinstance(t, str)]
+    if unhashable:
+        raise ConfigError(f"entries of {key!r} must be strings, got {unhashable[0]!r}")
     unknown = sorted({str(t) for t in types if t not in _LAYER_TYPE_KINDS})
     if unknown:
         raise ConfigError(
@@ -587,6 +617,8 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
     """
     cfg = text_config(cfg)
     n = _positive_int(cfg, "num_hidden_layers")
+    if n > MAX_LAYERS:
+        raise ConfigError(f"num_hidden_layers {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})")
     notes: list[str] = []
     for det in DETECTORS:
         layers = det(cfg, n, notes)

@@ -25,7 +25,14 @@ class RecordError(KvgateError):
 def record_paths(out: str | None, rec: dict[str, Any]) -> tuple[Path, Path]:
     """Where a record goes: ``out`` as a ``.json`` file, or a directory (default
     ``./kvgate-records``) holding ``<model>-L<max_seq>-N<slots>-<UTC time>.json``.
-    The Markdown rendering sits beside it with ``.md``."""
+    The Markdown rendering sits beside it with ``.md``.
+
+    Raises:
+        RecordError: ``out`` is an existing file that is not ``.json``.
+    """
+    if out and not out.endswith(".json") and Path(out).exists() and not Path(out).is_dir():
+        raise RecordError(f"--out {out} is an existing file, not a directory or a .json record",
+                          hint="give a directory, or a file name ending in .json")
     if out and out.endswith(".json"):
         js = Path(out)
     else:
@@ -98,6 +105,11 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
             **{k: v for k, v in what_if.items() if v is not None},
         }
     changes = {k: v for k, v in what_if.items() if v is not None}
+    stale = recomputed["verdicts"] != rec["verdicts"]
+    new_total = changes.get("total_bytes", inputs.scenario.total_bytes)
+    new_peak = changes.get("peak_bytes", inputs.scenario.peak_bytes)
+    if "peak_bytes" in changes and new_peak > new_total:
+        raise RecordError(f"what-if peak {new_peak:,} B is above the card's total {new_total:,} B")
     if changes:
         if "total_bytes" in changes and "peak_bytes" not in changes and changes["total_bytes"] < inputs.scenario.peak_bytes:
             raise RecordError(
@@ -109,7 +121,8 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
         result["what_if"] = decide(new_inputs, new_measurement or old_m)
         result["changes"] = changes
         same = result["what_if"]["verdicts"] == recomputed["verdicts"]
-        result["status"] = "same" if same else "changed"
+        result["status"] = "same" if same and not stale else "changed"
     else:
-        result["status"] = "same"
+        result["status"] = "changed" if stale else "same"
+    result["stale"] = stale  # recomputing the record itself gives other verdicts than it stores
     return result

@@ -52,7 +52,11 @@ _UNITS: dict[str, int] = {
     "tb": TB,
 }
 
-_NUMBER_UNIT = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+# Digits with optional thousands separators in groups of three ("32,607"), or "_" between
+# digits ("32_607"); a "," anywhere else ("1,5GB") is an error, not a decimal point.
+_NUMBER_UNIT = re.compile(
+    r"^\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+(?:_[0-9]+)*)(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)\s*$"
+)
 
 
 class UnitError(KvgateError):

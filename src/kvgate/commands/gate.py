@@ -142,10 +142,15 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
     if not args.total or not args.peak:
         raise KvgateError("--total and --peak are both needed for an explicit measurement")
     total = parse_bytes(args.total)
+    peak = parse_bytes(args.peak, allow_zero=True)
+    idle = parse_bytes(args.idle, allow_zero=True) if args.idle else None
+    if idle is not None and idle > peak:
+        raise KvgateError(f"idle used ({idle:,} B) is above the peak ({peak:,} B)",
+                          hint="the peak is the largest used while the workload ran; check --idle and --peak")
     m = Measurement(
         total_bytes=total,
-        peak_used_bytes=parse_bytes(args.peak, allow_zero=True),
-        idle_used_bytes=parse_bytes(args.idle, allow_zero=True) if args.idle else None,
+        peak_used_bytes=peak,
+        idle_used_bytes=idle,
         # Typed-in numbers come from elsewhere: this machine's CPU is not their basis.
         basis=Basis(domain="gpu:0", device_name=args.device_name, total_bytes=total, sampler="manual",
                     source="command line"),

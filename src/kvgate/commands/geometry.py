@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.errors import KvgateError
 
         raise KvgateError("the config has no max_position_embeddings; give --max-seq")
+    if model.max_position_embeddings and max_seq > model.max_position_embeddings:
+        model.notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings "
+                           f"{model.max_position_embeddings:,}")
     opts = layout_options(args)
     geo = KVGeometry(model, args.kv_format, kv_format_v=args.kv_format_v, tp=args.tp,
                      layout=get_layout(opts.pop("name"), **opts))

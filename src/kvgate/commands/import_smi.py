@@ -21,7 +21,12 @@ memory.used,memory.reserved --format=csv -lms 500 > smi.csv
 kvgate.measurement/1 JSON that `kvgate measure` writes. Used = memory.total − memory.free
 when logged, else memory.used + memory.reserved, else memory.used (noted). What the log
 cannot say (CUDA/NVML versions, command, exit code) is "not available". The idle used is
-the log's first sample. A 500 ms log misses spikes shorter than its largest gap.
+the GPU's earliest sample. A 500 ms log misses spikes shorter than its largest gap.
+
+Samples out of time order are sorted per GPU, with a WARNING. A memory.total that changes
+for one GPU (the log mixes cards or configurations) and a cell in another unit than its
+header (32 GiB under [MiB]) are errors naming the line. Rows where memory.used +
+memory.reserved disagrees with memory.total − memory.free are counted in a WARNING.
 """
 
 
@@ -50,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
                                      title=f"kvgate import-smi: {args.log}"[:90])
     from kvgate.measure.report import render_measurement
 
+    warnings = [w for m in ms for w in m.extra.get("warnings") or []]
     text = "\n\n".join([render_measurement(m) for m in ms]
+                       + (["\n".join(f"WARNING: {w}" for w in warnings)] if warnings else [])
                        + ([f"measurement written to {path}"] if path else [])
                        + ([f"plot written to {plot_path}"] if plot_path else []))
-    emit(args, {**doc, "measurement_path": path, "plot_path": plot_path}, text)
+    emit(args, {**doc, "warnings": warnings, "measurement_path": path, "plot_path": plot_path}, text)
     return 0

@@ -100,9 +100,11 @@ def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], s
     lines.append(f"measured  total {fmt_mib(sc['total_bytes'])}, peak {fmt_mib(sc['peak_bytes'])} with "
                  f"{sc['slots_measured']} slots at max_seq {sc['max_seq_measured']:,}")
     if recomputed != stored:
-        lines.append(f"WARNING: recomputing the record gives {recomputed}, but it stores {stored}")
+        lines.append(f"WARNING: recomputing the record gives {recomputed}, but it stores {stored}: "
+                     "the record was edited or made by another kvgate version")
     if res["what_if"] is None:
-        lines.append("verdicts  " + ", ".join(f"{k}: {v}" for k, v in recomputed.items()) + "  (recomputed, unchanged)")
+        lines.append("verdicts  " + ", ".join(f"{k}: {v}" for k, v in recomputed.items())
+                     + ("  (recomputed: CHANGED from the stored verdicts)" if res["stale"] else "  (recomputed, unchanged)"))
         if res["recorded"]["status"] == "ok":
             lines.append(sensitivity_line(res["recorded"]))
             lines += ["flips with:"] + [f"  {s}" for s in boundary_lines(res["recorded"])]

@@ -103,11 +103,28 @@ def budget_from_args(args: argparse.Namespace) -> tuple[int | None, str | None]:
     return None, None
 
 
+def _positive_bytes(flag: str, text: str) -> int:
+    """``text`` as a positive whole number of bytes, or a :class:`KvgateError` naming ``flag``.
+
+    A value that parses to 0 bytes (``0``, ``0MiB``, ``0.4``) is refused: a slot or block of
+    no bytes is not a geometry.
+    """
+    try:
+        value = parse_bytes(text)
+    except KvgateError as exc:
+        raise KvgateError(f"{flag} {text!r}: {exc.message}",
+                          hint=exc.hint or f"{flag} must be a positive byte quantity, e.g. 396MiB") from exc
+    if value <= 0:  # parse_bytes refuses 0 already; kept so the rule does not depend on it
+        raise KvgateError(f"{flag} must be positive, got {text!r}", hint=f"e.g. {flag} 396MiB")
+    return value
+
+
 def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """S(L) and block bytes from --model (via :mod:`kvgate.replay_gate`) or given directly.
 
     Raises:
-        KvgateError: neither or both of --model and --slot-bytes/--block-bytes.
+        KvgateError: neither or both of --model and --slot-bytes/--block-bytes, or a
+            --slot-bytes/--block-bytes that is not a positive byte quantity (names the flag).
     """
     explicit = args.slot_bytes is not None or args.block_bytes is not None
     if explicit and args.model:
@@ -115,7 +132,8 @@ def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if explicit:
         if args.slot_bytes is None or args.block_bytes is None:
             raise KvgateError("--slot-bytes and --block-bytes go together")
-        slot, block = parse_bytes(args.slot_bytes), parse_bytes(args.block_bytes)
+        slot = _positive_bytes("--slot-bytes", args.slot_bytes)
+        block = _positive_bytes("--block-bytes", args.block_bytes)
         return {"slot_bytes": slot, "block_bytes": block, "geometry": {"model": None, "explicit": True}}
     if not args.model:
         raise KvgateError("no geometry: give --model M", hint="or --slot-bytes S --block-bytes B")
@@ -196,6 +214,7 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
 def run(args: argparse.Namespace) -> int:
     from kvgate.trace import load_trace
 
+    geo = geometry_from_args(args)  # first: a bad --slot-bytes/--block-bytes is named before budget errors
     budget, budget_note = budget_from_args(args)
     if budget is None and args.slots is None:
         raise KvgateError("no memory budget", hint="give --budget, --total/--peak, --measurement, or --slots N")
@@ -205,7 +224,6 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.atomicio import check_writable
 
         check_writable(args.plot, force=args.force)  # fail before the work
-    geo = geometry_from_args(args)
     trace = load_trace(args.trace, rate=args.rate, seed=args.seed)
     res = replay(
         trace,

@@ -21,7 +21,25 @@ kvgate's "used" is ``total − free`` (see :mod:`kvgate.measure.nvml`), so it is
 ``memory.free`` when logged, else ``memory.used + memory.reserved``, else ``memory.used``
 alone, which is then noted as excluding reserved memory. ``[N/A]`` and
 ``[Not Supported]`` are "not available". What a log cannot say (CUDA/NVML version, CPU
-architecture, command, exit code) is ``None``. Idle used is the log's first sample.
+architecture, command, exit code) is ``None``. Idle used is the GPU's earliest sample.
+
+Checks (errors and warnings name the log's line, counted from 1 in the file):
+
+- **Order.** Each GPU's samples are sorted by timestamp (stable) when the log has them
+  out of order (clock changes, concatenated logs), and the measurement's
+  ``extra["warnings"]`` says so, as :mod:`kvgate.trace` does for traces; times and
+  intervals are never negative.
+- **One card.** ``memory.total`` must not change for a GPU: a log whose total changes
+  mixes cards or configurations and is not one measurement (:class:`SmiCsvError` naming
+  both lines).
+- **Units.** A cell's unit must be its header's (``32 GiB`` under ``memory.total [MiB]``
+  is an error naming the line and column, not converted: a different unit in one cell
+  means the log was edited or mixed, and a silent conversion would hide that).
+- **Consistency.** When ``memory.free`` and ``memory.used`` are both logged, rows whose
+  ``memory.used + memory.reserved`` differs from ``memory.total − memory.free`` by more
+  than :func:`consistency_tolerance` are counted in a warning (used is still
+  ``total − free``). nvidia-smi rounds each column to a MiB, so a recorded H200 log
+  differs by at most 2 MiB.
 """
 
 from __future__ import annotations
@@ -57,11 +75,36 @@ def _column(header_cell: str) -> tuple[str, str | None]:
     return ALIASES.get(name, name), unit
 
 
-def _bytes(cell: str, unit: str | None, where: str) -> int | None:
-    """A memory cell: ``"616 MiB"`` (csv) or ``"616"`` with the header's unit (nounits)."""
+_CELL_UNIT = re.compile(r"^[-+0-9.,_\s]+(?P<unit>[A-Za-z]+)$")
+MiB = 2**20
+
+
+def consistency_tolerance(total_bytes: int, reserved_logged: bool) -> int:
+    """Bytes by which ``used + reserved`` may differ from ``total − free`` without a warning.
+
+    16 MiB when ``memory.reserved`` is logged (MiB rounding of four columns; a recorded H200
+    log differs by at most 2 MiB). Without it, the unlogged driver-reserved memory (616 MiB
+    of 143,771 MiB on an H200) is a legitimate difference, so 16 MiB + 5 % of total.
+    """
+    return 16 * MiB if reserved_logged else 16 * MiB + total_bytes // 20
+
+
+def _bytes(cell: str, unit: str | None, where: str, column: str = "memory") -> int | None:
+    """A memory cell: ``"616 MiB"`` (csv) or ``"616"`` with the header's unit (nounits).
+
+    Raises:
+        SmiCsvError: a value that does not parse, no unit anywhere, or a cell whose unit is
+            not its header's (``32 GiB`` under ``[MiB]``), naming ``where`` and ``column``.
+    """
     text = cell.strip()
     if text.lower() in _NA:
         return None
+    m = _CELL_UNIT.match(text)
+    if m and unit is not None and m.group("unit").lower() != unit.strip().lower():
+        raise SmiCsvError(
+            f"{where}, column {column} [{unit}]: value {cell.strip()!r} is in {m.group('unit')}, "
+            f"its header says {unit}",
+            hint="a log must use one unit per column; re-record it, or fix the cell by hand")
     if not text[-1:].isalpha() and unit is None:
         raise SmiCsvError(f"{where}: memory value {cell!r} has no unit, and neither has its column",
                           hint="for a csv,noheader,nounits log name the unit: --columns 'memory.used [MiB]',...")
@@ -70,7 +113,7 @@ def _bytes(cell: str, unit: str | None, where: str) -> int | None:
             return parse_bytes(text, allow_zero=True)
         return parse_bytes(f"{text} {unit}", allow_zero=True)
     except KvgateError as exc:
-        raise SmiCsvError(f"{where}: cannot read memory value {cell!r}: {exc.message}") from exc
+        raise SmiCsvError(f"{where}, column {column}: cannot read memory value {cell!r}: {exc.message}") from exc
 
 
 def _time(cell: str, where: str) -> datetime | None:
@@ -100,10 +143,17 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
 
     Raises:
         SmiCsvError: no header (and no ``columns``), no ``memory.total``, no used/free
-            column, a value that does not parse, or no samples.
+            column, a value that does not parse, a cell in another unit than its header,
+            ``memory.total`` changing for one GPU, or no samples.
     """
     where = source or "log"
-    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if any(c.strip() for c in r)]
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    rows: list[list[str]] = []
+    line_of: list[int] = []  # the file line each row ends on
+    for r in reader:
+        if any(c.strip() for c in r):
+            rows.append(r)
+            line_of.append(reader.line_num)
     if columns is not None:
         header = [_column(c) for c in columns]
     elif rows and _is_header(rows[0]):
@@ -126,10 +176,10 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
     gpus: dict[str, dict[str, Any]] = {}
     last_time: datetime | None = None
     pos_in_tick = 0
-    for lineno, row in enumerate(rows, start=1):
+    for row, lineno in zip(rows, line_of):
         if _is_header(row):
             continue
-        at = f"{where} row {lineno}"
+        at = f"{where} line {lineno}"
         if len(row) != len(header):
             raise SmiCsvError(f"{at}: {len(row)} fields, the header has {len(header)}")
         get = lambda n: row[col[n]].strip() if n in col else None  # noqa: E731
@@ -143,12 +193,13 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             key = str(pos_in_tick)
         last_time = t
         unit = lambda n: header[col[n]][1]  # noqa: E731
-        total = _bytes(get("memory.total"), unit("memory.total"), at)
-        free = _bytes(get("memory.free"), unit("memory.free"), at) if "memory.free" in col else None
-        used_v2 = _bytes(get("memory.used"), unit("memory.used"), at) if "memory.used" in col else None
-        reserved = _bytes(get("memory.reserved"), unit("memory.reserved"), at) if "memory.reserved" in col else None
+        cell = lambda n: _bytes(get(n), unit(n), at, n) if n in col else None  # noqa: E731
+        total, free = cell("memory.total"), cell("memory.free")
+        used_v2, reserved = cell("memory.used"), cell("memory.reserved")
         if total is None:
             continue
+        if free is not None and free > total:
+            raise SmiCsvError(f"{at}: memory.free ({free // MiB:,} MiB) is above memory.total ({total // MiB:,} MiB)")
         if free is not None:
             used, rule = total - free, "memory.total - memory.free"
         elif used_v2 is not None and reserved is not None:
@@ -157,11 +208,22 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             used, rule = used_v2, "memory.used (excludes driver-reserved memory: not in this log)"
         else:
             continue
-        g = gpus.setdefault(key, {"times": [], "used": [], "total": total, "reserved": [], "rule": rule,
+        g = gpus.setdefault(key, {"times": [], "used": [], "lines": [], "total": total, "total_line": lineno,
+                                  "reserved": [], "rule": rule, "mismatch": [],
                                   "name": get("name"), "uuid": get("uuid"), "driver": get("driver_version")})
+        if total != g["total"]:
+            raise SmiCsvError(
+                f"{where}: memory.total of gpu:{key} changes from {g['total'] // MiB:,} MiB (line {g['total_line']}) "
+                f"to {total // MiB:,} MiB (line {lineno}); a log that mixes cards or configurations is not one "
+                "measurement",
+                hint="split the log where the card changed and import each part")
+        if free is not None and used_v2 is not None:
+            diff = (total - free) - (used_v2 + (reserved or 0))
+            if abs(diff) > consistency_tolerance(total, reserved is not None):
+                g["mismatch"].append((lineno, total - free, used_v2 + (reserved or 0)))
         g["times"].append(t)
         g["used"].append(used)
-        g["total"] = max(g["total"], total)
+        g["lines"].append(lineno)
         if reserved is not None:
             g["reserved"].append(reserved)
     if not gpus:
@@ -184,6 +246,21 @@ def _measurement(key: str, g: dict[str, Any], source: str | None, ignored: list[
     times: list[datetime | None] = g["times"]
     used: list[int] = g["used"]
     timed = all(t is not None for t in times)
+    warnings: list[str] = []
+    if timed:
+        back = [i for i in range(1, len(times)) if times[i] < times[i - 1]]
+        if back:
+            order = sorted(range(len(times)), key=lambda i: times[i])  # stable
+            warnings.append(
+                f"timestamps of gpu:{key} were not in order ({len(back)} step(s) back in time, first at line "
+                f"{g['lines'][back[0]]}: {times[back[0]]} after {times[back[0] - 1]}); samples were sorted by time")
+            times, used = [times[i] for i in order], [used[i] for i in order]
+    if g["mismatch"]:
+        line, tf, ur = g["mismatch"][0]
+        what = "memory.used + memory.reserved" if g["reserved"] else "memory.used"
+        warnings.append(
+            f"{len(g['mismatch'])} row(s) of gpu:{key} where {what} differs from memory.total − memory.free, "
+            f"first at line {line} ({ur // MiB:,} MiB vs {tf // MiB:,} MiB); used is taken from total − free")
     t0 = times[0] if timed else None
     rel = [(t - t0).total_seconds() for t in times] if timed else [float(i) for i in range(len(used))]
     i_peak = max(range(len(used)), key=lambda i: used[i])
@@ -215,8 +292,9 @@ def _measurement(key: str, g: dict[str, Any], source: str | None, ignored: list[
         samples=len(used),
         timeline={"t_s": ts, "used_bytes": vs} if timed else {"sample": ts, "used_bytes": vs},
         processes=None,
-        extra={"used_rule": g["rule"], "idle_rule": "first sample of the log",
-               "ignored_columns": ignored, "timestamps": "local time of the logging machine" if timed else None},
+        extra={"used_rule": g["rule"], "idle_rule": "earliest sample of the log",
+               "ignored_columns": ignored, "timestamps": "local time of the logging machine" if timed else None,
+               "warnings": warnings},
     )
 
 
