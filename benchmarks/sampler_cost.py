@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--seconds", type=float, default=3.0, help="per interval (default 3)")
     ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--intervals", default=None, help="comma list of intervals in ms (default 0.25,0.5,1,2,10,500)")
     ap.add_argument("--probe-out", default=None, help="run the bare NVML probe instead, writing here")
     ap.add_argument("--probe-seconds", type=float, default=30.0)
     a = ap.parse_args(argv)
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     reader = nv.used_reader([h])
     res["kvgate_reader"] = query_cost_us(reader)
     res["compute_procs"] = query_cost_us(lambda: nv.processes(h), n=500)
-    res["threads"] = [thread_cost(reader, i, a.seconds if i < 0.1 else max(a.seconds, 3.0)) for i in INTERVALS_S]
+    res["threads"] = [thread_cost(reader, i, a.seconds if i < 0.1 else max(a.seconds, 3.0)) for i in (tuple(float(x) / 1000 for x in a.intervals.split(",")) if a.intervals else INTERVALS_S)]
     fixed = [int(info.total_bytes // 3)]
     res["fixed_reader_threads"] = [thread_cost(lambda: fixed, i, a.seconds) for i in (0.001, 0.002)]
     res["sleep_only"] = [sleep_cost(i, a.seconds) for i in (0.001, 0.002)]

@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smi-log", default=None, help="keep the nvidia-smi -lms 500 log here (a test fixture)")
     ap.add_argument("--reps", type=int, default=12, help="spikes per (size, duration) (default 12: 96 spikes)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--intervals", default=None, help="comma list of kvgate intervals in ms (default 0.5,1,2,500)")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: smoke test of the plumbing
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     nv = session()
     h = nv.handle(a.gpu)
     info = nv.device_info(a.gpu)
-    intervals = sorted({0.0005, DEFAULT_INTERVAL_S, 0.002, 0.5})
+    intervals = sorted({float(x) / 1000 for x in a.intervals.split(",")} if a.intervals
+                       else {0.0005, DEFAULT_INTERVAL_S, 0.002, 0.5})
     logs: dict[float, list] = {i: [] for i in intervals}
     samplers = []
     for i in intervals:
