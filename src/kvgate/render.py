@@ -22,6 +22,13 @@ def _f(s: str | int | None) -> Fraction | None:
     return None if s is None else Fraction(s)
 
 
+def _exact_bytes(x: Fraction) -> str:
+    """``30,771,825,868.8 B``: a threshold that need not be a whole number of bytes."""
+    if x.denominator == 1:
+        return f"{x.numerator:,} B"
+    return f"{float(x):,.1f} B"
+
+
 def _mib(b: int | Fraction | str) -> str:
     return fmt_mib(Fraction(b))
 
@@ -172,7 +179,7 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
         rows.append([f"projected peak at {sc['slots_target']} slots (fit)", fmt_bytes(proj["fit_bytes"]),
                      _mib(proj["fit_bytes"]), fmt_pct(proj["fit_bytes"], T)])
     margin = Fraction(sc["margin"])
-    rows.append([f"limit (1 − {fmt_pct(margin, 1, 0)})·T", NA if False else f"{int(Fraction(proj['limit_bytes'])):,} B",
+    rows.append([f"limit (1 − {fmt_pct(margin, 1, 0)})·T", _exact_bytes(Fraction(proj["limit_bytes"])),
                  _mib(Fraction(proj["limit_bytes"])), fmt_pct(1 - margin, 1)])
     lines.append(table(rows, header=["quantity", "bytes", "MiB / GiB", "of T"], align="lrrr"))
     if proj["fit"]:
