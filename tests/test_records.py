@@ -119,3 +119,15 @@ def test_records_get_the_usual_file_mode(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
+
+
+def test_readme_shows_the_demo_as_it_prints(capsys):
+    """README.md's demo block is the real output (only the record's file name differs)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("$ kvgate demo\n", 1)[1].split("```", 1)[0]
+    assert main(["demo", "--no-record"]) == 0
+    printed = capsys.readouterr().out
+    strip = lambda t: [l for l in t.rstrip().splitlines() if not l.startswith("record:")]
+    assert strip(block) == strip(printed)
