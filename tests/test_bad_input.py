@@ -107,3 +107,61 @@ def test_empty_candidate_list(capsys):
     code, lines, _ = _err(GATE + ["--total", "32607MiB", "--peak", "19625MiB", "--candidates", "", "--no-record"],
                           capsys)
     assert code == 2 and "no candidates" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["gate", "--model", "qwen3-0.6b", "--max-seq", "1024", "--slots-measured", "1000", "--slots", "4",
+          "--total", "24GiB", "--idle", "500MiB", "--peak", "1GiB", "--no-record"], "the peak cannot have held them"),
+        (GATE + ["--total", "32607MiB", "--peak", "19625MiB", "--weights-policy", "half-free", "--no-record"],
+         "needs the idle used memory"),
+        (GATE + ["--total", "32607MiB", "--peak", "19625MiB", "--weights-max", "10GiB", "--no-record"],
+         "--weights-max applies to --weights-policy half-free"),
+        (GATE + ["--total", "32607MiB", "--peak", "19625MiB", "--rate", "2", "--no-record"], "--rate applies to --trace"),
+    ],
+)
+def test_gate_inputs_that_cannot_hold(argv, needle, capsys):
+    code, lines, err = _err(argv, capsys)
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+@pytest.mark.parametrize(
+    "cfg,needle",
+    [
+        ({**BASE, "model_type": "deepseek_v3", "qk_rope_head_dim": 64}, "'kv_lora_rank'"),
+        ({**BASE, "model_type": "gemma3_text", "sliding_window_pattern": 6}, "'sliding_window'"),
+        ({**BASE, "model_type": "gemma2"}, "'sliding_window'"),
+    ],
+)
+def test_architectures_need_their_fields(tmp_path, capsys, cfg, needle):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, lines, err = _err(["geometry", str(path), "--max-seq", "1024"], capsys)
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_jamba_without_a_pattern_uses_transformers_defaults():
+    from kvgate.model import spec_from_config
+
+    cfg = {"model_type": "jamba", "num_hidden_layers": 16, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "hidden_size": 512, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2}
+    spec = spec_from_config(cfg, name="j", source="t")
+    kinds = [layer.kind for layer in spec.layers]
+    assert [i for i, k in enumerate(kinds) if k == "full"] == [4, 12]  # i % 8 == 4
+    assert any("JambaConfig defaults" in n for n in spec.notes)
+
+
+def test_paged_layouts_show_no_windows_full_row(capsys):
+    assert main(["geometry", "qwen3-0.6b", "--max-seq", "4096", "--layout", "vllm"]) == 0
+    assert "windows full" not in capsys.readouterr().out
+    assert main(["geometry", "gpt-oss-20b", "--max-seq", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "windows full" in out and "24,576 B" in out
+
+
+def test_recheck_domain_without_measurement(tmp_path, capsys):
+    path = _edited_record(tmp_path, lambda r: None)
+    capsys.readouterr()
+    code, lines, _ = _err(["recheck", str(path), "--domain", "gpu:5"], capsys)
+    assert code == 2 and "--domain" in lines[0]

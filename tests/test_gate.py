@@ -53,24 +53,24 @@ def test_source_case_verdicts_and_sensitivity(rec):
 
 def test_boundaries_from_formula(rec):
     b = rec["boundaries"]
-    limit = (1 - M) * T
+    limit = math.floor((1 - M) * T)  # ⌊(1 − m)·T⌋ bytes
+    assert rec["projection"]["limit_bytes"] == limit == 30_771_825_868
     # card memory: P_target ≤ (1 − m)·T  ⇔  T ≥ P_target / (1 − m)
     t_exact = Fraction(P + 4 * S) / (1 - M)
-    assert Fraction(b["total_bytes"]["exact"]) == t_exact
     assert b["total_bytes"]["value"] == math.ceil(t_exact)
-    assert round(float(t_exact / MiB), 1) == 23_565.6
-    assert round(float(t_exact / GiB), 2) == 23.01
+    assert round(b["total_bytes"]["value"] / MiB, 1) == 23_565.6
+    assert round(b["total_bytes"]["value"] / GiB, 2) == 23.01
     # max_seq: P + N·S(L) − n·S(8192) ≤ limit, S(L) = 48·1056·L
     l_max = math.floor((limit - P + 4 * S) / (8 * 48 * 1056))
     assert b["max_seq"]["value"] == l_max == 29_233
     # slots: P + (N − n)·S ≤ limit
-    n_max = 4 + math.floor((limit - P) / S)
+    n_max = 4 + (limit - P) // S
     assert b["slots"]["value"] == n_max == 28
-    # resident weights: slack = limit − P_target
+    # resident weights: slack = limit − P_target, an int of bytes
     slack = limit - (P + 4 * S)
-    assert Fraction(b["weights_delta_bytes"]["exact"]) == slack
-    assert round(float(slack / MiB), 1) == 8_137.3
-    assert round(float(slack / GiB), 2) == 7.95
+    assert b["weights_delta_bytes"]["value"] == slack == 8_532_577_484
+    assert round(slack / MiB, 1) == 8_137.3
+    assert round(slack / GiB, 2) == 7.95
 
 
 def test_boundaries_are_where_the_verdict_actually_flips(rec):
@@ -90,7 +90,7 @@ def test_pays_and_insufficient():
     assert decide(source_inputs(total_bytes=22 * GiB))["verdicts"]["paging"] == "pays"
     # 19,725 MiB card: limit 17,752.5 MiB < 18,041 MiB even with the full reclaim → insufficient.
     rec = decide(source_inputs(total_bytes=19_725 * MiB))
-    assert P + 4 * S - 8 * S > Fraction(9, 10) * (19_725 * MiB)
+    assert P + 4 * S - 8 * S > math.floor(Fraction(9, 10) * (19_725 * MiB))
     assert rec["verdicts"]["paging"] == "insufficient"
 
 

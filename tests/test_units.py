@@ -56,3 +56,13 @@ def test_formatting():
     assert fmt_mib(Fraction(30771825868.8)) == "29,346.3 MiB"
     assert fmt_pct(3168, 32607) == "9.7%"
     assert fmt_pct(1, 0) == "n/a"
+
+
+def test_huge_values_format():
+    n = parse_bytes("99999999999999999999999999999GiB")
+    assert fmt_mib(n).endswith(" MiB") and fmt_gib(n).startswith("99,999,999,999,999,999,999,999,999,999.00")
+
+
+def test_parsing_is_exact_for_long_numbers():
+    assert parse_bytes("99999999999999999999999999999GiB") == 99999999999999999999999999999 * 2**30
+    assert parse_bytes("123456789012345678901234567890.5MiB") == 123456789012345678901234567890 * 2**20 + 2**19

@@ -20,7 +20,6 @@ from kvgate.gate import (
     CANDIDATES,
     DEFAULT_MARGIN,
     DEFAULT_SENSITIVITY,
-    MAX_SEQ_SEARCH_LIMIT,
     Gate,
     Scenario,
     fit_marginal,
@@ -31,7 +30,7 @@ from kvgate.gate import (
 from kvgate.geometry import KVGeometry, get_layout
 from kvgate.measurement import Measurement
 from kvgate.model import LayerSpec, ModelSpec
-from kvgate.weights_policy import WeightsPolicy
+from kvgate.weights_policy import WeightsPolicy, wcache_override_mb
 
 SCHEMA = "kvgate.decision/1"
 
@@ -104,6 +103,15 @@ class DecisionInputs:
             raise KvgateError(f"unknown candidate(s): {', '.join(unknown)}", hint=f"one of: {', '.join(CANDIDATES)}")
         geo = self.geometry()
         slot_fn = _cached(geo.slot_bytes)
+        sc = self.scenario
+        measured_kv = sc.slots_measured * slot_fn(sc.max_seq_measured)
+        if measured_kv > sc.peak_bytes:
+            raise KvgateError(
+                f"{sc.slots_measured} slot(s) of {slot_fn(sc.max_seq_measured):,} B at max_seq "
+                f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than the measured peak "
+                f"{sc.peak_bytes:,} B: the peak cannot have held them",
+                hint="check --slots-measured, --max-seq-measured and --kv-format",
+            )
         cands = []
         for name in self.candidates:
             if name == "paging":
@@ -242,7 +250,7 @@ def decide(
             "slot_bytes_measured": s_l0,
             "slots_bytes": sc.slots_target * s_l,
         },
-        "notes": list(inputs.model.notes) + list(notes or []),
+        "notes": list(inputs.model.notes) + list(notes or []) + _policy_notes(inputs),
     }
     if status != "ok" and measurement is not None:
         record["verdicts"] = {c.name: "no-verdict" for c in gate.candidates}
@@ -262,8 +270,7 @@ def decide(
         "fit_bytes": fit_t,
         "used_bytes": used,
         "used": "fit" if fit_t is not None and fit_t > kv_only else "kv-only",
-        "limit_bytes": frac_str(sc.limit),
-        "limit_bytes_floor": int(sc.limit),
+        "limit_bytes": sc.limit,
         "fit": None
         if gate.fit is None
         else {
@@ -307,13 +314,22 @@ def decide(
         "flagged": sens is None or sens > gate.sensitivity_threshold,
     }
     bounds = gate.boundaries(sc)
-    for key, b in bounds.items():
-        if key == "max_seq" and b["value"] == MAX_SEQ_SEARCH_LIMIT:
-            b["value"] = None
-            b["exact"] = None
-        b["exact"] = frac_str(b["exact"]) if b["exact"] is not None else None
     record["boundaries"] = bounds
     return record
+
+
+def _policy_notes(inputs: DecisionInputs) -> list[str]:
+    """Say how resident weights move with the card under the ``half-free`` policy."""
+    pol, sc = inputs.policy, inputs.scenario
+    if pol.name != "half-free":
+        return []
+    from kvgate.units import fmt_mib
+
+    how = (f"VLLM_CUDA_WCACHE_MB={pol.env_value!r} overrides it" if pol.env_value is not None
+           and wcache_override_mb(pol.env_value, pol.config_mb) > 0 else "half of free, capped at 24 GiB, floored at 256 MiB")
+    return [f"weights policy half-free: resident weights = the engine's wcache budget ({how}); "
+            f"{fmt_mib(pol.resident_bytes(sc.total_bytes))} on this card (free = T − U0 = "
+            f"{fmt_mib(sc.total_bytes - pol.idle_bytes)}), so the card-memory boundary moves them too"]
 
 
 def _measurement_section(m: Measurement | None, doc: dict[str, Any] | None) -> dict[str, Any] | None:

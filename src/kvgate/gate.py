@@ -9,7 +9,7 @@ Terms (all ``int`` bytes; ratios as ``Fraction``):
     ΔW  extra resident weights (what-if)      R   a candidate's reclaim at the target
 
     P_target = P + ΔW + (N − n)·S(L) + n·(S(L) − S(L0))     # = P + ΔW + N·S(L) − n·S(L0)
-    limit    = (1 − m)·T
+    limit    = ⌊(1 − m)·T⌋        # an int of bytes; P_target is an int, so ≤ is unchanged
     verdict  = not-a-bottleneck  if P_target ≤ limit
                pays              if P_target − R ≤ limit
                insufficient      otherwise
@@ -99,9 +99,10 @@ class Scenario:
             raise GateError("peak must not be negative")
 
     @property
-    def limit(self) -> Fraction:
-        """(1 − m)·T, exact."""
-        return (1 - Fraction(self.margin)) * self.total_bytes
+    def limit(self) -> int:
+        """⌊(1 − m)·T⌋ bytes. For an integer P_target, P_target ≤ (1 − m)·T exactly when
+        P_target ≤ ⌊(1 − m)·T⌋, so rounding down changes no verdict."""
+        return math.floor((1 - Fraction(self.margin)) * self.total_bytes)
 
 
 @dataclass(frozen=True)
@@ -249,9 +250,10 @@ class Gate:
         """Where "fits without the optimization" flips, one variable at a time.
 
         Returns a dict keyed ``total_bytes``, ``max_seq``, ``slots``, ``weights_delta_bytes``;
-        each value has ``value`` (int, or None when no flip exists in range), ``exact``
-        (Fraction or int: the unrounded solution where there is one), ``direction``
-        (``below``/``above``: the side on which it no longer fits), ``now`` (the value held).
+        each value has ``value`` (an int: the smallest card that fits, the largest max_seq
+        and slot count that fit, the weight slack in bytes; ``None`` when no flip exists in
+        range), ``direction`` (``below``/``above``: the side on which it no longer fits),
+        ``now`` (the value held) and ``fits_now``.
         """
         fits_now = self.fits(sc)
         out: dict[str, dict[str, Any]] = {}
@@ -259,27 +261,20 @@ class Gate:
         # Card memory: smallest T that fits (monotone: limit grows 1 − m per byte,
         # resident weights grow at most 1/2 per byte under half-free).
         t_min = _search_min(lambda t: self.fits(replace(sc, total_bytes=t)), 1, max(sc.total_bytes, 1) * 64)
-        exact_t: Fraction | int | None = t_min
-        if self.policy.name == "fixed" and t_min is not None:
-            exact_t = Fraction(self.target(sc)) / (1 - Fraction(sc.margin))
-        out["total_bytes"] = {"value": t_min, "exact": exact_t, "direction": "below", "now": sc.total_bytes}
+        out["total_bytes"] = {"value": t_min, "direction": "below", "now": sc.total_bytes}
 
         # max_seq: largest L that fits.
         l_max = _search_max(lambda L: self.fits(replace(sc, max_seq=L)), 1, MAX_SEQ_SEARCH_LIMIT)
-        out["max_seq"] = {"value": l_max, "exact": l_max, "direction": "above", "now": sc.max_seq}
+        out["max_seq"] = {"value": None if l_max == MAX_SEQ_SEARCH_LIMIT else l_max, "direction": "above",
+                          "now": sc.max_seq}
 
         # Slots: largest N that fits (linear in N for the KV-only and fit projections).
         n_max = _search_max(lambda n: self.fits(replace(sc, slots_target=n)), 0, max(sc.slots_target, 1) * 1_000_000)
-        out["slots"] = {"value": n_max, "exact": n_max, "direction": "above", "now": sc.slots_target}
+        out["slots"] = {"value": n_max, "direction": "above", "now": sc.slots_target}
 
-        # Resident weights: the slack, exact.
+        # Resident weights: the slack (negative: how much lighter they would have to be).
         slack = sc.limit - self.target(replace(sc, weights_delta_bytes=0))
-        out["weights_delta_bytes"] = {
-            "value": math.floor(slack),
-            "exact": slack,
-            "direction": "above",
-            "now": sc.weights_delta_bytes,
-        }
+        out["weights_delta_bytes"] = {"value": slack, "direction": "above", "now": sc.weights_delta_bytes}
         for b in out.values():
             b["fits_now"] = fits_now
         return out

@@ -386,6 +386,9 @@ def linear_state(cfg: dict[str, Any]) -> LayerSpec:
 def _mla(cfg: dict[str, Any], n: int, notes: list[str]) -> list[LayerSpec] | None:
     """DeepSeek-V2/V3, Kimi-K2: ``kv_lora_rank`` + ``qk_rope_head_dim`` per token, no V."""
     if cfg.get("kv_lora_rank") is None:
+        if cfg.get("model_type") in _MLA_MODEL_TYPES:
+            raise ConfigError(f"{cfg.get('model_type')} config is missing required field 'kv_lora_rank' "
+                              "(multi-head latent attention)")
         return None
     rank = _positive_int(cfg, "kv_lora_rank")
     rope = _positive_int(cfg, "qk_rope_head_dim")
@@ -609,6 +612,14 @@ def apply_kv_sharing(cfg: dict[str, Any], layers: list[LayerSpec], notes: list[s
     return layers[: len(layers) - k] + [LayerSpec(kind="shared") for _ in range(k)]
 
 
+_MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+# Model types whose attention slides on some layers: without 'sliding_window' kvgate would
+# count those layers at full length, so the field is required.
+_SLIDING_MODEL_TYPES = {"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss"}
+# transformers' JambaConfig defaults, used when a Jamba config leaves both out.
+_JAMBA_DEFAULTS = {"attn_layer_period": 8, "attn_layer_offset": 4}
+
+
 def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
     """Build a :class:`ModelSpec` from a config.json dict.
 
@@ -620,6 +631,12 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
     if n > MAX_LAYERS:
         raise ConfigError(f"num_hidden_layers {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})")
     notes: list[str] = []
+    if cfg.get("model_type") in _SLIDING_MODEL_TYPES and cfg.get("sliding_window") is None:
+        raise ConfigError(f"{cfg['model_type']} config is missing required field 'sliding_window'")
+    if cfg.get("model_type") == "jamba" and all(cfg.get(k) is None for k in _JAMBA_DEFAULTS):
+        cfg = {**cfg, **_JAMBA_DEFAULTS}
+        notes.append("attn_layer_period 8 / attn_layer_offset 4 taken from transformers' JambaConfig "
+                     "defaults (the config leaves both out)")
     for det in DETECTORS:
         layers = det(cfg, n, notes)
         if layers is not None:

@@ -22,13 +22,6 @@ def _f(s: str | int | None) -> Fraction | None:
     return None if s is None else Fraction(s)
 
 
-def _exact_bytes(x: Fraction) -> str:
-    """``30,771,825,868.8 B``: a threshold that need not be a whole number of bytes."""
-    if x.denominator == 1:
-        return f"{x.numerator:,} B"
-    return f"{float(x):,.1f} B"
-
-
 def _mib(b: int | Fraction | str) -> str:
     return fmt_mib(Fraction(b))
 
@@ -49,12 +42,12 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
     out = []
     for key, b in rec["boundaries"].items():
         label = _BOUNDARY_LABEL[key]
-        v, exact = b["value"], _f(b["exact"])
+        v = b["value"]
         if key == "total_bytes":
             if v is None:
                 out.append(f"{label}: no card up to 64× this size fits the target without an optimization")
             else:
-                shown = _mib_gib(exact if exact is not None else v)
+                shown = _mib_gib(v)
                 out.append(f"{label} below {shown}   (now {_mib(sc['total_bytes'])})" if fits
                            else f"{label} of at least {shown} fits without an optimization   (now {_mib(sc['total_bytes'])})")
         elif key == "max_seq":
@@ -69,9 +62,9 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
             else:
                 out.append(f"{label} more than {v:,}   (now {sc['slots_target']:,})" if fits
                            else f"{label}: at most {v:,} fit without an optimization   (now {sc['slots_target']:,})")
-        elif exact is not None:
-            out.append(f"{label} heavier by more than {_mib_gib(exact)}" if exact >= 0
-                       else f"{label} lighter by at least {_mib_gib(-exact)} would fit without an optimization")
+        elif v is not None:
+            out.append(f"{label} heavier by more than {_mib_gib(v)}" if v >= 0
+                       else f"{label} lighter by at least {_mib_gib(-v)} would fit without an optimization")
     return out
 
 
@@ -179,7 +172,7 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
         rows.append([f"projected peak at {sc['slots_target']} slots (fit)", fmt_bytes(proj["fit_bytes"]),
                      _mib(proj["fit_bytes"]), fmt_pct(proj["fit_bytes"], T)])
     margin = Fraction(sc["margin"])
-    rows.append([f"limit (1 − {fmt_pct(margin, 1, 0)})·T", _exact_bytes(Fraction(proj["limit_bytes"])),
+    rows.append([f"limit ⌊(1 − {fmt_pct(margin, 1, 0)})·T⌋", fmt_bytes(proj["limit_bytes"]),
                  _mib(Fraction(proj["limit_bytes"])), fmt_pct(1 - margin, 1)])
     lines.append(table(rows, header=["quantity", "bytes", "MiB / GiB", "of T"], align="lrrr"))
     if proj["fit"]:

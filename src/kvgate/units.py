@@ -24,7 +24,7 @@ The two are never mixed: a bare ``M``/``G`` suffix is rejected because it is amb
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 
 from kvgate.errors import KvgateError
@@ -96,11 +96,13 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
             if unit in {"k", "m", "g", "t"}:
                 raise UnitError(f"ambiguous unit {m.group(2)!r} in {text!r}", hint=hint)
             raise UnitError(f"unknown unit {m.group(2)!r} in {text!r}", hint=hint)
-        try:
-            exact = Decimal(number) * _UNITS[unit]
-        except InvalidOperation as exc:  # pragma: no cover - regex already validated
-            raise UnitError(f"cannot parse byte quantity {text!r}") from exc
-        value = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+        with localcontext() as ctx:  # exact for any number the regex admits
+            ctx.prec = max(80, len(number) + 20)
+            try:
+                exact = Decimal(number) * _UNITS[unit]
+            except InvalidOperation as exc:  # pragma: no cover - regex already validated
+                raise UnitError(f"cannot parse byte quantity {text!r}") from exc
+            value = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
     if value < 0:
         raise UnitError(f"byte quantity must not be negative: {text!r}")
     if value == 0 and not allow_zero:
@@ -110,9 +112,11 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
 
 def _group(value: Fraction | int, decimals: int) -> str:
     """Format with thousands separators and a fixed number of decimals (half-even)."""
-    d = Decimal(value.numerator) / Decimal(value.denominator) if isinstance(value, Fraction) else Decimal(value)
-    q = Decimal(1).scaleb(-decimals)
-    return f"{d.quantize(q, rounding=ROUND_HALF_EVEN):,.{decimals}f}"
+    with localcontext() as ctx:  # enough digits for any int of bytes (1e29 GiB included)
+        ctx.prec = 80
+        d = Decimal(value.numerator) / Decimal(value.denominator) if isinstance(value, Fraction) else Decimal(value)
+        q = Decimal(1).scaleb(-decimals)
+        return f"{d.quantize(q, rounding=ROUND_HALF_EVEN):,.{decimals}f}"
 
 
 def fmt_bytes(n: int) -> str:

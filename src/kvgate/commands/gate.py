@@ -184,6 +184,15 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
         margin=margin,
         total_measured_bytes=m.total_bytes,
     )
+    if args.weights_policy == "half-free" and m.idle_used_bytes is None:
+        raise KvgateError("--weights-policy half-free needs the idle used memory U0 (free = T − U0 at engine start)",
+                          hint="give --idle, or a measurement that has it")
+    if args.weights_max and args.weights_policy != "half-free":
+        raise KvgateError("--weights-max applies to --weights-policy half-free only")
+    if not getattr(args, "trace", None):
+        extra = [f for f in ("decode_rate", "speed", "rate") if getattr(args, f, None) is not None]
+        if extra:
+            raise KvgateError(f"--{extra[0].replace('_', '-')} applies to --trace only")
     cands = [c.strip() for c in args.candidates.split(",") if c.strip()]
     measured_reclaim = source = None
     if getattr(args, "trace", None):
@@ -213,7 +222,7 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
         measured_reclaim_source=source,
         policy=policy_from_env(
             args.weights_policy,
-            m.idle_used_bytes or 0,
+            m.idle_used_bytes if m.idle_used_bytes is not None else 0,  # fixed ignores it
             parse_bytes(args.weights_max) if args.weights_max else None,
         ),
         fit_points=fit_points,

@@ -48,7 +48,10 @@ def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -
         "state_bytes": geo.state_bytes(),
         "slot_bytes": slot,
         "slots_bytes": slots * slot,
-        "marginal_bytes_at_max_seq": slot - geo.slot_bytes(max_seq - 1) if max_seq > 1 else slot,
+        # what one more position costs at max_seq (sliding windows full); contiguous only,
+        # paged layouts move in whole blocks
+        "marginal_bytes_at_max_seq": (slot - geo.slot_bytes(max_seq - 1) if max_seq > 1 else slot)
+        if geo.layout.name == "contiguous" else None,
         "notes": list(geo.model.notes),
     }
     if by_layer:
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],
         [f"{args.slots} slot{'s' if args.slots != 1 else ''}" + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
     ]
-    if rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
+    if geo.layout.name == "contiguous" and rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
         rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),
                         fmt_human(rep["marginal_bytes_at_max_seq"])])
     if hasattr(geo.layout, "cache_bytes"):

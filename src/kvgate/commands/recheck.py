@@ -72,6 +72,8 @@ def _what_if(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _new_measurement(args: argparse.Namespace):
+    if args.domain and not (args.measurement or args.smi):
+        raise KvgateError("--domain chooses a domain of --measurement or --smi; neither was given")
     if args.measurement and args.smi:
         raise KvgateError("give --measurement or --smi, not both")
     if args.measurement:
