@@ -118,3 +118,90 @@ def test_tiny_tensor_helper_bytes(shared_dir, tmp_path):
     c = json.loads((shared_dir / "cases" / "configs" / "qwen3-0.6b.json").read_text())
     p = write_gguf(c, tmp_path / "q.gguf")
     assert weight_bytes(p).bytes == TINY_TENSOR_BYTES
+
+
+# ----------------------------------------------------------------------------- bad metadata values
+
+def _write_raw(path: Path, kv: dict[str, tuple[str, object]]) -> Path:
+    """A llama GGUF whose keys are written with explicit types: {suffix: (add_method, value)};
+    a value of None leaves the key out."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    for suffix, (fn, val) in kv.items():
+        if val is not None:
+            getattr(w, fn)(f"llama.{suffix}", val)
+    w.add_tensor("t.weight", np.ones((8, 32), np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    return path
+
+
+RAW = {"block_count": ("add_uint32", 4), "embedding_length": ("add_uint32", 256),
+       "attention.head_count": ("add_uint32", 8), "attention.head_count_kv": ("add_uint32", 2),
+       "context_length": ("add_uint32", 4096)}
+
+
+def _geometry_error(tmp_path, capsys, **override) -> str:
+    from kvgate.cli import main
+
+    p = _write_raw(tmp_path / "bad.gguf", {**RAW, **override})
+    assert main(["geometry", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and "Traceback" not in err
+    return err
+
+
+def test_raw_writer_baseline(tmp_path):
+    m = load_gguf(_write_raw(tmp_path / "ok.gguf", RAW))
+    assert [(l.num_kv_heads, l.head_dim) for l in m.layers] == [(2, 32)] * 4
+
+
+def test_block_count_implausible_or_zero(tmp_path, capsys):
+    err = _geometry_error(tmp_path, capsys, block_count=("add_uint32", 4_000_000_000))
+    assert "GGUF 'llama.block_count' 4,000,000,000 is not a plausible layer count (more than 100,000)" in err
+    err = _geometry_error(tmp_path, capsys, block_count=("add_uint32", 0))
+    assert "GGUF key 'llama.block_count' must be an integer ≥ 1, got 0" in err
+
+
+@pytest.mark.parametrize("key,fn,val,shown", [
+    ("attention.key_length", "add_string", "abc", "'abc' (str)"),
+    ("attention.key_length", "add_float32", 128.0, "128.0 (float)"),
+    ("attention.key_length", "add_bool", True, "True (bool)"),
+    ("attention.value_length", "add_string", "64", "'64' (str)"),
+    ("block_count", "add_string", "4", "'4' (str)"),
+    ("embedding_length", "add_float32", 256.0, "256.0 (float)"),
+    ("attention.head_count", "add_string", "8", "'8' (str)"),
+    ("attention.head_count_kv", "add_bool", True, "True (bool)"),
+    ("attention.sliding_window", "add_string", "100", "'100' (str)"),
+    ("context_length", "add_float32", 4096.0, "4096.0 (float)"),
+])
+def test_numeric_key_wrong_type_named(tmp_path, capsys, key, fn, val, shown):
+    err = _geometry_error(tmp_path, capsys, **{key: (fn, val)})
+    assert f"GGUF key 'llama.{key}' must be an integer, got {shown}" in err
+
+
+def test_numeric_key_out_of_range_named(tmp_path, capsys):
+    err = _geometry_error(tmp_path, capsys, **{"attention.key_length": ("add_uint32", 0)})
+    assert "GGUF key 'llama.attention.key_length' must be an integer ≥ 1, got 0" in err
+    err = _geometry_error(tmp_path, capsys, **{"attention.value_length": ("add_int32", -64)})
+    assert "GGUF key 'llama.attention.value_length' must be an integer ≥ 1, got -64" in err
+    err = _geometry_error(tmp_path, capsys, **{"attention.head_count_kv": ("add_int32", -2)})
+    assert "GGUF key 'llama.attention.head_count_kv' must be an integer ≥ 0, got -2" in err
+    err = _geometry_error(tmp_path, capsys, **{"attention.shared_kv_layers": ("add_uint32", 4)})
+    assert "GGUF key 'llama.attention.shared_kv_layers' must be an integer in [0, 3], got 4" in err
+    err = _geometry_error(tmp_path, capsys, **{"attention.head_count_kv": ("add_array", ["2", "2", "2", "2"])})
+    assert "GGUF key 'llama.attention.head_count_kv' entry 0 must be an integer, got '2' (str)" in err
+
+
+def test_head_dim_needs_divisible_embedding(tmp_path, capsys):
+    err = _geometry_error(tmp_path, capsys, embedding_length=("add_uint32", 250))
+    assert ("GGUF 'llama.embedding_length' 250 is not divisible by 'llama.attention.head_count' 8, "
+            "and there is no 'llama.attention.key_length' to give the head dim") in err
+    # an explicit key_length needs no division
+    p = _write_raw(tmp_path / "ok.gguf", {**RAW, "embedding_length": ("add_uint32", 250),
+                                         "attention.key_length": ("add_uint32", 64)})
+    assert load_gguf(p).layers[0].head_dim == 64
+
+
+@pytest.mark.parametrize("head_count", [None, 0])
+def test_head_count_missing_or_zero_named(tmp_path, capsys, head_count):
+    err = _geometry_error(tmp_path, capsys, **{"attention.head_count": ("add_uint32", head_count)})
+    assert "GGUF 'llama.attention.head_count' is missing or 0, but layer 0 is an attention layer" in err

@@ -138,3 +138,76 @@ def test_weights_command(tmp_path, capsys):
     assert out["bytes"] == 128 and out["kind"] == "exact"
     assert main(["weights", "qwen3-0.6b"]) == 0
     assert "ESTIMATE" in capsys.readouterr().out
+
+
+def _cli_error(argv, capsys) -> str:
+    """Run the CLI, expect exit 2 with an ERROR line and no traceback; return stderr."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: ") and "Traceback" not in err
+    return err
+
+
+def test_index_weight_map_entry_not_a_file_name(tmp_path, capsys):
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": 5}}))
+    err = _cli_error(["weights", str(tmp_path)], capsys)
+    assert "weight_map entry 'x' must name a shard file (a string), got 5" in err
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": ["a.safetensors"]}))
+    err = _cli_error(["weights", str(tmp_path)], capsys)
+    assert "'weight_map' must be an object mapping tensor names to shard files, got list" in err
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    assert "no 'weight_map' in the safetensors index" in _cli_error(["weights", str(tmp_path)], capsys)
+
+
+def test_index_metadata_not_an_object_is_ignored(tmp_path):
+    write_st(tmp_path / "a.safetensors", {"w": ("F32", [2], 8)})
+    idx = {"metadata": ["odd"], "weight_map": {"w": "a.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(idx))
+    wb = weight_bytes(tmp_path)
+    assert wb.bytes == 8 and not wb.notes
+
+
+def _raw_st(path: Path, header: dict, data_len: int) -> Path:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * data_len)
+    return path
+
+
+def test_overlapping_data_offsets_refused(tmp_path, capsys):
+    hdr = {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    p = _raw_st(tmp_path / "o.safetensors", hdr, 4)
+    err = _cli_error(["weights", str(p)], capsys)
+    assert "tensors 'a' and 'b' overlap (data_offsets end 4 > begin 0)" in err
+    hdr = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+           "c": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}
+    with pytest.raises(WeightsError, match="tensors 'a' and 'b' overlap"):
+        weight_bytes(_raw_st(tmp_path / "p.safetensors", hdr, 12))
+    # zero-length tensors at a boundary do not overlap anything
+    hdr = {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+           "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]},
+           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}
+    assert weight_bytes(_raw_st(tmp_path / "z.safetensors", hdr, 8)).bytes == 8
+    hdr = {"a": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}}
+    with pytest.raises(WeightsError, match="bad data_offsets"):
+        weight_bytes(_raw_st(tmp_path / "n.safetensors", hdr, 4))
+
+
+@pytest.mark.parametrize("fname", ["x.bin", "pytorch_model.bin", "x.pt", "x.pth"])
+def test_pytorch_pickle_checkpoints_refused(tmp_path, capsys, fname):
+    p = tmp_path / fname
+    p.write_bytes(b"\x80\x02}q\x00\xff\xfe")  # a pickle prefix, not UTF-8
+    err = _cli_error(["weights", str(p)], capsys)
+    assert f"PyTorch {p.suffix} checkpoints (pickle) are not read by kvgate" in err
+    assert "HINT: give a .safetensors file, a model.safetensors.index.json, a .gguf file" in err
+
+
+def test_directory_of_pytorch_checkpoints(tmp_path, capsys):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02")
+    err = _cli_error(["weights", str(tmp_path)], capsys)
+    assert "holds only PyTorch checkpoints (pytorch_model.bin), which kvgate does not read (pickle)" in err
+    # with a config.json next to it, the estimate is still given
+    (tmp_path / "config.json").write_text((Path(__file__).parent / "data" / "configs" / "gemma-3-1b.json").read_text())
+    assert main(["weights", str(tmp_path)]) == 0
+    assert "ESTIMATE" in capsys.readouterr().out

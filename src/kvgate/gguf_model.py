@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.model import FILE_LOADERS, ConfigError, LayerSpec, ModelSpec
+from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
 ARCH_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5}
@@ -90,21 +90,44 @@ def gguf_weight_bytes(reader: Any) -> int:
     return int(sum(int(t.n_bytes) for t in reader.tensors))
 
 
-def _uint(meta: dict[str, Any], key: str, default: Any = ConfigError) -> Any:
-    v = meta.get(key)
-    if v is None:
-        if default is ConfigError:
-            raise ConfigError(f"GGUF metadata is missing {key!r}")
-        return default
+_MISSING = object()
+
+
+def _describe(v: Any) -> str:
+    return f"{v!r} ({type(v).__name__})"
+
+
+def _check_int(key: str, v: Any, lo: int, hi: int | None, where: str = "") -> int:
+    """``v`` as an int in ``[lo, hi]``; bools, strings and floats are refused."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ConfigError(f"GGUF key {key!r}{where} must be an integer, got {_describe(v)}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f"in [{lo:,}, {hi:,}]" if hi is not None else f"≥ {lo:,}"
+        raise ConfigError(f"GGUF key {key!r}{where} must be an integer {rng}, got {v:,}")
     return v
 
 
-def _per_layer(v: Any, n: int, key: str) -> list[int]:
+def _int(meta: dict[str, Any], key: str, default: Any = _MISSING, *, lo: int = 0, hi: int | None = None) -> Any:
+    """The integer at ``key`` checked against ``[lo, hi]``; ``default`` when absent
+    (a missing key with no default is an error naming it)."""
+    v = meta.get(key)
+    if v is None:
+        if default is _MISSING:
+            raise ConfigError(f"GGUF metadata is missing {key!r}")
+        return default
+    return _check_int(key, v, lo, hi)
+
+
+def _per_layer(meta: dict[str, Any], key: str, n: int, default: Any, *, lo: int = 0) -> list[int]:
+    """A scalar or one-value-per-layer integer key as a list of ``n`` ints."""
+    v = meta.get(key)
+    if v is None:
+        return list(default) if isinstance(default, list) else [default] * n
     if isinstance(v, list):
         if len(v) != n:
             raise ConfigError(f"GGUF {key!r} has {len(v)} entries for {n} layers")
-        return [int(x) for x in v]
-    return [int(v)] * n
+        return [_check_int(key, x, lo, None, f" entry {i}") for i, x in enumerate(v)]
+    return [_check_int(key, v, lo, None)] * n
 
 
 def _found(meta: dict[str, Any], arch: str) -> str:
@@ -115,37 +138,50 @@ def _found(meta: dict[str, Any], arch: str) -> str:
 def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> ModelSpec:
     """Build a :class:`ModelSpec` from GGUF metadata (see module docstring for the rules).
 
+    Every numeric key kvgate uses is checked to be an integer (not bool/str/float) in
+    range; ``block_count`` must be in ``[1, MAX_LAYERS]`` (the config.json cap).
+
     Raises:
-        ConfigError: a needed key is missing, or the layer pattern cannot be read (the
-            message lists the architecture's attention/ssm keys that were found).
+        ConfigError: a needed key is missing or has the wrong type or range (the message
+            names the key), or the layer pattern cannot be read (the message lists the
+            architecture's attention/ssm keys that were found).
     """
-    arch = _uint(meta, "general.architecture")
+    arch = meta.get("general.architecture")
+    if arch is None:
+        raise ConfigError("GGUF metadata is missing 'general.architecture'")
+    if not isinstance(arch, str) or not arch:
+        raise ConfigError(f"GGUF key 'general.architecture' must be a non-empty string, got {_describe(arch)}")
     k = lambda s: f"{arch}.{s}"  # noqa: E731
-    n = int(_uint(meta, k("block_count")))
-    n_embd = int(_uint(meta, k("embedding_length")))
-    heads = _per_layer(_uint(meta, k("attention.head_count"), 0), n, "head_count")
-    kv = _per_layer(_uint(meta, k("attention.head_count_kv"), heads if any(heads) else 0), n, "head_count_kv")
-    h0 = max(heads) if heads else 0
-    hd_k = meta.get(k("attention.key_length")) or (n_embd // h0 if h0 else 0)
-    hd_v = meta.get(k("attention.value_length")) or hd_k
+    n = _int(meta, k("block_count"), lo=1)
+    if n > MAX_LAYERS:
+        raise ConfigError(
+            f"GGUF {k('block_count')!r} {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})"
+        )
+    n_embd = _int(meta, k("embedding_length"), lo=1)
+    heads = _per_layer(meta, k("attention.head_count"), n, 0)
+    kv = _per_layer(meta, k("attention.head_count_kv"), n, heads)
+    key_length = _int(meta, k("attention.key_length"), None, lo=1)
+    value_length = _int(meta, k("attention.value_length"), None, lo=1)
+    key_length_swa = _int(meta, k("attention.key_length_swa"), None, lo=1)
+    value_length_swa = _int(meta, k("attention.value_length_swa"), None, lo=1)
     notes: list[str] = []
 
     # recurrent layers
-    ssm_state = meta.get(k("ssm.state_size"))
-    interval = meta.get(k("full_attention_interval"))
+    ssm_state = _int(meta, k("ssm.state_size"), None, lo=1)
+    interval = _int(meta, k("full_attention_interval"), None, lo=1)
     recurrent = [False] * n
     if ssm_state is not None:
         if interval is not None:
-            recurrent = [(i + 1) % int(interval) != 0 for i in range(n)]
+            recurrent = [(i + 1) % interval != 0 for i in range(n)]
         else:
             recurrent = [kv[i] == 0 for i in range(n)]
     state: LayerSpec | None = None
     if any(recurrent):
-        d_conv = int(_uint(meta, k("ssm.conv_kernel")))
-        d_inner = int(_uint(meta, k("ssm.inner_size")))
-        d_state = int(ssm_state)
-        groups = int(meta.get(k("ssm.group_count")) or 0)
-        dt_rank = int(meta.get(k("ssm.time_step_rank")) or 0)
+        d_conv = _int(meta, k("ssm.conv_kernel"), lo=1)
+        d_inner = _int(meta, k("ssm.inner_size"), lo=1)
+        d_state = ssm_state
+        groups = _int(meta, k("ssm.group_count"), 0)
+        dt_rank = _int(meta, k("ssm.time_step_rank"), 0)
         conv_dim = d_inner + 2 * groups * d_state
         mixer = "gated_delta_net" if interval is not None else ("mamba2" if groups else "mamba")
         heads_tp = dt_rank if groups else d_inner
@@ -155,10 +191,11 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         )
 
     # sliding layers
-    window = meta.get(k("attention.sliding_window"))
+    window = _int(meta, k("attention.sliding_window"), 0)
     sliding = [False] * n
     if window:
-        pattern = meta.get(k("attention.sliding_window_pattern"))
+        pkey = k("attention.sliding_window_pattern")
+        pattern = meta.get(pkey)
         if pattern is None:
             pattern = ARCH_SWA_PATTERN.get(arch)
         if pattern is None:
@@ -168,44 +205,66 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                 hint=f"keys found: {_found(meta, arch)}",
             )
         if isinstance(pattern, list):
-            sliding = [bool(x) for x in _per_layer(pattern, n, "sliding_window_pattern")]
+            if len(pattern) != n:
+                raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {n} layers")
+            for i, x in enumerate(pattern):
+                if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
+                    raise ConfigError(f"GGUF key {pkey!r} entry {i} must be a bool, got {_describe(x)}")
+            sliding = [bool(x) for x in pattern]
         else:
-            p = int(pattern)
+            p = _check_int(pkey, pattern, 0, None)
             sliding = [p == 0 or (i % p) < (p - 1) for i in range(n)]
 
-    rank = meta.get(k("attention.kv_lora_rank"))
+    rank = _int(meta, k("attention.kv_lora_rank"), 0)
+    rope = _int(meta, k("rope.dimension_count"), lo=0) if rank and not all(recurrent) else 0
+    h0 = max(heads)
+    if key_length is not None:
+        hd_k = key_length
+    elif h0 and n_embd % h0 == 0:
+        hd_k = n_embd // h0
+    else:
+        hd_k = None  # only an error if an attention layer needs it (below)
     layers: list[LayerSpec] = []
     for i in range(n):
         if recurrent[i]:
             layers.append(state)  # type: ignore[arg-type]
         elif rank:
-            rope = int(_uint(meta, k("rope.dimension_count")))
-            layers.append(LayerSpec(kind="mla", latent_dim=int(rank) + rope))
+            layers.append(LayerSpec(kind="mla", latent_dim=rank + rope))
         elif kv[i] == 0:
             raise ConfigError(
                 f"GGUF layer {i} has head_count_kv 0 but no recurrent (ssm) keys",
                 hint=f"keys found: {_found(meta, arch)}",
             )
         else:
+            if heads[i] == 0:
+                raise ConfigError(
+                    f"GGUF {k('attention.head_count')!r} is missing or 0, but layer {i} is an attention layer "
+                    f"(head_count_kv {kv[i]})",
+                    hint=f"keys found: {_found(meta, arch)}",
+                )
+            if hd_k is None:
+                raise ConfigError(
+                    f"GGUF {k('embedding_length')!r} {n_embd:,} is not divisible by {k('attention.head_count')!r} "
+                    f"{h0:,}, and there is no {k('attention.key_length')!r} to give the head dim",
+                    hint=f"keys found: {_found(meta, arch)}",
+                )
             kind = "sliding" if sliding[i] else "full"
-            hk, hv = hd_k, hd_v
-            if sliding[i] and meta.get(k("attention.key_length_swa")):
-                hk = meta[k("attention.key_length_swa")]
-                hv = meta.get(k("attention.value_length_swa")) or hk
-            layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=int(hk), v_head_dim=int(hv),
-                                    window=int(window) if sliding[i] else None))
-    shared = int(meta.get(k("attention.shared_kv_layers")) or 0)
+            hk, hv = hd_k, value_length or hd_k
+            if sliding[i] and key_length_swa:
+                hk = key_length_swa
+                hv = value_length_swa or hk
+            layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
+                                    window=window if sliding[i] else None))
+    shared = _int(meta, k("attention.shared_kv_layers"), 0, lo=0, hi=n - 1)
     if shared:
-        if not 0 <= shared < n:
-            raise ConfigError(f"GGUF attention.shared_kv_layers {shared} out of range for {n} layers")
         layers = layers[: n - shared] + [LayerSpec(kind="shared") for _ in range(shared)]
         notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
-    ctx = meta.get(k("context_length"))
+    ctx = _int(meta, k("context_length"), None, lo=1)
     return ModelSpec(
         name=name,
         source=source,
         layers=layers,
-        max_position_embeddings=int(ctx) if ctx else None,
+        max_position_embeddings=ctx,
         dtype=None,
         model_type=str(arch),
         config={"gguf_architecture": arch, **{kk: v for kk, v in meta.items() if kk.startswith(arch + ".")}},

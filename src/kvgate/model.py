@@ -632,7 +632,7 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
         raise ConfigError(f"num_hidden_layers {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})")
     notes: list[str] = []
     if cfg.get("model_type") in _SLIDING_MODEL_TYPES and cfg.get("sliding_window") is None:
-        raise ConfigError(f"{cfg['model_type']} config is missing required field 'sliding_window'")
+        raise _pattern_error(cfg, f"{cfg['model_type']} config is missing required field 'sliding_window'")
     if cfg.get("model_type") == "jamba" and all(cfg.get(k) is None for k in _JAMBA_DEFAULTS):
         cfg = {**cfg, **_JAMBA_DEFAULTS}
         notes.append("attn_layer_period 8 / attn_layer_offset 4 taken from transformers' JambaConfig "

@@ -54,6 +54,9 @@ DTYPE_BITS: dict[str, int] = {
 
 MAX_HEADER_BYTES = 100_000_000  # the crate's own limit (N_MAX_HEADER)
 
+# PyTorch checkpoints are pickles: reading them means running code, so kvgate refuses them.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth")
+
 
 class WeightsError(KvgateError):
     """Unreadable or inconsistent weight files."""
@@ -144,9 +147,10 @@ def tensor_nbytes(name: str, info: Any, where: str = "") -> tuple[str, int]:
             hint=f"known: {', '.join(DTYPE_BITS)}",
         )
     shape, offs = info["shape"], info["data_offsets"]
-    if not isinstance(shape, list) or any(not isinstance(d, int) or d < 0 for d in shape):
+    if not isinstance(shape, list) or any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in shape):
         raise WeightsError(f"{where}tensor {name!r}: bad shape {shape!r}")
-    if not isinstance(offs, list) or len(offs) != 2 or any(not isinstance(o, int) for o in offs) or offs[1] < offs[0]:
+    if (not isinstance(offs, list) or len(offs) != 2 or any(not isinstance(o, int) or isinstance(o, bool) for o in offs)
+            or offs[0] < 0 or offs[1] < offs[0]):
         raise WeightsError(f"{where}tensor {name!r}: bad data_offsets {offs!r}")
     bits = math.prod(shape) * DTYPE_BITS[dtype]
     if bits % 8:
@@ -162,14 +166,20 @@ def tensor_nbytes(name: str, info: Any, where: str = "") -> tuple[str, int]:
 def safetensors_file_bytes(path: str | Path) -> WeightBytes:
     """Exact tensor bytes of one ``.safetensors`` file, from its header.
 
+    The format packs tensors without overlap (the crate's ``Metadata::validate``
+    requires each tensor to start where the previous one ends), so two tensors whose
+    ``data_offsets`` overlap are refused: summing them would count bytes twice.
+
     Raises:
         WeightsError: see :func:`read_safetensors_header` and :func:`tensor_nbytes`;
-            also tensor data beyond the end of the file (truncated download).
+            also overlapping tensors, and tensor data beyond the end of the file
+            (truncated download).
     """
     p = Path(path)
     header, start = read_safetensors_header(p)
     total, count, end_max = 0, 0, 0
     by: dict[str, int] = {}
+    spans: list[tuple[int, int, str]] = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -177,7 +187,20 @@ def safetensors_file_bytes(path: str | Path) -> WeightBytes:
         total += nb
         count += 1
         by[dtype] = by.get(dtype, 0) + nb
-        end_max = max(end_max, info["data_offsets"][1])
+        begin, end = info["data_offsets"]
+        spans.append((begin, end, name))
+        end_max = max(end_max, end)
+    spans.sort()
+    prev_end, prev_name = 0, None
+    for begin, end, name in spans:
+        if begin < prev_end:
+            raise WeightsError(
+                f"{p}: tensors {prev_name!r} and {name!r} overlap (data_offsets end {prev_end:,} > begin {begin:,}); "
+                "safetensors packs tensors without overlap, so the exact bytes cannot be summed",
+                hint="the header is corrupt or hand-edited: re-download or re-save the file",
+            )
+        if end > prev_end:
+            prev_end, prev_name = end, name
     size = p.stat().st_size
     if start + end_max > size:
         raise WeightsError(f"{p}: tensors end at byte {start + end_max:,} but the file has {size:,}: truncated")
@@ -188,15 +211,30 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     """Exact bytes of a sharded checkpoint: the shards its ``weight_map`` names.
 
     Raises:
-        WeightsError: unreadable index, a shard missing, or a shard's header invalid.
+        WeightsError: unreadable index, ``weight_map`` missing, not an object, or with
+            an entry that is not a shard file name; a shard missing, or a shard's
+            header invalid.
     """
     from kvgate.atomicio import read_json
 
     ip = Path(index_path)
     idx = read_json(ip, what="safetensors index")
-    wm = idx.get("weight_map") if isinstance(idx, dict) else None
-    if not isinstance(wm, dict) or not wm:
+    if not isinstance(idx, dict):
+        raise WeightsError(f"{ip}: the safetensors index must be a JSON object, got {type(idx).__name__}")
+    wm = idx.get("weight_map")
+    if wm is None:
         raise WeightsError(f"{ip}: no 'weight_map' in the safetensors index")
+    if not isinstance(wm, dict):
+        raise WeightsError(
+            f"{ip}: 'weight_map' must be an object mapping tensor names to shard files, got {type(wm).__name__}"
+        )
+    if not wm:
+        raise WeightsError(f"{ip}: 'weight_map' in the safetensors index is empty")
+    for tname, shard in wm.items():
+        if not isinstance(shard, str) or not shard.strip():
+            raise WeightsError(
+                f"{ip}: weight_map entry {tname!r} must name a shard file (a string), got {shard!r}"
+            )
     shards = sorted(set(wm.values()))
     total, count = 0, 0
     by: dict[str, int] = {}
@@ -210,8 +248,9 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
         for k, v in wb.by_dtype.items():
             by[k] = by.get(k, 0) + v
     notes = []
-    meta_total = (idx.get("metadata") or {}).get("total_size")
-    if isinstance(meta_total, int) and meta_total != total:
+    meta = idx.get("metadata")
+    meta_total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(meta_total, int) and not isinstance(meta_total, bool) and meta_total != total:
         notes.append(f"index metadata total_size {meta_total:,} B differs from the shard headers' {total:,} B")
     return WeightBytes(bytes=total, exact=True, source=f"{ip} ({len(shards)} shards)", tensors=count, by_dtype=by, notes=notes)
 
@@ -353,7 +392,7 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     ``.safetensors`` file → exact; ``*.safetensors.index.json`` → exact over shards;
     ``.gguf`` → exact from tensor infos; a directory → its index / single safetensors /
     single GGUF, else an estimate from its config.json; a config.json or preset name →
-    estimate.
+    estimate. PyTorch ``.bin``/``.pt``/``.pth`` checkpoints (pickle) are refused.
 
     Raises:
         WeightsError / ConfigError / GGUFError: unreadable inputs.
@@ -371,7 +410,21 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
         gg = sorted(p.glob("*.gguf"))
         if len(gg) == 1:
             return weight_bytes(gg[0])
+        pk = sorted(q for suf in PICKLE_SUFFIXES for q in p.glob(f"*{suf}"))
+        if pk and not (p / "config.json").exists():
+            raise WeightsError(
+                f"{p} holds only PyTorch checkpoints ({pk[0].name}{', …' if len(pk) > 1 else ''}), "
+                "which kvgate does not read (pickle), and no config.json",
+                hint="give a .safetensors file, a model.safetensors.index.json, a .gguf file, "
+                "or the model's config.json (for an estimate)",
+            )
     name = p.name.lower()
+    if name.endswith(PICKLE_SUFFIXES):
+        raise WeightsError(
+            f"{p}: PyTorch {p.suffix} checkpoints (pickle) are not read by kvgate",
+            hint="give a .safetensors file, a model.safetensors.index.json, a .gguf file, "
+            "or the model's config.json (for an estimate)",
+        )
     if name.endswith((".safetensors", ".safetensors.index.json", ".gguf")) and not p.exists():
         raise WeightsError(f"weight file not found: {p}")
     if name.endswith(".safetensors"):
