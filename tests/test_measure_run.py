@@ -10,11 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kvgate.cli import main
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[1]
-GATE = ["--model", "qwen3-0.6b", "--max-seq", "8192", "--slots", "8", "--domain", "host", "--settle", "0.05s"]
+# max_seq 256: 4 measured slots of qwen3-0.6b are 112 MiB, below any host's used memory
+# (the gate refuses a peak that cannot have held the measured slots).
+GATE = ["--model", "qwen3-0.6b", "--max-seq", "256", "--slots", "8", "--domain", "host", "--settle", "0.05s"]
 ALLOC = ("import sys, time; n = int(sys.argv[1]); b = bytearray(n * 8 * 2**20); "
          "b[::4096] = b'\\x01' * (len(b) // 4096); time.sleep(0.2)")
 
@@ -90,3 +94,110 @@ def test_existing_record_refused_before_the_workload(tmp_path, capsys):
                "--", PY, "-c", f"open({str(marker)!r}, 'w')"])
     assert rc == 2 and not marker.exists() and not (tmp_path / "m.json").exists()
     assert "exists" in capsys.readouterr().err
+
+
+def _refused(capsys, tmp_path, argv, fragment):
+    """``kvgate run argv -- CMD``: exit 2 with ``fragment``, CMD never ran, nothing written."""
+    marker = tmp_path / "ran"
+    before = {p.name for p in tmp_path.iterdir()}
+    rc = main(["run", *argv, "--", PY, "-c", f"open({str(marker)!r}, 'w')"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert fragment in err
+    assert "Traceback" not in err
+    assert not marker.exists()
+    assert {p.name for p in tmp_path.iterdir()} == before  # nothing written
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--model", "no-such-model"], "ERROR: no model file or preset named 'no-such-model'"),
+    (["--model", "qwen3-0.6b", "--kv-format", "zz"], "ERROR: unknown KV format 'zz'"),
+    (["--model", "qwen3-0.6b", "--layout", "zz"], "ERROR: unknown layout 'zz'"),
+    (["--model", "qwen3-0.6b", "--candidates", "paging,zz"], "ERROR: unknown candidate(s): zz"),
+    (["--model", "qwen3-0.6b", "--margin", "150%"], "ERROR: --margin must be at least 0% and below 100%, got 150%"),
+    (["--model", "qwen3-0.6b", "--trace", "missing.csv"], "ERROR: trace file not found: missing.csv"),
+])  # fmt: skip
+def test_gate_options_checked_before_the_workload(tmp_path, capsys, monkeypatch, extra, fragment):
+    monkeypatch.chdir(tmp_path)  # the default measurement and record paths are relative
+    argv = [*extra, "--max-seq", "256", "--slots", "8", "--domain", "host", "--settle", "0.05s"]
+    _refused(capsys, tmp_path, argv, fragment)
+
+
+def test_bad_trace_checked_before_the_workload(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t.csv"
+    t.write_text("timestamp,prompt_tokens,output_tokens\n0,10,5\n1e20,10,5\n")
+    _refused(capsys, tmp_path, [*GATE, "--trace", str(t)],
+             "ERROR: the trace spans 1e+20 s = 5e+21 decode steps at 50 tokens/s (speed 1)")
+
+
+@pytest.mark.parametrize("outs, fragment", [
+    (["--measurement-out", "x.json", "--out", "x.json"], "ERROR: --measurement-out and --out are the same file: x.json"),
+    (["--measurement-out", "x.json", "--plot", "x.json"], "ERROR: --measurement-out and --plot are the same file: x.json"),
+    (["--out", "r.json", "--plot", "r.md"], "ERROR: --plot and --out (its Markdown) are the same file: r.md"),
+    (["--plot", "p.png", "--out", "p.png"], "ERROR: --plot p.png is also the --out record directory"),
+    (["--plot", "."], "ERROR: --plot . is a directory, not a file"),
+])  # fmt: skip
+def test_output_collisions_refused_before_the_workload(tmp_path, capsys, monkeypatch, outs, fragment):
+    monkeypatch.chdir(tmp_path)
+    _refused(capsys, tmp_path, [*GATE, *outs], fragment)
+
+
+def test_collision_found_through_different_spellings(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused(capsys, tmp_path, [*GATE, "--measurement-out", "./m.json", "--out", str(tmp_path / "m.json")],
+             "ERROR: --measurement-out and --out are the same file")
+
+
+def _measure_refused(capsys, tmp_path, argv, fragment):
+    marker = tmp_path / "ran"
+    before = {p.name for p in tmp_path.iterdir()}
+    rc = main(["measure", "--domain", "host", "--settle", "0", *argv, "--", PY, "-c", f"open({str(marker)!r}, 'w')"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert fragment in err and "Traceback" not in err
+    assert not marker.exists()
+    assert {p.name for p in tmp_path.iterdir()} == before
+
+
+def test_measure_out_and_plot_collide(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _measure_refused(capsys, tmp_path, ["--out", "a.json", "--plot", "a.json"],
+                     "ERROR: --out and --plot are the same file: a.json")
+
+
+@pytest.mark.parametrize("opt", ["--out", "--plot"])
+def test_measure_output_that_is_a_directory(tmp_path, capsys, monkeypatch, opt):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    _measure_refused(capsys, tmp_path, [opt, "d", "--force"], f"ERROR: {opt} d is a directory, not a file")
+
+
+@pytest.mark.parametrize("cmd", [["sleep", "0.3"], ["true"]])
+def test_unsampled_tree_rss_is_not_available(tmp_path, capsys, cmd):
+    """CMD's RSS never read (a 100 s interval: one sample before CMD, one after it exited):
+    unknown, "not available", never 0 B."""
+    argv = ["--interval", "100s", "--", *cmd]
+    out = tmp_path / "m.json"
+    rc = main(["measure", "--domain", "host", "--settle", "0", "--out", str(out), *argv])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "process-tree RSS peak  not available" in text
+    assert "0 B" not in text.split("process-tree RSS peak", 1)[1].splitlines()[0]
+    extra = json.loads(out.read_text())["domains"][0]["extra"]
+    assert extra["tree_rss_peak_bytes"] is None
+    assert extra["tree_rss_peak_time_s"] is None and extra["tree_rss_timeline"] is None
+
+
+def test_failed_run_is_no_verdict_even_when_its_peak_is_small(tmp_path, capsys):
+    """A workload that dies early has a small peak; that is no-verdict, not a bad-input error."""
+    from kvgate.cli import main as kv
+
+    # 4 bf16 slots at 40,960 = 4 × 4,026,531,840 B: far more than this machine's used RAM
+    rc = kv(["run", "--model", "qwen3-30b-a3b", "--max-seq", "40960", "--slots-measured", "4", "--slots", "8",
+             "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "r.json"),
+             "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c", "raise SystemExit(3)"])
+    out = capsys.readouterr()
+    assert rc == 3, out.err
+    rec = json.loads((tmp_path / "r.json").read_text())
+    assert rec["status"] == "no-verdict" and set(rec["verdicts"].values()) == {"no-verdict"}

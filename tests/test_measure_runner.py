@@ -31,7 +31,9 @@ def _flag_fake(flag: Path, spike: int, **kw):
 
 
 def _spike_script(flag: Path, hold_s: float, pidfile: Path | None = None) -> str:
-    pid = f"open({str(pidfile)!r}, 'w').write(str(os.getpid()));" if pidfile else ""
+    # pid file written whole (temp + rename): the fake NVML must never read it half-written
+    pid = (f"open({str(pidfile)!r} + '.tmp', 'w').write(str(os.getpid())); "
+           f"os.replace({str(pidfile)!r} + '.tmp', {str(pidfile)!r});") if pidfile else ""
     return (f"import os, time; {pid} open({str(flag)!r}, 'w').close(); time.sleep({hold_s}); "
             f"os.unlink({str(flag)!r})")
 

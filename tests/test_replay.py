@@ -581,3 +581,25 @@ def test_command_geometry_bytes_must_be_positive(tmp_path, capsys, slot, block, 
                "--trace", str(_tiny(tmp_path))])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and "no memory budget" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("late, steps", [("1e20", "5e+21"), ("1e22", "5e+23"), ("1e30", "5e+31"), ("1e300", "5e+301")])
+def test_arrival_steps_beyond_2_53_are_refused(tmp_path, capsys, late, steps):
+    """A second request at 1e20 s once wrapped int64 steps ("last request done 0.02 s")."""
+    p = tmp_path / "t.csv"
+    p.write_text(f"timestamp,prompt_tokens,output_tokens\n0,10,5\n{late},10,5\n")
+    plot = tmp_path / "r.png"
+    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--slots", "2",
+               "--trace", str(p), "--plot", str(plot)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert (f"ERROR: the trace spans {late.replace('e', 'e+')} s = {steps} decode steps at 50 tokens/s (speed 1); "
+            "a replay handles at most 2^53 = 9,007,199,254,740,992 steps") in err
+    assert not plot.exists()
+
+
+def test_long_but_representable_span_is_exact():
+    t = trace([(0.0, 10, 5), (1e13, 10, 5)])
+    r = replay(t, slot_bytes=S, block_bytes=BB, max_seq=L, slots=2, block_size=B)
+    # arrival step 5e14 (exact in float64 and int64), finish 5 decode steps later
+    assert (r.contiguous.end_time_s, r.paged.end_time_s) == (1e13 + 0.1, 1e13 + 0.1)

@@ -284,3 +284,40 @@ def test_any_input_is_a_trace_or_a_trace_error(tmp_path, header, rows, suffix):
         return
     assert len(t) >= 1 and t.arrival_s[0] == 0.0
     assert np.all(np.diff(t.arrival_s) >= 0) and np.all(t.prompt_tokens >= 0) and np.all(t.output_tokens >= 0)
+
+
+@pytest.mark.parametrize("name, body, fragment", [
+    ("t.csv", "timestamp,prompt_tokens,output_tokens\n2023-11-16 18:15:46,10,5\n2023-11-16 18:15:47,1,1\n5,10,5\n",
+     "line 4: column 'timestamp' mixes timestamp kinds: '5' is seconds, but line 2 ('2023-11-16 18:15:46') "
+     "is a date-time"),
+    ("t.csv", "timestamp,prompt_tokens,output_tokens\n5,10,5\n2023-11-16 18:15:46,10,5\n",
+     "line 3: column 'timestamp' mixes timestamp kinds: '2023-11-16 18:15:46' is a date-time, but line 2 ('5') "
+     "is seconds"),
+    ("t.jsonl", '{"timestamp": "2023-11-16T18:15:46", "prompt_tokens": 1, "output_tokens": 1}\n'
+                '{"timestamp": 12.5, "prompt_tokens": 1, "output_tokens": 1}\n',
+     "line 2: column 'timestamp' mixes timestamp kinds: '12.5' is seconds"),
+    ("t.csv", "timestamp,prompt_tokens,output_tokens\n5,10,5\nsoon,10,5\n",
+     "line 3: column 'timestamp' is neither seconds nor a date-time: 'soon'"),
+])  # fmt: skip
+def test_mixed_timestamp_kinds_are_an_error(tmp_path, name, body, fragment):
+    with pytest.raises(TraceError) as ei:
+        load_trace(_write(tmp_path, name, body))
+    assert fragment in ei.value.message
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ("[1, 2]\n[3, 4]\n", "line 1: not a JSON object (a list); a JSONL trace must be one JSON object per line"),
+    ('{"time": 0, "prompt_tokens": 1, "output_tokens": 2}\n5\n',
+     "line 2: not a JSON object (a number); a JSONL trace must be one JSON object per line"),
+    ('{"time": 0, "prompt_tokens": 1, "output_tokens": 2} {"time": 1}\n',
+     "line 1: not valid JSON (Extra data at column 53); a JSONL trace must be one JSON object per line"),
+])  # fmt: skip
+def test_jsonl_lines_must_be_objects(tmp_path, capsys, body, fragment):
+    p = _write(tmp_path, "t.jsonl", body)
+    with pytest.raises(TraceError) as ei:
+        load_trace(p)
+    assert fragment in ei.value.message
+    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--slots", "2",
+               "--trace", str(p)])
+    err = capsys.readouterr().err
+    assert rc == 2 and fragment in err and "Traceback" not in err

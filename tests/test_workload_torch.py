@@ -268,3 +268,33 @@ def test_decode_loop_ragged_batch(layout):
     cache.release("a")
     cache.release("b")
     assert (cache.allocated_bytes() == 0) if layout == "contiguous" else (cache.blocks.free_count == 8)
+
+
+@pytest.mark.parametrize("device, fragment", [
+    ("bogus", "ERROR: --device 'bogus' is not a torch device"),
+    ("cuda:7", "ERROR: --device cuda:7: no such GPU; torch sees 1 CUDA device(s) (cuda:0 to cuda:0)"),
+])  # fmt: skip
+def test_bad_device_is_one_error_line(tiny_moe_config, monkeypatch, capsys, device, fragment):
+    from kvgate.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a one-GPU machine
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    rc = main(["workload", "stream", "--model", str(tiny_moe_config), "--streams", "2", "--max-seq", "32",
+               "--prompt", "4", "--tokens", "2", "--device", device])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert fragment in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert len([ln for ln in captured.err.splitlines() if ln.startswith("ERROR:")]) == 1
+
+
+def test_cpu_run_says_not_available_for_torch_peaks(tiny_moe_config, capsys):
+    from kvgate.cli import main
+
+    rc = main(["workload", "stream", "--model", str(tiny_moe_config), "--streams", "2", "--max-seq", "32",
+               "--prompt", "4", "--tokens", "2", "--device", "cpu"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "torch peak allocated         not available" in out
+    assert "torch peak reserved          not available" in out
+    assert "n/a" not in out

@@ -95,7 +95,16 @@ class DecisionInputs:
             state_format=self.state_format,
         )
 
-    def build_gate(self) -> tuple[Gate, KVGeometry]:
+    def build_gate(self, *, check_peak: bool = True) -> tuple[Gate, KVGeometry]:
+        """The :class:`Gate` and geometry for these inputs.
+
+        With ``check_peak`` (a measurement that completed), the KV of the measured slots
+        must fit in the measured peak.
+
+        Raises:
+            KvgateError: unknown candidates or formats, a bad TP split, or measured slots
+                that the measured peak cannot have held.
+        """
         if not self.candidates:
             raise KvgateError("no candidates to judge", hint=f"--candidates takes a comma list of {', '.join(CANDIDATES)}")
         unknown = [c for c in self.candidates if c not in CANDIDATES]
@@ -105,7 +114,7 @@ class DecisionInputs:
         slot_fn = _cached(geo.slot_bytes)
         sc = self.scenario
         measured_kv = sc.slots_measured * slot_fn(sc.max_seq_measured)
-        if measured_kv > sc.peak_bytes:
+        if check_peak and measured_kv > sc.peak_bytes:
             raise KvgateError(
                 f"{sc.slots_measured} slot(s) of {slot_fn(sc.max_seq_measured):,} B at max_seq "
                 f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than the measured peak "
@@ -231,8 +240,8 @@ def decide(
     never a verdict from partial data.
     """
     sc = inputs.scenario
-    gate, geo = inputs.build_gate()
     status = "ok" if measurement is None or measurement.status == "ok" else "no-verdict"
+    gate, geo = inputs.build_gate(check_peak=status == "ok")
     s_l = geo.slot_bytes(sc.max_seq)
     s_l0 = geo.slot_bytes(sc.max_seq_measured)
     record: dict[str, Any] = {

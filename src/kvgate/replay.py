@@ -79,6 +79,7 @@ import numpy as np
 from kvgate.errors import KvgateError
 from kvgate.trace import Trace
 
+MAX_ARRIVAL_STEP = 2**53  # the largest arrival step replayed: float64 steps are exact up to here
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
 DEFAULT_BLOCK_SIZE = 16  # positions per block (vLLM's default)
 
@@ -244,9 +245,25 @@ def _check_rate(name: str, v) -> float:
 
 def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) -> np.ndarray:
     """Arrival times (s) → decode steps: ceil(arrival / speed · rate), after rounding the
-    product to 1e-6 of a step (so exact multiples are not pushed up by float error)."""
-    x = np.round(np.asarray(arrival_s, dtype=np.float64) / speed * decode_rate, 6)
-    return np.ceil(x).astype(np.int64)
+    product to 1e-6 of a step (so exact multiples are not pushed up by float error).
+
+    Raises:
+        ReplayError: the last arrival is beyond :data:`MAX_ARRIVAL_STEP` steps (float64
+            steps are no longer exact there, and int64 step arithmetic could overflow).
+    """
+    a = np.asarray(arrival_s, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = a / speed * decode_rate
+    last = float(np.max(x)) if len(x) else 0.0
+    if not (math.isfinite(last) and last <= MAX_ARRIVAL_STEP):
+        span = float(np.max(a) - np.min(a)) if len(a) else 0.0
+        raise ReplayError(
+            f"the trace spans {span:.6g} s = {last:.6g} decode steps at {decode_rate:g} tokens/s "
+            f"(speed {speed:g}); a replay handles at most 2^53 = {MAX_ARRIVAL_STEP:,} steps "
+            f"({MAX_ARRIVAL_STEP / decode_rate * speed:.6g} s)",
+            hint="check the trace's time column (seconds, or date-times); a bad timestamp makes a huge span",
+        )
+    return np.ceil(np.round(x, 6)).astype(np.int64)
 
 
 def _first_blocked(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, capacity: int) -> int:

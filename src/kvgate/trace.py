@@ -201,14 +201,18 @@ def _read_csv_rows(path: Path, text: str) -> tuple[list[str], list[list], list[i
 def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[int]]:
     objs: list[tuple[int, dict]] = []
     stripped = text.lstrip()
+    data = None
     if stripped.startswith("["):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TraceError(f"trace {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            if exc.msg != "Extra data":  # more than one value: JSONL whose lines are not objects
+                raise TraceError(f"trace {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if isinstance(data, list):
         for i, obj in enumerate(data, start=1):
             if not isinstance(obj, dict):
-                raise TraceError(f"trace {path}: item {i} is not a JSON object")
+                raise TraceError(f"trace {path}: item {i} is not a JSON object ({_json_kind(obj)})",
+                                 hint="a JSON trace is a list of objects, one per request")
             objs.append((i, obj))
     else:
         for line_no, line in enumerate(text.splitlines(), start=1):
@@ -217,9 +221,12 @@ def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise TraceError(f"trace {path}, line {line_no}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                raise TraceError(f"trace {path}, line {line_no}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                 "a JSONL trace must be one JSON object per line") from None
             if not isinstance(obj, dict):
-                raise TraceError(f"trace {path}, line {line_no}: expected a JSON object per line")
+                raise TraceError(f"trace {path}, line {line_no}: not a JSON object ({_json_kind(obj)}); "
+                                 "a JSONL trace must be one JSON object per line",
+                                 hint='e.g. {"timestamp": 0.5, "prompt_tokens": 512, "output_tokens": 64}')
             objs.append((line_no, obj))
     if not objs:
         raise TraceError(f"trace {path} has no requests")
@@ -232,6 +239,17 @@ def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[
                 columns.append(k)
     rows = [[obj.get(c) for c in columns] for _, obj in objs]
     return columns, rows, [n for n, _ in objs]
+
+
+def _json_kind(v: object) -> str:
+    """``a list``, ``a number``... for error messages."""
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    return "a number"
 
 
 def _tokens(path: Path, values: list, lines: list[int], column: str) -> np.ndarray:
@@ -292,6 +310,7 @@ def _times(path: Path, values: list, lines: list[int], column: str) -> np.ndarra
         if len(bad):
             raise TraceError(f"trace {path}, line {lines[bad[0]]}: column {column!r} is not a finite time: {cells[bad[0]]!r}")
         return secs
+    _check_one_kind(path, cells, lines, column)
     # Date-times: numpy parses ISO 8601 (space or T) with any number of fraction digits;
     # an offset such as +01:00 or Z is converted to UTC (numpy warns; we don't need to).
     try:
@@ -315,6 +334,50 @@ def _times(path: Path, values: list, lines: list[int], column: str) -> np.ndarra
         raise TraceError(f"trace {path}, line {lines[i]}: column {column!r} is not a date-time: {cells[i]!r}")
     ns = stamps.astype(np.int64)
     return (ns - ns.min()).astype(np.float64) / 1e9
+
+
+def _is_seconds(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_datetime(cell: str) -> bool:
+    try:
+        with _warnings.catch_warnings():
+            _warnings.simplefilter("ignore")
+            return not np.isnat(np.datetime64(cell, "ns"))
+    except ValueError:
+        return False
+
+
+def _check_one_kind(path: Path, cells: list[str], lines: list[int], column: str) -> None:
+    """Raise if a time column mixes seconds and date-times (numpy would read a bare number
+    as a year, turning the trace into millennia). The first row fixes the column's kind.
+
+    Raises:
+        TraceError: naming the first line of the other kind (or the first unparsable cell).
+    """
+    kinds = ("seconds", "a date-time")
+    first_is_s = _is_seconds(cells[0])
+    for i, c in enumerate(cells):
+        if _is_seconds(c) == first_is_s:
+            continue
+        if not first_is_s and not _is_datetime(cells[0]):
+            return  # the first cell is garbage: the date-time parser names it
+        if first_is_s and not _is_datetime(c):
+            raise TraceError(
+                f"trace {path}, line {lines[i]}: column {column!r} is neither seconds nor a date-time: {c!r}",
+                hint="use seconds (e.g. 12.5) or ISO 8601 date-times (e.g. 2023-11-16 18:15:46.68)",
+            )
+        this, other = (kinds[1], kinds[0]) if first_is_s else (kinds[0], kinds[1])
+        raise TraceError(
+            f"trace {path}, line {lines[i]}: column {column!r} mixes timestamp kinds: {c!r} is {this}, "
+            f"but line {lines[0]} ({cells[0]!r}) is {other}",
+            hint="give every arrival time the same way: all seconds or all date-times",
+        )
 
 
 def load_trace(

@@ -228,7 +228,7 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
         fit_points=fit_points,
         sensitivity_threshold=sens,
     )
-    inputs.build_gate()  # validate formats, TP split, candidates before any output
+    inputs.build_gate(check_peak=m.status == "ok")  # validate before any output
     return inputs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.measure.cli_common import (add_measure_arguments, command_of, default_out, precheck,
+from kvgate.measure.cli_common import (add_measure_arguments, check_outputs, command_of, default_out,
                                        run_measured, save)
 from kvgate.output import emit
 
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     out = args.out or default_out("kvgate-measure")
-    precheck([out, args.plot], force=args.force)
+    check_outputs([("--out", out), ("--plot", args.plot)], force=args.force)
     outcome = run_measured(args, cmd)
     path = save(outcome.document, out, force=args.force)
     plot_path = None

@@ -152,7 +152,7 @@ def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _s(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:,.2f} s"
+    return "not available" if v is None else f"{v:,.2f} s"
 
 
 def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, plot_path: str | None) -> str:

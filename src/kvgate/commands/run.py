@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kvgate.commands.gate import add_gate_arguments, gate_from_args
 from kvgate.errors import KvgateError
-from kvgate.measure.cli_common import add_measure_arguments, command_of, default_out, precheck, run_measured, save
+from kvgate.measure.cli_common import (add_measure_arguments, check_outputs, command_of, default_out, run_measured,
+                                       save)
 from kvgate.measure.runner import RunOutcome
 from kvgate.measurement import Measurement
 
@@ -89,13 +90,68 @@ def _binding(o: RunOutcome) -> Measurement:
     return min(o.measurements, key=lambda m: m.headroom_bytes)
 
 
+def validate_gate_options(args: argparse.Namespace) -> None:
+    """Check every gate option before the workload runs (model, formats, layout,
+    candidates, margin, weights options, --trace), so a typo costs no run.
+
+    Builds the gate's inputs against a placeholder measurement (1 PiB total, a 512 TiB
+    peak, no idle: a peak of 0 would fail the "the peak must hold the measured slots"
+    check, and no real device's peak reaches 512 TiB) with ``--trace`` left out (replaying it is the slow part), then loads the trace
+    and converts its arrivals to decode steps, which catches every trace error.
+
+    Raises:
+        KvgateError: whatever :func:`kvgate.commands.gate.inputs_from_args`,
+            :func:`kvgate.trace.load_trace` or :func:`kvgate.replay.arrival_steps` raise.
+    """
+    from kvgate.commands.gate import inputs_from_args
+
+    placeholder = Measurement(total_bytes=1 << 50, peak_used_bytes=1 << 49, idle_used_bytes=0)
+    trace = args.trace
+    args.trace = None
+    try:
+        inputs_from_args(args, placeholder)
+    finally:
+        args.trace = trace
+    if trace:
+        from kvgate.replay import DEFAULT_DECODE_RATE, arrival_steps
+        from kvgate.trace import load_trace
+
+        if args.slots < 1:
+            raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
+        t = load_trace(trace, rate=args.rate, seed=getattr(args, "seed", 0) or 0)
+        arrival_steps(t.arrival_s, speed=args.speed or 1.0, decode_rate=args.decode_rate or DEFAULT_DECODE_RATE)
+
+
+def check_run_outputs(args: argparse.Namespace, outs: list[str]) -> None:
+    """Refuse, before the workload, outputs that exist (without --force), are
+    directories, or collide: a measurement, the plot and the record must be different files.
+
+    Raises:
+        KvgateError: see :func:`kvgate.measure.cli_common.check_outputs`; an --out that
+            is an existing file not ending in .json.
+    """
+    named: list[tuple[str, str | None]] = [("--measurement-out", o) for o in outs] + [("--plot", args.plot)]
+    dirs: list[tuple[str, str]] = []
+    if not args.no_record:
+        if args.out and args.out.endswith(".json"):
+            named += [("--out", args.out), ("--out (its Markdown)", str(Path(args.out).with_suffix(".md")))]
+        else:
+            from kvgate.record import DEFAULT_DIR
+
+            d = args.out or DEFAULT_DIR
+            if Path(d).exists() and not Path(d).is_dir():
+                raise KvgateError(f"--out {d} is an existing file, not a directory or a .json record",
+                                  hint="give a directory, or a file name ending in .json")
+            dirs.append(("--out record", d))
+    check_outputs(named, force=args.force, directories=dirs)
+
+
 def run(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     levels = levels_of(args, cmd)
+    validate_gate_options(args)  # all before the workload, not after it
     outs = _out_paths(args, levels)
-    record = [args.out, str(Path(args.out).with_suffix(".md"))] if args.out and args.out.endswith(".json") \
-        and not args.no_record else []
-    precheck(outs + [args.plot] + record, force=args.force)  # before the workload, not after it
+    check_run_outputs(args, outs)
     outcomes: list[tuple[int, RunOutcome]] = []
     notes: list[str] = []
     for i, n in enumerate(levels or [None]):

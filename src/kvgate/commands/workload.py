@@ -123,7 +123,7 @@ def render_stream(r: dict[str, Any]) -> str:
     """Text report of one stream run (``r`` from :func:`kvgate.workload.stream.run_stream`)."""
 
     def b(n: int | None) -> str:
-        return "n/a" if n is None else f"{fmt_bytes(n)}  ({fmt_mib(n, 1)})"
+        return "not available" if n is None else f"{fmt_bytes(n)}  ({fmt_mib(n, 1)})"
 
     g = r["geometry"]
     if r["layout"] == "contiguous":
@@ -138,7 +138,7 @@ def render_stream(r: dict[str, Any]) -> str:
         ("torch peak reserved", b(r["torch_peak_reserved_bytes"])),
         ("prefill", f"{r['streams'] * r['prompt']:,} tokens in {r['prefill_s']:.3f} s"),
         ("decode", f"{r['streams'] * r['tokens']:,} tokens in {r['decode_s']:.3f} s"),
-        ("decode tokens/s", "n/a" if r["decode_tokens_per_s"] is None else f"{r['decode_tokens_per_s']:.1f}"),
+        ("decode tokens/s", "not available" if r["decode_tokens_per_s"] is None else f"{r['decode_tokens_per_s']:.1f}"),
     ]
     head = (
         f"kvgate workload stream: {r['model']} ({r['model_type']}), {r['layout']}, {r['streams']} streams, "

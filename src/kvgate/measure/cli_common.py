@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import check_writable, write_json_atomic
@@ -80,8 +81,34 @@ def save(doc: dict[str, Any], out: str, *, force: bool) -> str:
     return str(write_json_atomic(out, doc, force=force))
 
 
-def precheck(paths: list[str | None], *, force: bool) -> None:
-    """Refuse existing outputs before the workload runs (not after an hour of it)."""
-    for p in paths:
-        if p:
-            check_writable(p, force=force)
+def check_outputs(named: list[tuple[str, str | None]], *, force: bool,
+                  directories: list[tuple[str, str]] = ()) -> None:
+    """Check every output file before the workload runs (not after an hour of it).
+
+    ``named`` pairs an option with its file (``None`` skipped); ``directories`` pairs an
+    option with a directory that outputs go into (a record directory).
+
+    Raises:
+        KvgateError: a file path that is an existing directory; two outputs that are the
+            same file (after resolving), or a file that is also an output directory.
+        OutputExistsError: a file exists and ``force`` is false.
+    """
+    seen: dict[Path, str] = {}
+    for opt, path in named:
+        if not path:
+            continue
+        p = Path(path)
+        if p.is_dir():
+            raise KvgateError(f"{opt} {path} is a directory, not a file",
+                              hint=f"give a file name, e.g. {p / ('plot.png' if opt == '--plot' else 'out.json')}")
+        key = p.resolve()
+        if key in seen:
+            raise KvgateError(f"{seen[key]} and {opt} are the same file: {path}",
+                              hint="give each output its own file name")
+        seen[key] = opt
+        check_writable(p, force=force)
+    for opt, path in directories:
+        key = Path(path).resolve()
+        if key in seen:
+            raise KvgateError(f"{seen[key]} {path} is also the {opt} directory",
+                              hint="give each output its own name (a record file for --out ends in .json)")

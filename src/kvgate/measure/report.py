@@ -54,7 +54,7 @@ def measurement_rows(m: Measurement) -> list[list[str]]:
             row("headroom H = T − P", m.headroom_bytes)]
     if m.domain.startswith("gpu"):
         rows.append(row("driver-reserved (NVML v2)", m.reserved_bytes))
-    if m.extra.get("tree_rss_peak_bytes") is not None:
+    if "tree_rss_peak_bytes" in m.extra:  # host: shown even when unknown ("not available")
         rows.append(row("process-tree RSS peak", m.extra["tree_rss_peak_bytes"]))
     if m.extra.get("vmhwm_max_bytes") is not None:
         rows.append(row("largest VmHWM", m.extra["vmhwm_max_bytes"]))

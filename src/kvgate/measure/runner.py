@@ -398,13 +398,17 @@ def _round(x: float | None) -> float | None:
 
 
 def _host_extra(h: hostmod.HostProbe, sampler: Sampler, tree: Any) -> dict[str, Any]:
+    # The tree channel reads 0 until CMD's RSS is first read (before attach, or when CMD
+    # exited between samples): with no RSS ever read, the peak is unknown, not 0.
+    sampled = bool(h.rss_peak)
     return {
         "used_rule": ("cgroup working set: memory.current - inactive_file" if h.limited
                       else "MemTotal - MemAvailable (/proc/meminfo)"),
         "total_rule": f"{h.cgroup.kind} cgroup memory limit (below MemTotal)" if h.limited else "MemTotal",
-        "tree_rss_peak_bytes": tree.peak,
-        "tree_rss_peak_time_s": _round(sampler.rel(tree.peak_t)),
-        "tree_rss_timeline": {"t_s": sampler.timeline(1)["t_s"], "rss_bytes": sampler.timeline(1)["used_bytes"]},
+        "tree_rss_peak_bytes": tree.peak if sampled else None,
+        "tree_rss_peak_time_s": _round(sampler.rel(tree.peak_t)) if sampled else None,
+        "tree_rss_timeline": ({"t_s": sampler.timeline(1)["t_s"], "rss_bytes": sampler.timeline(1)["used_bytes"]}
+                              if sampled else None),
         "vmhwm_max_bytes": max(h.vmhwm.values()) if h.vmhwm else None,
         "cgroup": h.cgroup.kind,
         "cgroup_peak_bytes": h.cgroup.peak(),

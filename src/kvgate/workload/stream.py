@@ -47,12 +47,39 @@ def _oom(exc: BaseException, what: str) -> WorkloadFailed:
     )
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _device(plan_device: str) -> torch.device:
-    dev = torch.device(plan_device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise KvgateError("no CUDA device is available to torch", hint="pass --device cpu (slow; for small configs)")
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+    """``--device`` as a usable torch device (a CUDA device gets its index).
+
+    Raises:
+        KvgateError: not a torch device string, no CUDA, no such GPU index, or a device
+            torch cannot allocate on — one line naming the device, never a traceback.
+    """
+    try:
+        dev = torch.device(plan_device)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise KvgateError(f"--device {plan_device!r} is not a torch device ({_first_line(exc)})",
+                          hint="e.g. --device cuda, cuda:0 or cpu") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise KvgateError(f"--device {plan_device}: no CUDA device is available to torch",
+                              hint="pass --device cpu (slow; for small configs)")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise KvgateError(f"--device {plan_device}: no such GPU; torch sees {count} CUDA device(s)"
+                              + (f" (cuda:0 to cuda:{count - 1})" if count else ""),
+                              hint="CUDA_VISIBLE_DEVICES renumbers GPUs from 0")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    if dev.type != "meta":
+        try:
+            torch.empty(0, device=dev)
+        except Exception as exc:  # noqa: BLE001 - any backend failure: report it on one line
+            raise KvgateError(f"--device {plan_device} cannot be used by torch: {_first_line(exc)}") from None
     return dev
 
 
