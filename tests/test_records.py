@@ -131,3 +131,15 @@ def test_readme_shows_the_demo_as_it_prints(capsys):
     printed = capsys.readouterr().out
     strip = lambda t: [l for l in t.rstrip().splitlines() if not l.startswith("record:")]
     assert strip(block) == strip(printed)
+
+
+@pytest.mark.parametrize("rel", ["examples/h200-static-cache/record.json", "examples/h200-int8-mirror/wl_record.json"])
+def test_h200_example_records_recompute_to_their_verdicts(rel):
+    """Records written on the H200 (benchmarks/RESULTS.md) recompute on CPU to what they store."""
+    from pathlib import Path
+
+    rec = load_record(Path(__file__).resolve().parents[1] / rel)
+    res = recheck(rec)
+    assert res["status"] == "same" and res["recorded"]["verdicts"] == rec["verdicts"]
+    assert res["recorded"]["projection"]["fit"] is not None  # measured at 2 and 4 sequences
+    assert rec["measurement"]["basis"]["device_name"] == "NVIDIA H200"
