@@ -201,3 +201,25 @@ def test_failed_run_is_no_verdict_even_when_its_peak_is_small(tmp_path, capsys):
     assert rc == 3, out.err
     rec = json.loads((tmp_path / "r.json").read_text())
     assert rec["status"] == "no-verdict" and set(rec["verdicts"].values()) == {"no-verdict"}
+
+
+def test_run_plot_shows_projections_and_the_gate_limit(tmp_path, monkeypatch):
+    """The run plot gets the KV-only projection and the gate limit ⌊(1 − m)·T⌋ from the record."""
+    import kvgate.plot
+    from kvgate.cli import main as kv
+
+    seen = {}
+
+    def fake_plot(m, path, *, force=False, **kw):
+        seen.update(kw, total=m.total_bytes)
+        return str(path)
+
+    monkeypatch.setattr(kvgate.plot, "plot_measurement", fake_plot)
+    rc = kv(["run", "--model", "qwen3-0.6b", "--max-seq", "64", "--slots-measured", "1", "--slots", "2",
+             "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
+             "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c", "pass"])
+    assert rc == 0
+    labels = [label for _, label in seen["projections"]]
+    assert any("KV only" in l for l in labels) and any("gate limit" in l for l in labels)
+    limit = next(v for v, l in seen["projections"] if "gate limit" in l)
+    assert limit == seen["total"] * 9 // 10

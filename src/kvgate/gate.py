@@ -318,12 +318,5 @@ def _search_max(pred: Callable[[int], bool], lo: int, hi: int) -> int | None:
     """Largest x in [lo, hi] with pred(x), pred monotone (True… then False…)."""
     if not pred(lo):
         return None
-    if pred(hi):
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    first_false = _search_min(lambda x: not pred(x), lo, hi)
+    return hi if first_false is None else first_false - 1

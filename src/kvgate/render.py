@@ -18,10 +18,6 @@ _BOUNDARY_LABEL = {
 }
 
 
-def _f(s: str | int | None) -> Fraction | None:
-    return None if s is None else Fraction(s)
-
-
 def _mib(b: int | Fraction | str) -> str:
     return fmt_mib(Fraction(b))
 

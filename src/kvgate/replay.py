@@ -73,6 +73,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -680,30 +681,19 @@ def _summary(res: ReplayResult, K: int, S: int) -> dict:
     }
 
 
-def measured_paging_reclaim(
-    trace: Trace,
-    *,
-    slot_bytes: int,
-    block_bytes: int,
-    max_seq: int,
-    budget_bytes: int | None = None,
-    slots: int | None = None,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    speed: float = 1.0,
-    decode_rate: float = DEFAULT_DECODE_RATE,
-) -> dict:
+def measured_paging_reclaim(trace: Trace, **replay_args: Any) -> dict:
     """The paging candidate's reclaim measured on ``trace``, for the gate.
 
-    Runs :func:`replay` and returns a dict with ``measured_reclaim_bytes`` (how much
-    lower the contiguous peak is with the same admissions laid out in blocks),
-    ``bound_bytes`` (the write-up's K·S), ``ratio``, ``unwritten_at_peak_bytes``,
-    ``contiguous_peak_reserved_bytes``, ``slots`` (K), the service-model parameters,
-    ``warnings`` and ``attribution``. Arguments and raises as :func:`replay`.
+    Runs :func:`replay` with the same keyword arguments (``slot_bytes``, ``block_bytes``,
+    ``max_seq``, ``budget_bytes``, ``slots``, ``block_size``, ``speed``, ``decode_rate``)
+    and returns a dict with ``measured_reclaim_bytes`` (how much lower the contiguous
+    peak is with the same admissions laid out in blocks), ``bound_bytes`` (the write-up's
+    K·S), ``ratio``, ``unwritten_at_peak_bytes``, ``contiguous_peak_reserved_bytes``,
+    ``slots`` (K), the service-model parameters, ``warnings`` and ``attribution``.
+    Raises as :func:`replay`.
     """
-    r = replay(
-        trace, slot_bytes=slot_bytes, block_bytes=block_bytes, max_seq=max_seq, budget_bytes=budget_bytes,
-        slots=slots, block_size=block_size, speed=speed, decode_rate=decode_rate,
-    )  # fmt: skip
+    r = replay(trace, **replay_args)
+    max_seq = replay_args["max_seq"]
     out = dict(r.summary)
     out.update(
         slots=r.inputs["slots"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate import source_case as case
-from kvgate.commands.gate import gate_from_args
+from kvgate.commands.gate import add_gate_arguments, gate_from_args
 
 NAME = "demo"
 HELP = "the write-up's case: Qwen3-30B-A3B, int8 KV mirror, 8192, RTX 5090 — not-a-bottleneck"
@@ -24,33 +24,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing record")
 
 
+def _gate_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The write-up's case as ``kvgate gate`` options, parsed by gate's own parser so
+    every other option keeps gate's default."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_gate_arguments(p, measurement_required=False)
+    ns = p.parse_args([
+        "--model", case.MODEL, "--kv-format", case.KV_FORMAT, "--max-seq", str(case.MAX_SEQ),
+        "--slots-measured", str(case.SLOTS_MEASURED), "--slots", str(case.SLOTS_TARGET),
+    ])
+    ns.out, ns.no_record, ns.force, ns.json = args.out, args.no_record, args.force, args.json
+    return ns
+
+
 def run(args: argparse.Namespace) -> int:
-    ns = argparse.Namespace(
-        model=case.MODEL,
-        kv_format=case.KV_FORMAT,
-        kv_format_v=None,
-        tp=1,
-        layout="contiguous",
-        block_size=None,
-        sliding_full=False,
-        max_seq=case.MAX_SEQ,
-        max_seq_measured=None,
-        slots_measured=case.SLOTS_MEASURED,
-        slots=case.SLOTS_TARGET,
-        candidates="paging,tiering",
-        quant_to="fp8",
-        margin="10%",
-        sensitivity="10%",
-        weights_policy="fixed",
-        weights_max=None,
-        weights_delta=None,
-        trace=None,
-        decode_rate=None,
-        speed=None,
-        rate=None,
-        out=args.out,
-        no_record=args.no_record,
-        force=args.force,
-        json=args.json,
-    )
-    return gate_from_args(ns, case.measurement(), notes=list(case.ERRATA))
+    return gate_from_args(_gate_args(args), case.measurement(), notes=list(case.ERRATA))

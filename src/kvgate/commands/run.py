@@ -194,8 +194,8 @@ def _plot(args: argparse.Namespace, m: Measurement, fit_points, notes: list[str]
             projections.append((int(proj["kv_only_bytes"]), f"projected peak at {args.slots} slots, KV only"))
         if proj.get("fit_bytes") is not None:
             projections.append((int(proj["fit_bytes"]), f"projected peak at {args.slots} slots, concurrency fit"))
-        if proj.get("limit_bytes_floor") is not None:
-            projections.append((int(proj["limit_bytes_floor"]), f"gate limit (1 − margin {args.margin})·T"))
+        if proj.get("limit_bytes") is not None:
+            projections.append((int(proj["limit_bytes"]), f"gate limit (1 − margin {args.margin})·T"))
     path = plot_measurement(m, args.plot, force=args.force, projections=projections,
                             title=f"kvgate run: {args.model}, max_seq {args.max_seq}, {args.slots_measured} → {args.slots} slots")
     notes.append(f"plot: {path}")
