@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-PRESETS = REPO / "src" / "kvgate" / "presets"
+PRESETS = REPO / "src" / "kvgate" / "model" / "presets"
 TESTCFG = REPO / "tests" / "data" / "configs"
 
 # name -> (config path, overrides that shrink non-cache parts, minimum layers to keep the pattern)

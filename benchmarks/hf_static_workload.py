@@ -1,7 +1,7 @@
 """A real transformers workload for ``kvgate run``: a bundled preset with random bf16
 weights built directly on the GPU, ``generate`` into a ``StaticCache``.
 
-Issue 3's workload: Qwen3-30B-A3B (``src/kvgate/presets/qwen3-30b-a3b.json``,
+Issue 3's workload: Qwen3-30B-A3B (``src/kvgate/model/presets/qwen3-30b-a3b.json``,
 61,064,245,248 bytes of bf16 parameters, fits an H200), StaticCache of 8192 positions,
 prompt 512 tokens, 32 new tokens, ``--streams n`` sequences. Run it under kvgate:
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-PRESETS = Path(__file__).resolve().parents[1] / "src" / "kvgate" / "presets"
+PRESETS = Path(__file__).resolve().parents[1] / "src" / "kvgate" / "model" / "presets"
 
 
 def load_config(preset: str, layers: int | None):

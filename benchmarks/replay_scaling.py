@@ -1,4 +1,4 @@
-"""How ``kvgate.replay`` time grows with request count (issue 6: 10^6 requests < 5 s).
+"""How ``kvgate.replay.simulate`` time grows with request count (issue 6: 10^6 requests < 5 s).
 
 The Azure conversation trace (19,366 requests; CC-BY 4.0, Patel et al., "Splitwise",
 ISCA 2024) is resampled to N requests (:func:`kvgate.trace.resample`: (prompt, output)
@@ -44,8 +44,8 @@ HEADROOM = 12_982 * 2**20
 
 
 def run(sizes: list[int], repeat: int) -> list[dict]:
-    from kvgate.replay import replay
-    from kvgate.trace import load_trace, resample
+    from kvgate.replay.simulate import replay
+    from kvgate.replay.trace import load_trace, resample
 
     base = load_trace(TRACE)
     rows = []

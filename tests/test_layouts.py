@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvgate.geometry import Contiguous, GeometryError, KVGeometry, get_layout
-from kvgate.layouts import LlamaCpp, VLLM, layout_from_options, vllm_kv_cache_report
-from kvgate.layouts.llamacpp import pad256
+from kvgate.geometry import LlamaCpp, VLLM, layout_from_options, vllm_kv_cache_report
+from kvgate.geometry.llamacpp import pad256
 from kvgate.model import load_model, spec_from_config
 
 MiB, GiB = 2**20, 2**30
@@ -247,7 +247,7 @@ def test_layout_options_from_args_for_the_cli():
     import argparse
 
     from kvgate.geometry import LAYOUTS
-    from kvgate.layouts import layout_options_from_args
+    from kvgate.geometry import layout_options_from_args
 
     assert {"contiguous", "vllm", "llama.cpp"} <= set(LAYOUTS)
     ns = argparse.Namespace(layout="vllm", block_size=32, sliding_full=True, max_num_batched_tokens=8192)

@@ -205,7 +205,7 @@ def test_failed_run_is_no_verdict_even_when_its_peak_is_small(tmp_path, capsys):
 
 def test_run_plot_shows_projections_and_the_gate_limit(tmp_path, monkeypatch):
     """The run plot gets the KV-only projection and the gate limit ⌊(1 − m)·T⌋ from the record."""
-    import kvgate.plot
+    import kvgate.measure.plot
     from kvgate.cli import main as kv
 
     seen = {}
@@ -214,7 +214,7 @@ def test_run_plot_shows_projections_and_the_gate_limit(tmp_path, monkeypatch):
         seen.update(kw, total=m.total_bytes)
         return str(path)
 
-    monkeypatch.setattr(kvgate.plot, "plot_measurement", fake_plot)
+    monkeypatch.setattr(kvgate.measure.plot, "plot_measurement", fake_plot)
     rc = kv(["run", "--model", "qwen3-0.6b", "--max-seq", "64", "--slots-measured", "1", "--slots", "2",
              "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
              "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c", "pass"])

@@ -8,7 +8,7 @@ import pytest
 
 from kvgate.cli import main
 from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv, parse_smi_csv
-from kvgate.measurement import Measurement, load_measurement_file
+from kvgate.measure.measurement import Measurement, load_measurement_file
 
 MiB = 2**20
 T = 143_771 * MiB

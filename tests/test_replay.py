@@ -1,4 +1,4 @@
-"""Trace replay (kvgate.replay): hand-computed traces, invariants against a brute-force
+"""Trace replay (kvgate.replay.simulate): hand-computed traces, invariants against a brute-force
 step simulator, both Azure traces against their own columns, the command and the plot."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvgate.cli import main
-from kvgate.replay import ReplayError, measured_paging_reclaim, replay, series
-from kvgate.trace import Trace, load_trace, synthetic_fixed, synthetic_lognormal
+from kvgate.replay.simulate import ReplayError, measured_paging_reclaim, replay, series
+from kvgate.replay.trace import Trace, load_trace, synthetic_fixed, synthetic_lognormal
 
 # A toy geometry: 10 bytes per position, L = 64, blocks of 16 -> S = 640 B, block = 160 B.
 PP, L, B = 10, 64, 16
@@ -433,7 +433,7 @@ def test_measured_paging_reclaim_dict(shared_dir):
 
 def test_reclaim_for_gate_uses_model_geometry(shared_dir):
     from kvgate.model import load_model
-    from kvgate.replay_gate import reclaim_for_gate, replay_geometry
+    from kvgate.replay.reclaim import reclaim_for_gate, replay_geometry
 
     model = load_model("qwen3-30b-a3b")
     geo = replay_geometry(model, max_seq=8192, kv_format="int8-f32scale", block_size=16)
@@ -521,7 +521,7 @@ def test_command_geometry_errors(tmp_path, capsys):
 
 
 def test_plot_renders_binned(tmp_path):
-    from kvgate.replay_plot import render_replay_png
+    from kvgate.replay.plot import render_replay_png
 
     t = synthetic_fixed(3000, 100, 50, interval_s=0.2)
     res = replay(t, slot_bytes=S * 4, block_bytes=BB, max_seq=256, slots=4, decode_rate=20.0)
@@ -553,7 +553,7 @@ def test_azure_recorded_results(shared_dir, name, slots, reclaim, p99_s, paged_l
 
 def test_command_budget_from_measurement_file(tmp_path, capsys):
     from kvgate.atomicio import write_json_atomic
-    from kvgate.measurement import Basis, Measurement, measurement_file
+    from kvgate.measure.measurement import Basis, Measurement, measurement_file
 
     m = Measurement(total_bytes=10_000, peak_used_bytes=8_720, basis=Basis(total_bytes=10_000))
     path = write_json_atomic(tmp_path / "m.json", measurement_file([m]))

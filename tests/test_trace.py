@@ -1,4 +1,4 @@
-"""Trace loading (kvgate.trace): column shapes, times, bad input, generators."""
+"""Trace loading (kvgate.replay.trace): column shapes, times, bad input, generators."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvgate.cli import main
-from kvgate.trace import (
+from kvgate.replay.trace import (
     AZURE_ATTRIBUTION,
     Trace,
     TraceError,

@@ -10,7 +10,7 @@ import pytest
 
 from kvgate.cli import main
 from kvgate.model import load_model
-from kvgate.weights import DTYPE_BITS, WeightsError, estimate_weight_bytes, safetensors_file_bytes, weight_bytes
+from kvgate.model.weights import DTYPE_BITS, WeightsError, estimate_weight_bytes, safetensors_file_bytes, weight_bytes
 
 
 def write_st(path: Path, tensors: dict[str, tuple[str, list[int], int]], *, pad_data: int | None = None) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate import source_case as case
+from kvgate.gate import source_case as case
 from kvgate.commands.gate import add_gate_arguments, gate_from_args
 
 NAME = "demo"

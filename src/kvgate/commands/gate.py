@@ -8,17 +8,17 @@ from typing import Any
 
 from kvgate.argtypes import nonneg_int, parse_fraction, positive_float, positive_int
 from kvgate.atomicio import read_json
-from kvgate.decision import DecisionInputs, decide
+from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.errors import KvgateError
-from kvgate.gate import CANDIDATES, Scenario
+from kvgate.gate.verdict import CANDIDATES, Scenario
 from kvgate.geometry import LAYOUTS
-from kvgate.measurement import Basis, Measurement, load_measurement_file
+from kvgate.measure.measurement import Basis, Measurement, load_measurement_file
 from kvgate.model import load_model
 from kvgate.output import emit
-from kvgate.record import write_record
-from kvgate.render import render_text
+from kvgate.gate.record import write_record
+from kvgate.gate.render import render_text
 from kvgate.units import parse_bytes
-from kvgate.weights_policy import POLICIES, policy_from_env
+from kvgate.gate.weights_policy import POLICIES, policy_from_env
 
 NAME = "gate"
 HELP = "verdict for paging / tiering / kv-quant from a measurement and a target, with flip boundaries"
@@ -71,7 +71,7 @@ def layout_options(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         GeometryError: an option the chosen layout does not take.
     """
-    from kvgate.layouts import layout_options_from_args
+    from kvgate.geometry import layout_options_from_args
 
     return {"name": args.layout, **layout_options_from_args(args)}
 
@@ -233,8 +233,8 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
 
 
 def trace_reclaim(args: argparse.Namespace, model) -> dict[str, Any]:
-    """Paging reclaim measured by replaying ``--trace`` (see :mod:`kvgate.replay_gate`)."""
-    from kvgate.replay_gate import paging_reclaim_for_gate
+    """Paging reclaim measured by replaying ``--trace`` (see :mod:`kvgate.replay.reclaim`)."""
+    from kvgate.replay.reclaim import paging_reclaim_for_gate
 
     return paging_reclaim_for_gate(args, model)
 

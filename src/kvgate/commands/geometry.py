@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                                           "B/position", "bytes"], align="rlrrrrrr")]
     if args.kv_available:
         from kvgate.errors import KvgateError
-        from kvgate.layouts import vllm_kv_cache_report
+        from kvgate.geometry import vllm_kv_cache_report
         from kvgate.units import parse_bytes
 
         if args.layout != "vllm":

@@ -6,7 +6,7 @@ import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.measure.smi_csv import load_smi_csv
-from kvgate.measurement import Measurement
+from kvgate.measure.measurement import Measurement
 from kvgate.output import emit
 
 NAME = "import-smi"
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     path = str(write_json_atomic(args.out, doc, force=args.force)) if args.out else None
     plot_path = None
     if args.plot:
-        from kvgate.plot import plot_measurement
+        from kvgate.measure.plot import plot_measurement
 
         plot_path = plot_measurement(min(ms, key=lambda m: m.headroom_bytes), args.plot, force=args.force,
                                      title=f"kvgate import-smi: {args.log}"[:90])

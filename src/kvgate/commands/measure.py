@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     path = save(outcome.document, out, force=args.force)
     plot_path = None
     if args.plot:
-        from kvgate.plot import plot_measurement
+        from kvgate.measure.plot import plot_measurement
 
         m = min(outcome.measurements, key=lambda m: m.headroom_bytes)
         plot_path = plot_measurement(m, args.plot, force=args.force, title=f"kvgate measure: {' '.join(cmd)}"[:90])

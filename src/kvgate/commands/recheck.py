@@ -9,10 +9,10 @@ from typing import Any
 from kvgate.atomicio import read_json
 from kvgate.argtypes import nonneg_int, positive_int
 from kvgate.errors import KvgateError
-from kvgate.measurement import load_measurement_file
+from kvgate.measure.measurement import load_measurement_file
 from kvgate.output import emit, table
-from kvgate.record import load_record, recheck
-from kvgate.render import boundary_lines, candidate_limit_lines, sensitivity_line
+from kvgate.gate.record import load_record, recheck
+from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
 from kvgate.units import fmt_gib, fmt_mib, parse_bytes
 
 _LABELS = {

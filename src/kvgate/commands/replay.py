@@ -8,7 +8,7 @@ from typing import Any
 from kvgate.argtypes import positive_float, positive_int
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
-from kvgate.replay import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, ReplayResult, replay, series
+from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, ReplayResult, replay, series
 from kvgate.units import fmt_bytes, fmt_human, fmt_pct, parse_bytes
 
 NAME = "replay"
@@ -29,8 +29,8 @@ longer than L (prompt + output) is rejected. paged: blocks of --block-size posit
 taken as positions are written, freed at finish; admission reserves the whole
 request's blocks against the budget (no preemption).
 Service model: every live sequence decodes --decode-rate tokens/s on a common step
-clock, prefill is instant, admission is FIFO (see `python -c "import kvgate.replay;
-help(kvgate.replay)"`).
+clock, prefill is instant, admission is FIFO (see `python -c "import kvgate.replay.simulate;
+help(kvgate.replay.simulate)"`).
 
 The trace is CSV or JSONL with columns such as timestamp/arrival_time,
 prompt_tokens/input_tokens/ContextTokens, output_tokens/completion_tokens/
@@ -94,7 +94,7 @@ def budget_from_args(args: argparse.Namespace) -> tuple[int | None, str | None]:
         return total - peak, f"headroom = total {fmt_human(total)} − peak {fmt_human(peak)}"
     if args.measurement:
         from kvgate.atomicio import read_json
-        from kvgate.measurement import load_measurement_file
+        from kvgate.measure.measurement import load_measurement_file
 
         m, _ = load_measurement_file(read_json(args.measurement, what="measurement"), domain=args.domain)
         if m.headroom_bytes <= 0:
@@ -120,7 +120,7 @@ def _positive_bytes(flag: str, text: str) -> int:
 
 
 def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """S(L) and block bytes from --model (via :mod:`kvgate.replay_gate`) or given directly.
+    """S(L) and block bytes from --model (via :mod:`kvgate.replay.reclaim`) or given directly.
 
     Raises:
         KvgateError: neither or both of --model and --slot-bytes/--block-bytes, or a
@@ -138,7 +138,7 @@ def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if not args.model:
         raise KvgateError("no geometry: give --model M", hint="or --slot-bytes S --block-bytes B")
     from kvgate.model import load_model
-    from kvgate.replay_gate import replay_geometry
+    from kvgate.replay.reclaim import replay_geometry
 
     return replay_geometry(
         load_model(args.model),
@@ -212,7 +212,7 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvgate.trace import load_trace
+    from kvgate.replay.trace import load_trace
 
     geo = geometry_from_args(args)  # first: a bad --slot-bytes/--block-bytes is named before budget errors
     budget, budget_note = budget_from_args(args)
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     )
     plot_path = None
     if args.plot:
-        from kvgate.replay_plot import write_replay_plot
+        from kvgate.replay.plot import write_replay_plot
 
         plot_path = str(write_replay_plot(res, args.plot, force=args.force))
     info = trace.describe()

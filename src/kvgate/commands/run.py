@@ -11,7 +11,7 @@ from kvgate.errors import KvgateError
 from kvgate.measure.cli_common import (add_measure_arguments, check_outputs, command_of, default_out, run_measured,
                                        save)
 from kvgate.measure.runner import RunOutcome
-from kvgate.measurement import Measurement
+from kvgate.measure.measurement import Measurement
 
 NAME = "run"
 HELP = "measure a workload on this machine, then gate and record the decision (the main job on a GPU)"
@@ -113,8 +113,8 @@ def validate_gate_options(args: argparse.Namespace) -> None:
     finally:
         args.trace = trace
     if trace:
-        from kvgate.replay import DEFAULT_DECODE_RATE, arrival_steps
-        from kvgate.trace import load_trace
+        from kvgate.replay.simulate import DEFAULT_DECODE_RATE, arrival_steps
+        from kvgate.replay.trace import load_trace
 
         if args.slots < 1:
             raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
@@ -136,7 +136,7 @@ def check_run_outputs(args: argparse.Namespace, outs: list[str]) -> None:
         if args.out and args.out.endswith(".json"):
             named += [("--out", args.out), ("--out (its Markdown)", str(Path(args.out).with_suffix(".md")))]
         else:
-            from kvgate.record import DEFAULT_DIR
+            from kvgate.gate.record import DEFAULT_DIR
 
             d = args.out or DEFAULT_DIR
             if Path(d).exists() and not Path(d).is_dir():
@@ -182,12 +182,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace, m: Measurement, fit_points, notes: list[str]) -> None:
     """The gated run's chart, with the projected peaks at --slots when there is a verdict."""
-    from kvgate.plot import plot_measurement
+    from kvgate.measure.plot import plot_measurement
 
     projections = []
     if m.status == "ok":
         from kvgate.commands.gate import inputs_from_args
-        from kvgate.decision import decide
+        from kvgate.gate.decision import decide
 
         proj = decide(inputs_from_args(args, m, fit_points=fit_points), m).get("projection") or {}
         if proj.get("kv_only_bytes") is not None:

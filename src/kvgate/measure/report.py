@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable, TextIO
 
 from kvgate.measure.runner import RunOutcome, Status
-from kvgate.measurement import Measurement
+from kvgate.measure.measurement import Measurement
 from kvgate.output import table
 from kvgate.units import GiB, fmt_gib, fmt_human, fmt_mib, fmt_pct
 

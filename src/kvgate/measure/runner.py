@@ -29,7 +29,7 @@ from typing import Any, Callable
 from kvgate.errors import KvgateError
 from kvgate.measure import host as hostmod
 from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
-from kvgate.measurement import Basis, Measurement, local_cpu_arch, measurement_file
+from kvgate.measure.measurement import Basis, Measurement, local_cpu_arch, measurement_file
 
 HOST_DEFAULT_INTERVAL_S = 0.01  # a /proc read per process per sample: 10 ms keeps it cheap
 PROCESS_POLL_S = 0.5  # NVML per-process listing and tree walk, off the fast path

@@ -27,7 +27,7 @@ Checks (errors and warnings name the log's line, counted from 1 in the file):
 
 - **Order.** Each GPU's samples are sorted by timestamp (stable) when the log has them
   out of order (clock changes, concatenated logs), and the measurement's
-  ``extra["warnings"]`` says so, as :mod:`kvgate.trace` does for traces; times and
+  ``extra["warnings"]`` says so, as :mod:`kvgate.replay.trace` does for traces; times and
   intervals are never negative.
 - **One card.** ``memory.total`` must not change for a GPU: a log whose total changes
   mixes cards or configurations and is not one measurement (:class:`SmiCsvError` naming
@@ -53,7 +53,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.measure.sampler import DEFAULT_TIMELINE_POINTS, Timeline
-from kvgate.measurement import Basis, Measurement, measurement_file
+from kvgate.measure.measurement import Basis, Measurement, measurement_file
 from kvgate.units import parse_bytes
 
 ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_index": "index"}

@@ -20,8 +20,8 @@ SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe", "llama", "qwen2")
 
 
 def preset_names() -> list[str]:
-    """Names of the bundled presets (``src/kvgate/presets/*.json``)."""
-    return sorted(p.name[:-5] for p in resources.files("kvgate.presets").iterdir() if p.name.endswith(".json"))
+    """Names of the bundled presets (``src/kvgate/model/presets/*.json``)."""
+    return sorted(p.name[:-5] for p in resources.files("kvgate.model.presets").iterdir() if p.name.endswith(".json"))
 
 
 def load_config(ref: str | Path) -> tuple[str, dict[str, Any]]:
@@ -41,7 +41,7 @@ def load_config(ref: str | Path) -> tuple[str, dict[str, Any]]:
         raise KvgateError(
             f"no model file or preset named {ref!r}", hint=f"presets: {', '.join(preset_names())}"
         )
-    text = resources.files("kvgate.presets").joinpath(f"{key}.json").read_text(encoding="utf-8")
+    text = resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8")
     return key, json.loads(text)
 
 

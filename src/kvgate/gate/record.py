@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import check_writable, read_json, write_atomic, write_json_atomic
-from kvgate.decision import SCHEMA, DecisionInputs, decide, with_overrides
+from kvgate.gate.decision import SCHEMA, DecisionInputs, decide, with_overrides
 from kvgate.errors import KvgateError
-from kvgate.measurement import Measurement, basis_differences, Basis
-from kvgate.render import render_markdown
+from kvgate.measure.measurement import Measurement, basis_differences, Basis
+from kvgate.gate.render import render_markdown
 
 DEFAULT_DIR = "kvgate-records"
 

@@ -3,7 +3,7 @@
 The source write-up bounds paging's reclaim from above: "≤ the unwritten part of the
 mirror; 0 at a full window" — the whole mirror, N·S(L), for N slots. How much of the
 mirror is really unwritten at the moment memory peaks depends on the traffic. This
-module measures it by replaying a trace (:mod:`kvgate.trace`) through two allocators.
+module measures it by replaying a trace (:mod:`kvgate.replay.trace`) through two allocators.
 
 Allocators (same budget ``budget_bytes``, same context limit L = ``max_seq``):
 
@@ -78,7 +78,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
-from kvgate.trace import Trace
+from kvgate.replay.trace import Trace
 
 MAX_ARRIVAL_STEP = 2**53  # the largest arrival step replayed: float64 steps are exact up to here
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step

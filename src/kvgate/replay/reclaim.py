@@ -1,6 +1,6 @@
 """Geometry for trace replay, and the measured paging reclaim for ``kvgate gate --trace``.
 
-:mod:`kvgate.replay` works on two ints: S(L), the bytes of one contiguous slot, and the
+:mod:`kvgate.replay.simulate` works on two ints: S(L), the bytes of one contiguous slot, and the
 bytes of one block of B positions. This module takes them from a model's geometry
 (:class:`kvgate.geometry.KVGeometry`, contiguous layout):
 
@@ -24,7 +24,7 @@ import argparse
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.replay import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, measured_paging_reclaim
+from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, measured_paging_reclaim
 
 
 def replay_geometry(
@@ -87,7 +87,7 @@ def paging_reclaim_for_gate(args: argparse.Namespace, model: Any) -> dict[str, A
         KvgateError: trace or parameter errors (:class:`kvgate.trace.TraceError`,
             :class:`kvgate.replay.ReplayError`), target slots below 1.
     """
-    from kvgate.trace import load_trace
+    from kvgate.replay.trace import load_trace
 
     slots = int(args.slots)
     if slots < 1:

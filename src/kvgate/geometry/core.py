@@ -23,141 +23,13 @@ Layouts other than ``contiguous`` (engine rules for vLLM, llama.cpp) register in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from kvgate.errors import KvgateError
-from kvgate.formats import KVFormat, get_format
-from kvgate.model import LayerSpec, ModelSpec
+from kvgate.geometry.base import GeometryError, Layout, _check_len, kv_heads_per_rank
+from kvgate.geometry.contiguous import Contiguous
+from kvgate.geometry.formats import KVFormat, get_format
+from kvgate.model.spec import LayerSpec, ModelSpec
 
-
-class GeometryError(KvgateError):
-    """A geometry that cannot be laid out (TP that divides nothing, bad sizes)."""
-
-
-def kv_heads_per_rank(n_kv: int, tp: int) -> int:
-    """KV heads held by one tensor-parallel rank: ``max(1, n_kv // tp)``.
-
-    >>> kv_heads_per_rank(8, 4), kv_heads_per_rank(4, 8)
-    (2, 1)
-
-    Raises:
-        GeometryError: tp ≤ 0, or neither of tp and n_kv divides the other (vLLM refuses
-            such a split too).
-    """
-    if not isinstance(tp, int) or tp <= 0:
-        raise GeometryError(f"tensor parallel size must be a positive integer, got {tp!r}")
-    if n_kv >= tp:
-        if n_kv % tp:
-            raise GeometryError(f"tensor parallel {tp} does not divide the {n_kv} KV heads")
-    elif tp % n_kv:
-        raise GeometryError(f"tensor parallel {tp} is not a multiple of the {n_kv} KV heads")
-    return max(1, n_kv // tp)
-
-
-# --------------------------------------------------------------------------- layouts
-
-class Layout:
-    """How an engine reserves positions for one sequence (one slot).
-
-    Subclasses override :meth:`positions`. ``name`` is the ``--layout`` value.
-    """
-
-    name = "base"
-    description = ""
-
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def bind(self, geometry: "KVGeometry") -> "Layout":
-        """Called once by :class:`KVGeometry`; a layout whose rule depends on the whole
-        model (vLLM's hybrid block size) returns a copy fitted to it. Default: itself."""
-        return self
-
-    def state_bytes(self, geometry: "KVGeometry", layer: LayerSpec) -> int | None:
-        """Per-sequence bytes of a ``linear`` layer's fixed state under this engine, per
-        rank, or ``None`` for the default (``state_values`` in the geometry's state format)."""
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-
-@dataclass
-class Contiguous(Layout):
-    """One contiguous slot of max_seq positions per sequence, reserved up front.
-
-    The write-up's KV mirror and transformers' ``StaticCache`` (``max_cache_len``
-    positions per full layer; sliding layers hold ``min(sliding_window, max_cache_len)``,
-    as ``StaticSlidingWindowLayer`` does). ``sliding_full=True`` is the engine profile
-    that allocates sliding layers at full length (several engines do).
-
-    Compared with transformers (``benchmarks/hf_cache_bytes.py`` sums the cache tensors
-    a ``StaticCache`` allocates; ``tests/test_layouts.py`` checks the recorded numbers):
-
-    - full / sliding layers: equal, byte for byte (K and V ``[batch, kv_heads,
-      positions, head_dim]`` in the model dtype).
-    - MLA: transformers 5.x caches the compressed latent as a one-head K of
-      ``kv_lora_rank`` and a one-head V of ``qk_rope_head_dim`` (measured: equal to
-      kvgate's latent). transformers 4.x cached the decompressed K (192 per head) and V
-      (128 per head) for all heads, 25× more; kvgate reports what MLA engines store.
-    - linear layers (Qwen3-Next, Jamba, Mamba): transformers' ``LinearAttentionLayer``
-      keeps ``conv_kernel`` convolution columns in the model dtype and the recurrent
-      state in float32; this layout does the same (``ssm_format="fp32"``, conv in the
-      geometry's ``state_format``). vLLM and llama.cpp keep ``conv_kernel - 1`` columns.
-    - ``to_dict`` / records: ``sliding_full`` and ``ssm_format``.
-    """
-
-    sliding_full: bool = False
-    ssm_format: str = "fp32"
-    name = "contiguous"
-
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:
-        return _CONTIGUOUS_POSITIONS[layer.kind](layer, max_seq, self.sliding_full)
-
-    def state_bytes(self, geometry: "KVGeometry", layer: LayerSpec) -> int | None:
-        # NOTE: transformers' ``LinearAttentionLayer`` keeps all ``conv_kernel``
-        # convolution columns (vLLM and llama.cpp keep ``conv_kernel - 1``) in the model
-        # dtype (the geometry's state format), and the recurrent / SSM state in
-        # ``ssm_format`` (float32 in transformers 5.x: measured).
-        if not layer.conv_dim:
-            return None
-        conv, ssm = state_values_per_rank(layer, geometry.tp, conv_columns=layer.conv_kernel)
-        return geometry.fmt_state.vector_bytes(conv) + get_format(self.ssm_format).vector_bytes(ssm)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "sliding_full": self.sliding_full, "ssm_format": self.ssm_format}
-
-
-_CONTIGUOUS_POSITIONS: dict[str, Callable[[LayerSpec, int, bool], int]] = {
-    "full": lambda layer, L, sf: L,
-    "mla": lambda layer, L, sf: L,
-    "sliding": lambda layer, L, sf: L if sf else min(layer.window or L, L),
-    "linear": lambda layer, L, sf: 0,
-    "shared": lambda layer, L, sf: 0,
-}
-
-# name -> factory(**options) -> Layout
-LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous}
-
-
-def get_layout(name: str = "contiguous", **options: Any) -> Layout:
-    """The layout called ``name`` built with ``options`` (e.g. ``block_size=16``).
-
-    Raises:
-        GeometryError: unknown layout name.
-    """
-    import kvgate.layouts  # noqa: F401  (registers the engine layouts into LAYOUTS)
-
-    if name not in LAYOUTS:
-        raise GeometryError(f"unknown layout {name!r}", hint=f"one of: {', '.join(LAYOUTS)}")
-    try:
-        return LAYOUTS[name](**options)
-    except TypeError as exc:
-        raise GeometryError(f"bad option for layout {name!r}: {exc}") from exc
-
-
-# --------------------------------------------------------------------------- geometry
 
 def _attention_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
     h = kv_heads_per_rank(layer.num_kv_heads, g.tp)
@@ -197,29 +69,6 @@ def _layout_state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
         return 0
     b = g.layout.state_bytes(g, layer)
     return _state_bytes(g, layer) if b is None else b
-
-
-def state_values_per_rank(layer: LayerSpec, tp: int, *, conv_columns: int | None = None) -> tuple[int, int]:
-    """``(conv values, ssm values)`` of a linear layer on one tensor-parallel rank.
-
-    ``conv_columns`` is how many convolution columns the engine keeps (vLLM and
-    llama.cpp: ``conv_kernel − 1``; transformers: ``conv_kernel``). Both parts are split
-    over ``state_heads`` the way vLLM shards Mamba heads (``MambaStateShapeCalculator``
-    divides conv channels and heads by tp).
-
-    Raises:
-        GeometryError: tp does not divide the state heads (or vice versa).
-    """
-    cols = layer.conv_kernel - 1 if conv_columns is None else conv_columns
-    conv = layer.conv_dim * cols
-    ssm = layer.ssm_values
-    if not layer.conv_dim and not ssm:  # a spec built from state_values alone
-        ssm = layer.state_values
-    if layer.state_heads > 1 and tp > 1:
-        per = kv_heads_per_rank(layer.state_heads, tp)
-        conv = conv * per // layer.state_heads
-        ssm = ssm * per // layer.state_heads
-    return conv, ssm
 
 
 class KVGeometry:
@@ -334,11 +183,3 @@ class KVGeometry:
         }
 
 
-def _check_len(value: int, what: str = "max_seq") -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise GeometryError(f"{what} must be a positive integer, got {value!r}")
-
-
-# Engine layouts (vllm, llama.cpp) register themselves into LAYOUTS on import; importing
-# them here keeps ``LAYOUTS`` complete wherever geometry is used.
-import kvgate.layouts  # noqa: E402,F401

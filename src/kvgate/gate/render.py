@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from kvgate.measurement import NA
+from kvgate.measure.measurement import NA
 from kvgate.output import table
 from kvgate.units import fmt_bytes, fmt_gib, fmt_mib, fmt_pct
 

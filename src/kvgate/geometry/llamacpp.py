@@ -19,7 +19,7 @@ Rules, each from the llama.cpp source named:
   ``max(1, n_seq_max)`` cells of R (conv, ``(d_conv − 1) × conv channels``) and S (SSM)
   state, both ``GGML_TYPE_F32``.
 - **KV types** (``-ctk``/``-ctv``): ggml block types, ``ggml_row_size`` =
-  values / block × block bytes (``kvgate.formats``).
+  values / block × block bytes (``kvgate.geometry.formats``).
 
 Defaults: ``llama-server`` / ``llama-cli`` (``common_params``) use ``swa_full = false``,
 ``n_ubatch = 512`` and per-sequence streams unless ``--kv-unified`` (``llama-server``
@@ -35,9 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvgate.formats import get_format
-from kvgate.geometry import GeometryError, KVGeometry, Layout, state_values_per_rank
-from kvgate.model import LayerSpec
+from kvgate.geometry.base import GeometryError, Layout, state_values_per_rank
+from kvgate.geometry.core import KVGeometry
+from kvgate.geometry.formats import get_format
+from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
 

@@ -432,7 +432,7 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     if name.endswith(".safetensors.index.json"):
         return safetensors_index_bytes(p)
     if name.endswith(".gguf"):
-        from kvgate.gguf_model import gguf_weight_bytes, read_gguf
+        from kvgate.model.gguf import gguf_weight_bytes, read_gguf
 
         reader = read_gguf(p)
         return WeightBytes(bytes=gguf_weight_bytes(reader), exact=True, source=str(p), tensors=len(reader.tensors))

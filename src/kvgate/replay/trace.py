@@ -1,4 +1,4 @@
-"""Request traces for :mod:`kvgate.replay`: (arrival time, prompt tokens, output tokens).
+"""Request traces for :mod:`kvgate.replay.simulate`: (arrival time, prompt tokens, output tokens).
 
 A :class:`Trace` holds three aligned numpy arrays, one entry per request, sorted by
 arrival:

@@ -21,7 +21,7 @@ import textwrap
 from pathlib import Path
 
 from kvgate.atomicio import write_atomic
-from kvgate.replay import ReplayResult, series
+from kvgate.replay.simulate import ReplayResult, series
 from kvgate.units import GiB, KiB, MiB, fmt_human
 
 

@@ -32,7 +32,7 @@ from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 from kvgate.errors import KvgateError
-from kvgate.weights_policy import WeightsPolicy
+from kvgate.gate.weights_policy import WeightsPolicy
 
 VERDICTS = ("not-a-bottleneck", "pays", "insufficient", "no-verdict")
 CANDIDATES = ("paging", "tiering", "kv-quant")

@@ -1,5 +1,8 @@
-"""Engine layouts: how vLLM and llama.cpp reserve KV memory, registered into
-:data:`kvgate.geometry.LAYOUTS` next to ``contiguous``.
+"""KV-cache geometry: bytes per position, per slot and per block, for layer kind × KV
+format × tensor parallelism, under each engine's layout.
+
+Modules: ``formats`` (KV formats), ``base`` (the Layout interface, TP split),
+``core`` (:class:`KVGeometry`), and one module per engine layout:
 
 =============  ==========================================  ==================================
 ``--layout``   rule                                        engine source it comes from
@@ -18,16 +21,37 @@ llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from kvgate.geometry import LAYOUTS, Layout, get_layout
-from kvgate.layouts.llamacpp import LlamaCpp
-from kvgate.layouts.vllm import VLLM, vllm_kv_cache_report
+from kvgate.geometry.base import GeometryError, Layout, kv_heads_per_rank, state_values_per_rank
+from kvgate.geometry.contiguous import Contiguous
+from kvgate.geometry.core import KVGeometry
+from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
+from kvgate.geometry.llamacpp import LlamaCpp
+from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
 
-LAYOUTS.setdefault("vllm", VLLM)
-LAYOUTS.setdefault("llama.cpp", LlamaCpp)
+__all__ = [
+    "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "Layout",
+    "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "layout_options_from_args",
+    "state_values_per_rank", "vllm_kv_cache_report",
+]
 
-__all__ = ["VLLM", "LlamaCpp", "layout_from_options", "layout_options_from_args", "vllm_kv_cache_report"]
+# name -> factory(**options) -> Layout
+LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp}
+
+
+def get_layout(name: str = "contiguous", **options: Any) -> Layout:
+    """The layout called ``name`` built with ``options`` (e.g. ``block_size=16``).
+
+    Raises:
+        GeometryError: unknown layout name, or an option it does not take.
+    """
+    if name not in LAYOUTS:
+        raise GeometryError(f"unknown layout {name!r}", hint=f"one of: {', '.join(LAYOUTS)}")
+    try:
+        return LAYOUTS[name](**options)
+    except TypeError as exc:
+        raise GeometryError(f"bad option for layout {name!r}: {exc}") from exc
 
 
 def layout_from_options(
@@ -54,8 +78,6 @@ def layout_from_options(
     Raises:
         GeometryError: unknown layout, or an option the layout does not take.
     """
-    from kvgate.geometry import GeometryError
-
     name = name or "contiguous"
     given = {
         "block_size": block_size,

@@ -16,7 +16,7 @@ from typing import Any
 
 from kvgate import __version__
 from kvgate.errors import KvgateError
-from kvgate.gate import (
+from kvgate.gate.verdict import (
     CANDIDATES,
     DEFAULT_MARGIN,
     DEFAULT_SENSITIVITY,
@@ -28,9 +28,9 @@ from kvgate.gate import (
     tiering_candidate,
 )
 from kvgate.geometry import KVGeometry, get_layout
-from kvgate.measurement import Measurement
+from kvgate.measure.measurement import Measurement
 from kvgate.model import LayerSpec, ModelSpec
-from kvgate.weights_policy import WeightsPolicy, wcache_override_mb
+from kvgate.gate.weights_policy import WeightsPolicy, wcache_override_mb
 
 SCHEMA = "kvgate.decision/1"
 

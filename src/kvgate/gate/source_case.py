@@ -8,7 +8,7 @@ peak 19,625 MiB.
 
 from __future__ import annotations
 
-from kvgate.measurement import Basis, Measurement
+from kvgate.measure.measurement import Basis, Measurement
 from kvgate.units import MiB
 
 MODEL = "qwen3-30b-a3b"

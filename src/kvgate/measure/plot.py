@@ -12,7 +12,7 @@ import io
 import os
 
 from kvgate.atomicio import write_atomic
-from kvgate.measurement import Measurement
+from kvgate.measure.measurement import Measurement
 from kvgate.units import GiB, MiB, fmt_gib, fmt_mib
 
 

@@ -43,9 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvgate.formats import get_format
-from kvgate.geometry import GeometryError, KVGeometry, Layout, state_values_per_rank
-from kvgate.model import LayerSpec
+from kvgate.geometry.base import GeometryError, Layout, state_values_per_rank
+from kvgate.geometry.core import KVGeometry
+from kvgate.geometry.formats import get_format
+from kvgate.model.spec import LayerSpec
 
 
 def cdiv(a: int, b: int) -> int:

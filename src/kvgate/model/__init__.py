@@ -1,0 +1,72 @@
+"""Model description: the KV-relevant shape of a model (:class:`ModelSpec`) from a
+config.json, a model directory, a GGUF file (metadata only), or a bundled preset; and
+weight bytes (safetensors headers, GGUF tensor infos, or a labelled estimate).
+
+Modules: ``spec`` (LayerSpec, ModelSpec), ``fields`` (config field readers),
+``config`` (layer-kind detectors, ``spec_from_config``), ``gguf`` (GGUF metadata),
+``weights`` (weight bytes), ``presets/`` (bundled configs).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from kvgate.atomicio import read_json
+from kvgate.model.config import spec_from_config
+from kvgate.model.fields import head_dims, num_kv_heads, text_config
+from kvgate.model.spec import LAYER_KINDS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
+
+__all__ = [
+    "LAYER_KINDS", "MAX_LAYERS", "ConfigError", "LayerSpec", "ModelSpec", "FILE_LOADERS", "head_dims",
+    "load_model", "load_preset", "num_kv_heads", "preset_names", "spec_from_config", "text_config",
+]
+
+def preset_names() -> list[str]:
+    """Names of the bundled preset configs (``src/kvgate/model/presets/*.json``)."""
+    return sorted(p.name[:-5] for p in resources.files("kvgate.model.presets").iterdir() if p.name.endswith(".json"))
+
+
+def load_preset(name: str) -> ModelSpec:
+    """A bundled preset by name (case-insensitive).
+
+    Raises:
+        ConfigError: no such preset (the message lists them).
+    """
+    key = name.strip().lower()
+    if key not in preset_names():
+        raise ConfigError(f"no model file or preset named {name!r}", hint=f"presets: {', '.join(preset_names())}")
+    text = resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8")
+    return spec_from_config(json.loads(text), name=key, source=f"preset:{key}")
+
+
+# Loaders for other file types register here by suffix (e.g. ".gguf").
+FILE_LOADERS: dict[str, Callable[[Path], ModelSpec]] = {}
+
+
+def load_model(ref: str | Path) -> ModelSpec:
+    """Load a model from a config.json path, a model directory, a registered file type
+    (e.g. ``.gguf``), or a bundled preset name.
+
+    Raises:
+        ConfigError / KvgateError: missing file, unparsable JSON, missing fields.
+    """
+    import kvgate.model.gguf  # noqa: F401  (registers FILE_LOADERS[".gguf"])
+
+    p = Path(ref)
+    if p.is_dir():
+        cfg_path = p / "config.json"
+        if not cfg_path.exists():
+            raise ConfigError(f"model directory {p} has no config.json")
+        return spec_from_config(read_json(cfg_path, what="model config"), name=p.resolve().name, source=str(cfg_path))
+    if p.suffix.lower() in FILE_LOADERS:
+        if not p.exists():
+            raise ConfigError(f"model file not found: {p}")
+        return FILE_LOADERS[p.suffix.lower()](p)
+    if p.exists() or p.suffix.lower() == ".json" or "/" in str(ref):
+        cfg = read_json(p, what="model config")
+        name = p.parent.name if p.name == "config.json" else p.stem
+        return spec_from_config(cfg, name=name, source=str(p))
+    return load_preset(str(ref))
