@@ -94,9 +94,12 @@ def layout_from_options(
     accepted = {
         "contiguous": {"sliding_full"},
         "vllm": {"block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager",
-                 "kernel_block_alignment", "state_format", "mamba_cache_mode", "num_speculative_blocks"},
-        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch"},
-        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch"},
+                 "kernel_block_alignment", "state_format", "mamba_cache_mode", "num_speculative_blocks",
+                 # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
+                 # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
+                 "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format"},
+        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn"},
+        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn"},
     }
     if name in accepted:
         bad = sorted(set(given) - accepted[name])

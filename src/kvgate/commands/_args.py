@@ -1,0 +1,375 @@
+"""Command-line flags, each spelled once, and the builders of :mod:`kvgate.options` types.
+
+``add_*_flags(parser)`` adds one group of flags; ``*_options_from_args(args)`` builds the
+typed options from the parsed Namespace. Only :mod:`kvgate.commands` calls these: the
+library below takes the typed options.
+
+Engine flags come in kvgate's words and in the engines' (a user pastes the flags of their
+engine command). An engine-only flag without ``--layout`` selects that engine's layout;
+flags of two engines together, or an engine flag under another ``--layout``, are an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from kvgate.argtypes import nonneg_int, parse_fraction, positive_float, positive_int
+from kvgate.errors import KvgateError
+from kvgate.options import (DEFAULT_DECODE_RATE, DEFAULT_KV_FORMAT, DEFAULT_PAGE_SIZE, EngineOptions, GateOptions,
+                            MeasureOptions, ReplayOptions, llamacpp_max_seq)
+
+LAYOUT_NAMES = ("contiguous", "vllm", "llama.cpp")
+VLLM, LLAMACPP = "vllm", "llama.cpp"
+# llama.cpp's own default cache type (common_params.cache_type_k/v = GGML_TYPE_F16)
+LLAMACPP_DEFAULT_KV = "fp16"
+DEFAULT_SETTLE = "2s"
+
+# dest -> (engine, flag as shown in messages); a dest counts as given when not None/False.
+ENGINE_FLAGS: dict[str, tuple[str, str]] = {
+    "vllm_max_model_len": (VLLM, "--max-model-len"),
+    "vllm_max_num_seqs": (VLLM, "--max-num-seqs"),
+    "vllm_kv_cache_dtype": (VLLM, "--kv-cache-dtype"),
+    "vllm_tp": (VLLM, "--tensor-parallel-size/-tp"),
+    "block_size": (VLLM, "--block-size"),
+    "max_num_batched_tokens": (VLLM, "--max-num-batched-tokens"),
+    "disable_hybrid_kv_cache_manager": (VLLM, "--disable-hybrid-kv-cache-manager"),
+    "enable_prefix_caching": (VLLM, "--[no-]enable-prefix-caching"),
+    "speculative_config": (VLLM, "--speculative-config"),
+    "vllm_version": (VLLM, "--vllm-version"),
+    "mamba_ssm_dtype": (VLLM, "--mamba-ssm-dtype"),
+    "mamba_cache_dtype": (VLLM, "--mamba-cache-dtype"),
+    "lcpp_ctx_size": (LLAMACPP, "-c/--ctx-size"),
+    "lcpp_parallel": (LLAMACPP, "-np/--parallel"),
+    "n_seq": (LLAMACPP, "--n-seq"),
+    "lcpp_cache_type_k": (LLAMACPP, "-ctk/--cache-type-k"),
+    "lcpp_cache_type_v": (LLAMACPP, "-ctv/--cache-type-v"),
+    "n_ubatch": (LLAMACPP, "-ub/--ubatch-size"),
+    "flash_attn": (LLAMACPP, "-fa/--flash-attn"),
+    "swa_full": (LLAMACPP, "--swa-full"),
+    "kv_unified": (LLAMACPP, "-kvu/--kv-unified"),
+}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        v = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(v, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'")
+    return v
+
+
+def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slots_help: str | None = None,
+                     max_seq_help: str | None = None) -> None:
+    """Model, KV formats, TP, layout, max_seq, slots, and the engines' own spellings.
+
+    ``model``: ``required`` (``--model``), ``positional`` (``MODEL``) or ``optional``.
+    """
+    if model == "positional":
+        p.add_argument("model", metavar="MODEL", help="config.json, model directory, GGUF file, or preset name")
+    else:
+        p.add_argument("--model", required=model == "required", default=None,
+                       help="config.json, model directory, GGUF file, or preset name")
+    g = p.add_argument_group("engine (kvgate's names)")
+    g.add_argument("--max-seq", type=positive_int, default=None,
+                   help=max_seq_help or "max_seq L: positions per sequence (vLLM --max-model-len; llama.cpp -c / -np)")
+    g.add_argument("--slots", type=nonneg_int, default=None,
+                   help=slots_help or "concurrent sequences N (vLLM --max-num-seqs; llama.cpp -np)")
+    g.add_argument("--kv-format", "--kv-format-k", dest="kv_format", default=None,
+                   help="KV format of K (and V): bf16, fp16, fp32, fp8, fp8-f32scale, int8-f32scale, q8_0, q4_0, ... "
+                        "(default bf16; fp16 under llama.cpp, its f16)")
+    g.add_argument("--kv-format-v", default=None, help="KV format of V when it differs from K")
+    g.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel size; figures are per rank (default 1)")
+    g.add_argument("--layout", choices=LAYOUT_NAMES, default=None,
+                   help="engine layout (default contiguous, or the engine whose flags are given)")
+    g.add_argument("--sliding-full", action="store_true",
+                   help="sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; llama.cpp: "
+                        "--swa-full)")
+    v = p.add_argument_group("vLLM flags (imply --layout vllm)")
+    v.add_argument("--max-model-len", dest="vllm_max_model_len", type=positive_int, default=None, help="= --max-seq")
+    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", type=positive_int, default=None, help="= --slots")
+    v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", default=None,
+                   help="= --kv-format (auto: the model's dtype)")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", type=positive_int, default=None, help="= --tp")
+    v.add_argument("--block-size", type=positive_int, default=None, help="tokens per KV block (default 16)")
+    v.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+                   help="scheduler token budget (sliding-window blocks)")
+    v.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
+                   help="sliding layers allocated at full length")
+    v.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="prefix caching (changes Mamba state pages)")
+    v.add_argument("--speculative-config", type=_json_object, default=None, help="JSON, as vLLM takes it")
+    v.add_argument("--vllm-version", default=None, help="vLLM version X.Y.Z whose rules to apply")
+    v.add_argument("--mamba-ssm-dtype", default=None, help="SSM state dtype")
+    v.add_argument("--mamba-cache-dtype", default=None, help="Mamba conv state dtype")
+    l = p.add_argument_group("llama.cpp flags (imply --layout llama.cpp)")
+    l.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", type=nonneg_int, default=None,
+                   help="WHOLE context of all sequences, as llama.cpp means it; per sequence: pad256(c) / -np "
+                        "(0 = the model's)")
+    l.add_argument("-np", "--parallel", dest="lcpp_parallel", type=positive_int, default=None,
+                   help="parallel sequences: = --slots and the cache's sequences")
+    l.add_argument("--n-seq", type=positive_int, default=None, help="the cache's sequences only (what-if: --slots apart)")
+    l.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", default=None, help="K type (default f16)")
+    l.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", default=None, help="V type (default f16)")
+    l.add_argument("-ub", "--ubatch-size", "--n-ubatch", dest="n_ubatch", type=positive_int, default=None,
+                   help="physical batch (default 512)")
+    l.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
+                   default=None, help="flash attention on|off|auto")
+    l.add_argument("--swa-full", action="store_true", help="full-size SWA cache")
+    l.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one unified KV cache")
+
+
+def _given(v: Any) -> bool:
+    return v is not None and v is not False
+
+
+def _one(what: str, pairs: list[tuple[str, Any]]) -> Any:
+    """The value given for ``what`` under one or more spellings; ``None`` if none.
+
+    Raises:
+        KvgateError: two spellings with different values.
+    """
+    got = [(f, v) for f, v in pairs if v is not None]
+    if len({repr(v) for _, v in got}) > 1:
+        raise KvgateError(f"{what} given twice with different values: "
+                          + ", ".join(f"{f} {v}" for f, v in got), hint="give it once")
+    return got[0][1] if got else None
+
+
+def engine_options_from_args(args: argparse.Namespace) -> EngineOptions:
+    """:class:`EngineOptions` from :func:`add_engine_flags`' flags (any of them may be
+    absent from ``args``).
+
+    Raises:
+        KvgateError: flags of two engines, an engine flag under another ``--layout``,
+            one quantity given twice with different values, a layout option the layout
+            does not take (checked here, so errors come before any work).
+    """
+    a = vars(args)
+    engines: dict[str, list[str]] = {}
+    for dest, (eng, flag) in ENGINE_FLAGS.items():
+        if _given(a.get(dest)):
+            engines.setdefault(eng, []).append(flag)
+    if len(engines) > 1:
+        raise KvgateError("flags of two engines mixed: " + "; ".join(f"{e}: {', '.join(fs)}" for e, fs in engines.items()),
+                          hint="give the flags of one engine (the one whose numbers you want)")
+    engine = next(iter(engines), None)
+    layout = a.get("layout") or engine or "contiguous"
+    if engine and layout != engine:
+        raise KvgateError(f"{', '.join(engines[engine])} {'is' if len(engines[engine]) == 1 else 'are'} {engine}'s, "
+                          f"and --layout is {layout}", hint=f"drop --layout, or use --layout {engine}")
+
+    # layout options (None = the engine's default)
+    lo: dict[str, Any] = {}
+    n_seq = _one("the cache's sequences", [("-np", a.get("lcpp_parallel")), ("--n-seq", a.get("n_seq"))])
+    for key, val in (("block_size", a.get("block_size")), ("max_num_batched_tokens", a.get("max_num_batched_tokens")),
+                     ("disable_hybrid_kv_cache_manager", a.get("disable_hybrid_kv_cache_manager") or None),
+                     ("enable_prefix_caching", a.get("enable_prefix_caching")),
+                     ("speculative_config", a.get("speculative_config")), ("version", a.get("vllm_version")),
+                     ("ssm_format", a.get("mamba_ssm_dtype")), ("conv_format", a.get("mamba_cache_dtype")),
+                     ("n_seq", n_seq), ("n_ubatch", a.get("n_ubatch")), ("flash_attn", a.get("flash_attn")),
+                     ("swa_full", a.get("swa_full") or None), ("unified", a.get("kv_unified") or None)):
+        if val is not None:
+            lo[key] = val
+    if a.get("sliding_full"):
+        key = {VLLM: "disable_hybrid_kv_cache_manager", LLAMACPP: "swa_full"}.get(layout, "sliding_full")
+        lo[key] = True
+
+    # max_seq: kvgate's, vLLM's, or llama.cpp's whole context
+    ctx = a.get("lcpp_ctx_size")
+    from_ctx = None
+    if ctx:
+        from_ctx = llamacpp_max_seq(ctx, n_seq or 1, bool(lo.get("unified")))
+    max_seq = _one("max_seq", [("--max-seq", a.get("max_seq")), ("--max-model-len", a.get("vllm_max_model_len")),
+                               (f"-c {ctx} (per sequence)", from_ctx)])
+    if ctx == 0 and max_seq is not None:
+        raise KvgateError("-c 0 (the model's context) and --max-seq both given", hint="give one")
+
+    slots = _one("slots", [("--slots", a.get("slots")), ("--max-num-seqs", a.get("vllm_max_num_seqs")),
+                           ("-np", a.get("lcpp_parallel"))])
+
+    # KV formats
+    ctk, ctv = a.get("lcpp_cache_type_k"), a.get("lcpp_cache_type_v")
+    k = _one("the K format", [("--kv-format", a.get("kv_format")), ("--kv-cache-dtype", a.get("vllm_kv_cache_dtype")),
+                              ("-ctk", ctk)])
+    v = _one("the V format", [("--kv-format-v", a.get("kv_format_v")), ("-ctv", ctv)])
+    if layout == LLAMACPP:  # llama.cpp's default for the side not given is f16
+        k = k or LLAMACPP_DEFAULT_KV
+        if v is None and (ctk or ctv):
+            v = LLAMACPP_DEFAULT_KV
+    k = k or DEFAULT_KV_FORMAT
+    if v is not None and _same_format(k, v):
+        v = None
+    tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))]) or 1
+
+    opts = EngineOptions(
+        model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp, layout=layout, layout_options=lo,
+        max_seq=max_seq, slots=slots, ctx_size=ctx, engine=engine,
+        engine_flags=tuple(engines.get(engine, ())) if engine else (),
+    )
+    opts.build_layout()  # an option the layout does not take: named now, before any work
+    return opts
+
+
+def _same_format(a: str, b: str) -> bool:
+    from kvgate.geometry.formats import FormatError, get_format
+
+    try:
+        return get_format(a).name == get_format(b).name
+    except FormatError:
+        return a == b
+
+
+# -- gate ------------------------------------------------------------------------------
+
+def add_gate_flags(p: argparse.ArgumentParser) -> None:
+    """``--max-seq-measured --slots-measured --candidates --quant-to --margin
+    --sensitivity --weights-*`` and the record's ``--out --no-record --force``."""
+    p.add_argument("--max-seq-measured", type=positive_int, default=None,
+                   help="max_seq L0 when the peak was measured (default: --max-seq)")
+    p.add_argument("--slots-measured", type=nonneg_int, default=1, help="slots n allocated at the measured peak (default 1)")
+    from kvgate.gate.verdict import CANDIDATES
+    from kvgate.gate.weights_policy import POLICIES
+
+    g = p.add_argument_group("gate")
+    g.add_argument("--candidates", default="paging,tiering",
+                   help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
+    g.add_argument("--quant-to", default="fp8", help="target KV format for kv-quant (default fp8)")
+    g.add_argument("--margin", default="10%", help="safety margin as a share of total (default 10%%)")
+    g.add_argument("--sensitivity", default="10%", help="flag when N·S / headroom exceeds this (default 10%%)")
+    g.add_argument("--weights-policy", choices=POLICIES, default="fixed",
+                   help="fixed: weights don't move with card size; half-free: the write-up engine's "
+                        "wcache rule (half of free, cap 24 GiB, floor 256 MiB, VLLM_CUDA_WCACHE_MB)")
+    g.add_argument("--weights-max", default=None, help="half-free: weights that can be resident at most")
+    g.add_argument("--weights-delta", default=None, help="what-if: resident weights heavier by this much")
+    add_record_flags(p)
+
+
+def add_record_flags(p: argparse.ArgumentParser) -> None:
+    """``--out --no-record --force`` of a decision record."""
+    out = p.add_argument_group("record")
+    out.add_argument("--out", default=None, help="record file (.json) or directory (default ./kvgate-records)")
+    out.add_argument("--no-record", action="store_true", help="don't write a record")
+    out.add_argument("--force", action="store_true", help="overwrite an existing record")
+
+
+def gate_options_from_args(args: argparse.Namespace, engine: EngineOptions) -> GateOptions:
+    """:class:`GateOptions` from :func:`add_gate_flags`; N is the engine's slots.
+
+    Raises:
+        KvgateError: no target slots, bad margin/sensitivity/byte values, a weights
+            option that does not apply.
+    """
+    from kvgate.units import parse_bytes
+
+    if engine.slots is None:
+        raise KvgateError("no target slots", hint="give --slots N (vLLM --max-num-seqs, llama.cpp -np)")
+    a = vars(args)
+    return GateOptions(
+        slots_target=engine.slots,
+        slots_measured=a.get("slots_measured", 1),
+        max_seq_measured=a.get("max_seq_measured"),
+        margin=parse_fraction(a.get("margin") or "10%"),
+        sensitivity=parse_fraction(a.get("sensitivity") or "10%"),
+        candidates=tuple(c.strip() for c in (a.get("candidates") or "paging,tiering").split(",") if c.strip()),
+        quant_to=a.get("quant_to") or "fp8",
+        weights_policy=a.get("weights_policy") or "fixed",
+        weights_max_bytes=parse_bytes(a["weights_max"]) if a.get("weights_max") else None,
+        weights_delta_bytes=parse_bytes(a["weights_delta"], allow_zero=True) if a.get("weights_delta") else 0,
+        out=a.get("out"),
+        no_record=bool(a.get("no_record")),
+        force=bool(a.get("force")),
+    )
+
+
+# -- replay ----------------------------------------------------------------------------
+
+def add_replay_flags(p: argparse.ArgumentParser, *, trace_required: bool = False, title: str = "trace replay") -> None:
+    """``--trace --page-size --decode-rate --speed --rate --seed``."""
+    t = p.add_argument_group(title)
+    t.add_argument("--trace", required=trace_required, default=None,
+                   help="request trace (CSV/JSONL)" + ("" if trace_required else
+                        ": paging's reclaim measured by replaying it instead of the bound N·S"))
+    t.add_argument("--page-size", type=positive_int, default=None,
+                   help=f"positions per paged block of the replay (default: vLLM --block-size if given, "
+                        f"else {DEFAULT_PAGE_SIZE})")
+    t.add_argument("--decode-rate", type=positive_float, default=None,
+                   help=f"tokens/s each live sequence generates (default {DEFAULT_DECODE_RATE:g})")
+    t.add_argument("--speed", type=positive_float, default=None, help="arrival-time speed-up (default 1)")
+    t.add_argument("--rate", type=positive_float, default=None,
+                   help="Poisson arrivals per second instead of the trace's timestamps")
+    t.add_argument("--seed", type=int, default=None, help="seed of --rate arrivals (default 0)")
+
+
+def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | None = None) -> ReplayOptions | None:
+    """:class:`ReplayOptions`, or ``None`` when no ``--trace`` was given.
+
+    Raises:
+        KvgateError: replay flags without ``--trace``.
+    """
+    a = vars(args)
+    if not a.get("trace"):
+        extra = [f for f in ("page_size", "decode_rate", "speed", "rate", "seed") if a.get(f) is not None]
+        if extra:
+            raise KvgateError(f"--{extra[0].replace('_', '-')} applies to --trace only")
+        return None
+    page = a.get("page_size")
+    if page is None and engine is not None:
+        page = engine.layout_options.get("block_size")
+    return ReplayOptions(
+        trace=str(a["trace"]),
+        page_size=page or DEFAULT_PAGE_SIZE,
+        decode_rate=a.get("decode_rate") or DEFAULT_DECODE_RATE,
+        speed=a.get("speed") or 1.0,
+        rate=a.get("rate"),
+        seed=a.get("seed") or 0,
+    )
+
+
+# -- measure ---------------------------------------------------------------------------
+
+def add_measure_flags(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
+    """``--gpu --domain --interval --settle [--out --plot --force]`` and ``-- CMD ARGS...``."""
+    g = p.add_argument_group("measurement")
+    g.add_argument("--gpu", default="0", help="GPU index, list (0,1) or all (default 0)")
+    g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
+                   help="gpu: NVML total − free; host: system RAM and the command's RSS (default gpu)")
+    g.add_argument("--interval", default=None,
+                   help="sampling interval, e.g. 1ms (default: 1ms gpu, 10ms host); 500ms = nvidia-smi -lms 500")
+    g.add_argument("--settle", default=DEFAULT_SETTLE, help=f"idle sampling before the command starts (default {DEFAULT_SETTLE})")
+    if with_out:
+        g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.json)")
+        g.add_argument("--plot", default=None, help="also write a PNG chart here")
+        g.add_argument("--force", action="store_true", help="overwrite existing --out / --plot files")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the workload to run")
+
+
+def measure_options_from_args(args: argparse.Namespace) -> MeasureOptions:
+    """:class:`MeasureOptions` from :func:`add_measure_flags`.
+
+    Raises:
+        KvgateError: no command after ``--``, an unparsable or non-positive interval,
+            a negative settle.
+    """
+    from kvgate.units import parse_duration_s
+
+    a = vars(args)
+    cmd = list(a.get("cmd") or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise KvgateError("no command given", hint="put the workload after --, e.g. kvgate measure -- python serve.py")
+    interval = None
+    if a.get("interval") is not None:
+        interval = parse_duration_s(a["interval"])
+        if interval <= 0:
+            raise KvgateError(f"--interval must be positive, got {a['interval']}")
+    settle = parse_duration_s(a["settle"]) if a.get("settle") is not None else None
+    if settle is not None and settle < 0:
+        raise KvgateError(f"--settle must not be negative, got {a['settle']}")
+    return MeasureOptions(command=tuple(cmd), gpus=str(a.get("gpu") or "0"), domain=a.get("domain") or "gpu",
+                          interval_s=interval, settle_s=settle, out=a.get("out"), plot=a.get("plot"),
+                          force=bool(a.get("force")))
