@@ -23,7 +23,10 @@ when logged, else memory.used + memory.reserved, else memory.used (noted). What 
 cannot say (CUDA/NVML versions, command, exit code) is "not available". The idle used is
 the GPU's earliest sample. A 500 ms log misses spikes shorter than its largest gap.
 
-Samples out of time order are sorted per GPU, with a WARNING. A memory.total that changes
+Samples out of time order are sorted per GPU, with a WARNING. Lines that cannot be read
+(an error nvidia-smi printed mid-log, a last line still being written) are skipped and
+counted in a WARNING. A UTF-8 BOM and UTF-16 (a PowerShell redirect) are read. A GPU
+whose uuid changes mid-log is an error. A memory.total that changes
 for one GPU (the log mixes cards or configurations) and a cell in another unit than its
 header (32 GiB under [MiB]) are errors naming the line. Rows where memory.used +
 memory.reserved disagrees with memory.total − memory.free are counted in a WARNING.
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                                      title=f"kvgate import-smi: {args.log}"[:90])
     from kvgate.measure.report import render_measurement
 
-    warnings = [w for m in ms for w in m.extra.get("warnings") or []]
+    warnings = list(dict.fromkeys(w for m in ms for w in m.extra.get("warnings") or []))  # skipped lines: once
     text = "\n\n".join([render_measurement(m) for m in ms]
                        + (["\n".join(f"WARNING: {w}" for w in warnings)] if warnings else [])
                        + ([f"measurement written to {path}"] if path else [])

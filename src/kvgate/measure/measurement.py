@@ -193,23 +193,14 @@ def load_measurement_file(doc: dict[str, Any], *, domain: str | None = None) -> 
     """Pick one domain's :class:`Measurement` from a ``kvgate.measurement/1`` document.
 
     Returns ``(measurement, document)``. With several domains, ``domain`` chooses one
-    (e.g. ``gpu:1``); without it the first is taken.
+    (e.g. ``gpu:1``); without it the domain with the least headroom is taken (the GPU
+    that runs out first; :func:`kvgate.measure.select.select_domain`, which also says
+    why and lists every domain: call :func:`kvgate.measure.select.select_measurement`
+    to show that).
 
     Raises:
         MeasurementError: wrong schema, no domains, or ``domain`` not present.
     """
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise MeasurementError(f"not a kvgate measurement (schema {got!r}, expected {SCHEMA!r})")
-    domains = doc.get("domains") or []
-    if not domains:
-        raise MeasurementError("measurement file has no domains")
-    ms = [Measurement.from_dict(d) for d in domains]
-    if domain is None:
-        return ms[0], doc
-    for m in ms:
-        if m.domain == domain:
-            return m, doc
-    raise MeasurementError(
-        f"domain {domain!r} not in measurement (has: {', '.join(m.domain for m in ms)})"
-    )
+    from kvgate.measure.select import select_measurement
+
+    return select_measurement(doc, domain=domain).measurement, doc

@@ -35,6 +35,16 @@ Checks (errors and warnings name the log's line, counted from 1 in the file):
 - **Units.** A cell's unit must be its header's (``32 GiB`` under ``memory.total [MiB]``
   is an error naming the line and column, not converted: a different unit in one cell
   means the log was edited or mixed, and a silent conversion would hide that).
+- **Bad lines.** A row with the wrong number of fields, or a timestamp or memory value
+  that does not parse (an error line nvidia-smi printed mid-log, a line cut short), is
+  skipped and counted in a warning naming the first such lines; a last line without a
+  line end (a log still being written) is always skipped, since a value cut short
+  (``143156 MiB`` → ``1431``) can still parse. With no row left the log is an error that
+  names the skipped lines. A cell in another unit and ``free > total`` stay errors.
+- **One GPU per index.** A ``uuid`` that changes for one ``index`` mid-log (a GPU swapped
+  or the log mixes hosts) is an error naming both lines.
+- **Encodings.** A UTF-8 byte-order mark is dropped; UTF-16 (what a PowerShell ``>``
+  redirect writes, with its BOM or without) is decoded (:func:`decode_log`).
 - **Consistency.** When ``memory.free`` and ``memory.used`` are both logged, rows whose
   ``memory.used + memory.reserved`` differs from ``memory.total − memory.free`` by more
   than :func:`consistency_tolerance` are counted in a warning (used is still
@@ -45,7 +55,6 @@ Checks (errors and warnings name the log's line, counted from 1 in the file):
 from __future__ import annotations
 
 import csv
-import io
 import re
 import statistics
 from datetime import datetime
@@ -64,6 +73,25 @@ _TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 
 class SmiCsvError(KvgateError):
     """The log is not an ``nvidia-smi --format=csv`` memory log kvgate can read."""
+
+
+class _BadRow(SmiCsvError):
+    """A row that cannot be read (wrong field count, unparsable value): skipped, counted."""
+
+
+def decode_log(data: bytes) -> str:
+    """The text of a log file's bytes: UTF-16 with a BOM (LE/BE), UTF-16-LE without one
+    (every odd byte of the first 64 a NUL: ASCII written by PowerShell), UTF-8 with or
+    without a BOM; undecodable bytes become U+FFFD (the row is then skipped as bad).
+    """
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    head = data[:64]
+    if len(head) >= 4 and all(b == 0 for b in head[1::2]) and any(head[0::2]):
+        return data.decode("utf-16-le", errors="replace")
+    if len(head) >= 4 and all(b == 0 for b in head[0::2]) and any(head[1::2]):
+        return data.decode("utf-16-be", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
 
 
 def _column(header_cell: str) -> tuple[str, str | None]:
@@ -113,7 +141,7 @@ def _bytes(cell: str, unit: str | None, where: str, column: str = "memory") -> i
             return parse_bytes(text, allow_zero=True)
         return parse_bytes(f"{text} {unit}", allow_zero=True)
     except KvgateError as exc:
-        raise SmiCsvError(f"{where}, column {column}: cannot read memory value {cell!r}: {exc.message}") from exc
+        raise _BadRow(f"{where}, column {column}: cannot read memory value {cell!r}: {exc.message}") from exc
 
 
 def _time(cell: str, where: str) -> datetime | None:
@@ -125,7 +153,7 @@ def _time(cell: str, where: str) -> datetime | None:
             return datetime.strptime(text, fmt)
         except ValueError:
             continue
-    raise SmiCsvError(f"{where}: cannot read timestamp {cell!r}", hint="expected nvidia-smi's 2026/11/29 10:53:58.123")
+    raise _BadRow(f"{where}: cannot read timestamp {cell!r}", hint="expected nvidia-smi's 2026/11/29 10:53:58.123")
 
 
 def _is_header(row: list[str]) -> bool:
@@ -147,17 +175,32 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             ``memory.total`` changing for one GPU, or no samples.
     """
     where = source or "log"
-    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    text = text.lstrip("\ufeff")  # a UTF-8 BOM read without utf-8-sig
     rows: list[list[str]] = []
-    line_of: list[int] = []  # the file line each row ends on
-    for r in reader:
+    line_of: list[int] = []  # the file line of each row
+    skipped: list[tuple[int, str]] = []  # (line, why) of rows that could not be read
+    lines = text.splitlines(keepends=True)  # nvidia-smi never quotes a line break into a field
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if lineno == len(lines) and not line.endswith(("\n", "\r")):
+            skipped.append((lineno, "no line end (a log still being written?)"))
+            continue
+        try:
+            r = next(csv.reader([line], skipinitialspace=True))
+        except (csv.Error, StopIteration) as exc:
+            skipped.append((lineno, f"not CSV ({exc})"))
+            continue
         if any(c.strip() for c in r):
             rows.append(r)
-            line_of.append(reader.line_num)
+            line_of.append(lineno)
     if columns is not None:
         header = [_column(c) for c in columns]
-    elif rows and _is_header(rows[0]):
-        header = [_column(c) for c in rows[0]]
+    elif any(_is_header(r) for r in rows):
+        first = next(i for i, r in enumerate(rows) if _is_header(r))
+        skipped += [(line_of[i], "before the header") for i in range(first)]  # e.g. an error nvidia-smi printed
+        header = [_column(c) for c in rows[first]]
+        rows, line_of = rows[first:], line_of[first:]
     else:
         raise SmiCsvError(f"{where}: no nvidia-smi CSV header found",
                           hint="record with --format=csv, or give the columns with --columns")
@@ -181,9 +224,16 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             continue
         at = f"{where} line {lineno}"
         if len(row) != len(header):
-            raise SmiCsvError(f"{at}: {len(row)} fields, the header has {len(header)}")
+            skipped.append((lineno, f"{len(row)} fields, the header has {len(header)}"))
+            continue
         get = lambda n: row[col[n]].strip() if n in col else None  # noqa: E731
-        t = _time(get("timestamp"), at) if "timestamp" in col else None
+        try:
+            t = _time(get("timestamp"), at) if "timestamp" in col else None
+            total, free = _cells(row, header, col, at, ("memory.total", "memory.free"))
+            used_v2, reserved = _cells(row, header, col, at, ("memory.used", "memory.reserved"))
+        except _BadRow as exc:
+            skipped.append((lineno, exc.message.removeprefix(f"{at}").lstrip(":, ")))
+            continue
         if "index" in col:
             key = get("index")
         elif "uuid" in col:
@@ -192,10 +242,6 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             pos_in_tick = pos_in_tick + 1 if (t is not None and t == last_time) else 0
             key = str(pos_in_tick)
         last_time = t
-        unit = lambda n: header[col[n]][1]  # noqa: E731
-        cell = lambda n: _bytes(get(n), unit(n), at, n) if n in col else None  # noqa: E731
-        total, free = cell("memory.total"), cell("memory.free")
-        used_v2, reserved = cell("memory.used"), cell("memory.reserved")
         if total is None:
             continue
         if free is not None and free > total:
@@ -210,7 +256,17 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
             continue
         g = gpus.setdefault(key, {"times": [], "used": [], "lines": [], "total": total, "total_line": lineno,
                                   "reserved": [], "rule": rule, "mismatch": [],
-                                  "name": get("name"), "uuid": get("uuid"), "driver": get("driver_version")})
+                                  "name": get("name"), "uuid": get("uuid"), "driver": get("driver_version"),
+                                  "uuid_line": lineno})
+        uuid = _na(get("uuid"))
+        if uuid is not None:
+            if _na(g["uuid"]) is None:
+                g["uuid"], g["uuid_line"] = uuid, lineno
+            elif uuid != g["uuid"]:
+                raise SmiCsvError(
+                    f"{where}: the uuid of gpu:{key} changes from {g['uuid']} (line {g['uuid_line']}) to {uuid} "
+                    f"(line {lineno}); a GPU swapped mid-log, or logs of several machines, is not one measurement",
+                    hint="split the log where the GPU changed and import each part")
         if total != g["total"]:
             raise SmiCsvError(
                 f"{where}: memory.total of gpu:{key} changes from {g['total'] // MiB:,} MiB (line {g['total_line']}) "
@@ -226,10 +282,30 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
         g["lines"].append(lineno)
         if reserved is not None:
             g["reserved"].append(reserved)
+    skip_note = _skipped_text(skipped)
     if not gpus:
-        raise SmiCsvError(f"{where}: no memory samples in the log")
+        raise SmiCsvError(f"{where}: no memory samples in the log" + (f" ({skip_note})" if skip_note else ""))
     domains = [_measurement(key, g, source, ignored, timeline_points) for key, g in sorted(gpus.items(), key=_gpu_order)]
+    if skip_note:
+        for m in domains:
+            m.extra["warnings"].insert(0, skip_note)
+            m.extra["skipped_lines"] = [line for line, _ in skipped]
     return measurement_file(domains, status="ok", command=None, exit_code=None)
+
+
+def _cells(row: list[str], header: list[tuple[str, str | None]], col: dict[str, int], at: str,
+           names: tuple[str, ...]) -> list[int | None]:
+    """The memory cells ``names`` of one row in bytes (``None``: not logged / not available)."""
+    return [_bytes(row[col[n]].strip(), header[col[n]][1], at, n) if n in col else None for n in names]
+
+
+def _skipped_text(skipped: list[tuple[int, str]]) -> str | None:
+    """``"3 line(s) skipped: line 7: 1 fields, the header has 9; ..."`` (the first three)."""
+    if not skipped:
+        return None
+    first = "; ".join(f"line {line}: {why}" for line, why in skipped[:3])
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    return f"{len(skipped)} line(s) skipped: {first}{more}"
 
 
 def _gpu_order(item: tuple[str, Any]) -> tuple[int, str]:
@@ -308,7 +384,7 @@ def load_smi_csv(path: str, *, columns: list[str] | None = None) -> dict[str, An
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        data = p.read_bytes()
     except OSError as exc:
         raise SmiCsvError(f"cannot read nvidia-smi log {p}: {exc.strerror}") from exc
-    return parse_smi_csv(text, source=p.name, columns=columns)
+    return parse_smi_csv(decode_log(data), source=p.name, columns=columns)

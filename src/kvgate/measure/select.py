@@ -1,0 +1,127 @@
+"""Which domain of a multi-domain measurement gates: the one with the least headroom.
+
+``nvidia-smi --query-gpu=...`` logs every GPU by default and ``kvgate measure --gpu all``
+samples every GPU, so a measurement often holds several domains (``gpu:0`` … ``gpu:7``).
+The GPU that runs out first decides whether a target fits, so by default the domain with
+the least headroom H = T − P gates (ties: the first in file order). Every domain's
+figures are kept for display (:meth:`Selection.notes`), so the choice is never silent.
+
+Under tensor parallelism (``--tp N``) every rank holds its share of the KV: all ranks are
+shown and the worst one (least headroom) gates; a measurement with fewer GPU domains than
+ranks is noted (the unmeasured ranks are not checked).
+
+All figures are ``int`` bytes (:class:`~kvgate.measure.measurement.Measurement`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from kvgate.measure.measurement import Measurement, MeasurementError, SCHEMA
+from kvgate.units import fmt_mib, fmt_pct
+
+
+@dataclass
+class Selection:
+    """The gating domain of a measurement and why.
+
+    Attributes:
+        measurement: the chosen domain (it gates).
+        measurements: every domain, in file order.
+        rule: ``"only domain"``, ``"--domain"`` or ``"least headroom"``.
+        tp: the tensor-parallel size the choice was made for (``None``: not given).
+        warnings: e.g. fewer GPU domains than ``--tp`` ranks.
+    """
+
+    measurement: Measurement
+    measurements: list[Measurement]
+    rule: str
+    tp: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def domain(self) -> str:
+        return self.measurement.domain
+
+    def domain_lines(self) -> list[str]:
+        """One line per domain: ``gpu:1 NVIDIA H200: T …, U0 …, P …, H … (x% of T)``,
+        the gating one marked ``← gates``."""
+        out = []
+        for m in self.measurements:
+            idle = "not available" if m.idle_used_bytes is None else fmt_mib(m.idle_used_bytes)
+            mark = "  ← gates" if m is self.measurement else ""
+            name = f" {m.basis.device_name}" if m.basis.device_name else ""
+            out.append(f"{m.domain}{name}: T {fmt_mib(m.total_bytes)}, U0 {idle}, P {fmt_mib(m.peak_used_bytes)}, "
+                       f"H {fmt_mib(m.headroom_bytes)} ({fmt_pct(m.headroom_bytes, m.total_bytes)} of T){mark}")
+        return out
+
+    def notes(self) -> list[str]:
+        """Lines for a record's notes / a command's output: which domain gates and why,
+        every domain's figures when there are several, and the warnings."""
+        if len(self.measurements) == 1:
+            return list(self.warnings)
+        why = {"--domain": "chosen with --domain",
+               "least headroom": "the domain with the least headroom (it runs out first)"}.get(self.rule, self.rule)
+        tp = f" of the {len(self.measurements)} measured; --tp {self.tp}: the worst rank gates" if self.tp and self.tp > 1 else ""
+        head = f"gated on {self.domain}, {why}{tp}"
+        return [head] + [f"  {line}" for line in self.domain_lines()] + list(self.warnings)
+
+
+def select_domain(measurements: Sequence[Measurement], *, domain: str | None = None,
+                  tp: int | None = None) -> Selection:
+    """Choose the gating domain (see the module docstring).
+
+    Args:
+        measurements: every domain of one measurement, in file order (at least one).
+        domain: ``"gpu:1"`` to choose one explicitly; ``None``: the least headroom.
+        tp: tensor-parallel size (``--tp``), for the ranks check.
+
+    Raises:
+        MeasurementError: no domains, or ``domain`` not among them (naming those there are).
+    """
+    ms = list(measurements)
+    if not ms:
+        raise MeasurementError("measurement has no domains")
+    warnings: list[str] = []
+    gpus = [m for m in ms if m.domain.startswith("gpu")]
+    if tp and tp > 1 and gpus and len(gpus) < tp:
+        warnings.append(f"--tp {tp} but the measurement has {len(gpus)} GPU domain(s) "
+                        f"({', '.join(m.domain for m in gpus)}): the other ranks are not measured and not checked")
+    if domain is not None:
+        for m in ms:
+            if m.domain == domain:
+                worst = min(ms, key=lambda x: x.headroom_bytes)
+                if worst.headroom_bytes < m.headroom_bytes:
+                    warnings.append(f"{worst.domain} has less headroom ({fmt_mib(worst.headroom_bytes)}) than the "
+                                    f"chosen {domain} ({fmt_mib(m.headroom_bytes)})")
+                return Selection(m, ms, "--domain", tp, warnings)
+        raise MeasurementError(f"domain {domain!r} not in measurement (has: {', '.join(m.domain for m in ms)})",
+                               hint="leave --domain out to gate on the domain with the least headroom")
+    if len(ms) == 1:
+        return Selection(ms[0], ms, "only domain", tp, warnings)
+    chosen = min(ms, key=lambda x: x.headroom_bytes)  # min keeps the first of equals
+    return Selection(chosen, ms, "least headroom", tp, warnings)
+
+
+def select_measurement(doc: dict[str, Any], *, domain: str | None = None, tp: int | None = None) -> Selection:
+    """:func:`select_domain` over a ``kvgate.measurement/1`` document (from a file,
+    ``kvgate measure``, or :func:`kvgate.measure.smi_csv.load_smi_csv`).
+
+    This is what ``gate --measurement/--smi``, ``replay --measurement`` and ``recheck``
+    should call: ``sel = select_measurement(doc, domain=args.domain, tp=args.tp)``, then
+    gate on ``sel.measurement`` and show ``sel.notes()``.
+
+    Raises:
+        MeasurementError: wrong schema, no domains, a malformed domain, ``domain`` absent.
+    """
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise MeasurementError(f"not a kvgate measurement (schema {got!r}, expected {SCHEMA!r})")
+    domains = doc.get("domains") or []
+    if not isinstance(domains, list) or not domains:
+        raise MeasurementError("measurement file has no domains")
+    for d in domains:
+        if not isinstance(d, dict):
+            raise MeasurementError(f"a measurement domain must be an object, got {type(d).__name__}")
+    return select_domain([Measurement.from_dict(d) for d in domains], domain=domain, tp=tp)
