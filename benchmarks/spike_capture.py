@@ -179,23 +179,25 @@ def main(argv: list[str] | None = None) -> int:
     from kvgate.measure.nvml import session
     from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from sampler_cost import pynvml_reader
+
     sys.setswitchinterval(0.0005)
     nv = session()
     h = nv.handle(a.gpu)
     info = nv.device_info(a.gpu)
     intervals = sorted({float(x) / 1000 for x in a.intervals.split(",")} if a.intervals
                        else {0.0005, DEFAULT_INTERVAL_S, 0.002, 0.5})
-    logs: dict[float, list] = {i: [] for i in intervals}
-    samplers = []
-    for i in intervals:
-        read = nv.used_reader([h])
-
-        def rec(read=read, log=logs[i]):
-            v = read()
-            log.append((time.time(), v[0]))
-            return v
-
-        samplers.append(Sampler(rec, 1, interval_s=i))
+    # each sampler keeps every sample (Sampler.log, monotonic clock; turned into time.time()
+    # below); the default path is the C loop where it builds, and one more sampler at the
+    # default interval runs the Python loop with pynvml's own call, as before issue 9
+    keys = [(i, True) for i in intervals] + [(DEFAULT_INTERVAL_S, False)]
+    samplers = {}
+    for i, nat in keys:
+        s = Sampler(nv.used_reader([h]) if nat else pynvml_reader(nv._init(), [h]), 1, interval_s=i, native=nat)
+        s.log = []
+        samplers[(i, nat)] = s
+    mono_to_epoch = time.time() - time.monotonic()
     smi_log = a.smi_log or (a.out + ".smi.csv")
     # stdbuf -oL: every line reaches the log as printed, whatever signal stops nvidia-smi
     smi_cmd = ["nvidia-smi", "-i", str(a.gpu), "--query-gpu=timestamp,index,memory.total,memory.free,"
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         smi_cmd = ["stdbuf", "-oL"] + smi_cmd
     smi_fh = open(smi_log, "w")
     smi = subprocess.Popen(smi_cmd, stdout=smi_fh) if shutil.which("nvidia-smi") else None
-    for s in samplers:
+    for s in samplers.values():
         s.start()
         s.mark_start()
     spikes_path = a.out + ".spikes.json"
@@ -212,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     rc = subprocess.call([sys.executable, __file__, "--child", spikes_path, "--reps", str(a.reps),
                           "--seed", str(a.seed), "--device", a.device], env=env)
-    for s in samplers:
+    for s in samplers.values():
         s.stop()
+    logs = {k: [(t + mono_to_epoch, v[0]) for t, v in s.log] for k, s in samplers.items()}
     time.sleep(0.6)
     if smi is not None:
         smi.send_signal(signal.SIGINT)  # nvidia-smi's own Ctrl-C handling
@@ -230,10 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         child_log = json.load(fh)
     os.unlink(spikes_path)
     b0, b1 = child_log["baseline_window"]
-    ref = logs[DEFAULT_INTERVAL_S]
+    ref = logs[(DEFAULT_INTERVAL_S, True)]
     baseline = int(statistics.median(v for t, v in ref if b0 + 0.2 <= t <= b1))
     spikes = child_log["spikes"]
-    methods = {f"kvgate {i * 1e3:g} ms" + (" (default)" if i == DEFAULT_INTERVAL_S else ""): logs[i] for i in intervals}
+    methods = {f"kvgate {i * 1e3:g} ms {samplers[(i, True)].mode}" + (" (default)" if i == DEFAULT_INTERVAL_S else ""):
+               logs[(i, True)] for i in intervals}
+    methods[f"kvgate {DEFAULT_INTERVAL_S * 1e3:g} ms pynvml (before)"] = logs[(DEFAULT_INTERVAL_S, False)]
     if smi is not None:
         methods["nvidia-smi -lms 500"] = _smi_samples(smi_log)
     true_peak = baseline + max(SIZES)
@@ -250,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{info.name}: {len(spikes)} spikes, baseline {baseline / MiB:,.0f} MiB, true peak {true_peak / MiB:,.0f} MiB")
     holds = [d * 1e3 for d in DURATIONS_S]
-    print(f"{'method':<26}{'size':>6} " + "".join(f"{h:>8g}ms" for h in holds) + f"{'peak err MiB':>14}{'max gap ms':>12}")
+    print(f"{'method':<34}{'size':>6} " + "".join(f"{h:>8g}ms" for h in holds) + f"{'peak err MiB':>14}{'max gap ms':>12}")
     for name, ev in res["methods"].items():
         for size in SIZES:
             fr = {r["hold_ms"]: r["fraction"] for r in ev["cases"] if r["size_bytes"] == size}
             err = ev["peak_error_bytes"]
-            print(f"{name:<26}{size // GiB:>4}GiB " + "".join(f"{fr.get(h, 0) * 100:>9.0f}%" for h in holds)
+            print(f"{name:<34}{size // GiB:>4}GiB " + "".join(f"{fr.get(h, 0) * 100:>9.0f}%" for h in holds)
                   + f"{(err / MiB if err is not None else float('nan')):>14,.0f}{(ev['max_gap_s'] or 0) * 1e3:>12.1f}")
     d = res["methods"][[n for n in methods if "(default)" in n][0]]
     five = [r for r in d["cases"] if r["hold_ms"] == 5.0]

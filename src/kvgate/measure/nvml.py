@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvgate.errors import KvgateError
 
@@ -247,11 +248,19 @@ class Nvml:
         """A cheap callable returning ``[total − free]`` bytes for each handle, in order.
 
         This is the sampler's hot path: one NVML memory query per GPU per call and nothing
-        else. Errors are typed as in :meth:`call`.
+        else. With the real pynvml it calls ``nvmlDeviceGetMemoryInfo_v2`` (or v1) through
+        ctypes directly, on one preallocated struct, skipping pynvml's per-call function
+        lookup (a lock), struct allocation and return-code wrapper; errors are typed as in
+        :meth:`call` (the failing query is repeated through pynvml to raise them). The
+        callable's ``native_spec`` attribute (a :class:`~kvgate.measure.native.NativeSpec`,
+        or ``None``) lets the sampler run the same query from its C loop.
         """
         for h in handles:
             self.memory(h)  # decides v1/v2 and fails early
         mod = self._init()
+        fast = self._ctypes_reader(mod, handles)
+        if fast is not None:
+            return fast
         query = mod.nvmlDeviceGetMemoryInfo
         args = (mod.nvmlMemory_v2,) if self._v2 else ()
         err = mod.NVMLError
@@ -266,6 +275,43 @@ class Nvml:
             except err:
                 return [self.memory(h).used_bytes for h in handles]  # re-raises it, typed
 
+        read.native_spec = None  # type: ignore[attr-defined]
+        return read
+
+    def _ctypes_reader(self, mod: Any, handles: list[Any]) -> Callable[[], list[int]] | None:
+        """The direct ctypes reader (see :meth:`used_reader`), ``None`` when ``mod`` is not
+        the real pynvml (a fake in tests) or lacks what it needs."""
+        import ctypes
+
+        from kvgate.measure.native import NativeSpec
+
+        getfn = getattr(mod, "_nvmlGetFunctionPointer", None)
+        struct = getattr(mod, "c_nvmlMemory_v2_t" if self._v2 else "c_nvmlMemory_t", None)
+        if getfn is None or struct is None or not all(isinstance(h, ctypes._Pointer) for h in handles):
+            return None
+        name = "nvmlDeviceGetMemoryInfo_v2" if self._v2 else "nvmlDeviceGetMemoryInfo"
+        try:
+            fn = getfn(name)
+        except mod.NVMLError:
+            return None
+        mem = struct()
+        version = int(mod.nvmlMemory_v2) if self._v2 else 0
+        if self._v2:
+            mem.version = version
+        ref = ctypes.byref(mem)
+        hs = list(handles)
+
+        def read() -> list[int]:
+            out = []
+            for h in hs:
+                if fn(h, ref):
+                    return [self.memory(x).used_bytes for x in hs]  # raises the typed error
+                out.append(mem.total - mem.free)
+            return out
+
+        read.native_spec = NativeSpec(  # type: ignore[attr-defined]
+            ctypes.cast(fn, ctypes.c_void_p).value or 0, bool(self._v2), version,
+            [ctypes.cast(h, ctypes.c_void_p).value or 0 for h in hs])
         return read
 
     def device_info(self, index: int) -> DeviceInfo:

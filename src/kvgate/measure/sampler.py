@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any
 
 DEFAULT_INTERVAL_S = 0.001
 DEFAULT_TIMELINE_POINTS = 2048
@@ -204,7 +205,8 @@ class Sampler:
 
     def __init__(self, reader: Callable[[], Sequence[int]], n_channels: int, *,
                  interval_s: float = DEFAULT_INTERVAL_S, timeline_points: int = DEFAULT_TIMELINE_POINTS,
-                 clock: Callable[[], float] = time.monotonic, top_gaps: int = TOP_GAPS) -> None:
+                 clock: Callable[[], float] = time.monotonic, top_gaps: int = TOP_GAPS,
+                 native: bool = True) -> None:
         if interval_s < 0:
             raise ValueError("interval must not be negative")
         self.reader = reader
@@ -218,6 +220,7 @@ class Sampler:
         self.long_gaps = 0  # gaps after mark_start longer than long_gap_s
         self.gaps: list[Gap] = []  # the top_gaps largest after mark_start, largest first
         self.error: BaseException | None = None
+        self.dropped = 0  # samples the C loop's ring could not hold (their peak is kept)
         self._top = max(1, top_gaps)
         self._gap_floor = -1.0  # a gap must exceed this to matter (top list or long count)
         self._prev_t: float | None = None
@@ -225,15 +228,25 @@ class Sampler:
         self._stopping = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.log: list | None = None  # set to [] to keep every (t, values): benchmarks only
+        self.native_wanted = native
+        self.native: Any = None  # the running NativeLoop, if the C loop runs
+        self.mode = "python"  # "native" once the C loop runs (see start)
+        self.native_note: str | None = None  # why the C loop does not run, when wanted
 
     def sample_once(self) -> None:
-        """Take one sample now (the thread's loop body; also used by ``stop``).
+        """Take one sample now (the Python loop's body; also used by ``stop``).
 
         The hot path: one reader call, one clock read, a comparison per gap and, per
         channel, a peak comparison and :meth:`Timeline.add`'s fast path.
         """
         values = self.reader()
-        t = self.clock()
+        self._ingest(self.clock(), values)
+
+    def _ingest(self, t: float, values: Sequence[int]) -> None:
+        """Account one sample taken at ``t`` (by the Python loop or drained from the C loop)."""
+        if self.log is not None:
+            self.log.append((t, list(values)))
         start = self.start_t
         prev = self._prev_t
         running = start is not None and t >= start
@@ -286,8 +299,60 @@ class Sampler:
         except BaseException as exc:  # noqa: BLE001 - reported through .error
             self.error = exc
 
+    def _native_loop(self) -> Any:
+        """Start the C loop when the reader offers one (``native_spec``), the interval is
+        short enough to matter and the helper builds; else ``None`` (and why, in
+        ``native_note``)."""
+        spec = getattr(self.reader, "native_spec", None)
+        if not self.native_wanted or spec is None or self.clock is not time.monotonic:
+            return None
+        from kvgate.measure import native
+
+        if self.interval_s > native.NATIVE_MAX_INTERVAL_S:
+            return None
+        lib = native.load()
+        if lib is None:
+            self.native_note = f"native sampler not available ({native.build_error}): Python loop"
+            return None
+        try:
+            return native.NativeLoop(lib, spec, self.interval_s)
+        except OSError as exc:
+            self.native_note = f"native sampler did not start ({exc}): Python loop"
+            return None
+
+    def _drain_loop(self) -> None:
+        """The Python thread's work while the C loop samples: account its samples every
+        ``DRAIN_S``; stop with a typed error (from the Python reader) if NVML failed."""
+        from kvgate.measure.native import DRAIN_S
+
+        nat = self.native
+        try:
+            while True:
+                stopping = self._stopping
+                if stopping:
+                    nat.stop()  # no sample after this; this drain takes the rest
+                ts, vs = nat.drain()
+                for t, v in zip(ts, vs):
+                    self._ingest(t, v)
+                if nat.rc():
+                    ts, vs = nat.drain()
+                    for t, v in zip(ts, vs):
+                        self._ingest(t, v)
+                    self.reader()  # the same query through the Python path raises it typed
+                    raise RuntimeError(f"NVML memory query failed with code {nat.rc()}")
+                if stopping:
+                    return
+                self._stop.wait(DRAIN_S)
+        except BaseException as exc:  # noqa: BLE001 - reported through .error
+            self.error = exc
+        finally:
+            nat.stop()
+
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="kvgate-sampler", daemon=True)
+        self.native = self._native_loop()
+        self.mode = "native" if self.native is not None else "python"
+        target = self._drain_loop if self.native is not None else self._loop
+        self._thread = threading.Thread(target=target, name="kvgate-sampler", daemon=True)
         self._thread.start()
 
     def mark_start(self) -> float:
@@ -301,11 +366,25 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self.native is not None:
+            self.dropped = self.native.dropped()
+            self._merge_native_peaks()
+            self.native.close()
         if self.error is None:
             try:
                 self.sample_once()
             except BaseException as exc:  # noqa: BLE001
                 self.error = exc
+
+    def _merge_native_peaks(self) -> None:
+        """Samples the ring dropped (a Python thread stalled > 65 s) still count toward the
+        peak: the C loop kept each channel's exact maximum and its time."""
+        if not self.dropped or self.start_t is None:
+            return
+        for i, ch in enumerate(self.channels):
+            t, v = self.native.peak(i)
+            if t >= self.start_t and (ch.peak is None or v > ch.peak):
+                ch.peak, ch.peak_t = v, t
 
     def rel(self, t: float | None) -> float | None:
         """Seconds since :meth:`mark_start` (negative during settle)."""
