@@ -83,8 +83,8 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
                         "(default bf16; fp16 under llama.cpp, its f16)")
     g.add_argument("--kv-format-v", default=None, help="KV format of V when it differs from K")
     g.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel size; figures are per rank (default 1)")
-    g.add_argument("--layout", choices=LAYOUT_NAMES, default=None,
-                   help="engine layout (default contiguous, or the engine whose flags are given)")
+    g.add_argument("--layout", default=None,
+                   help=f"{', '.join(LAYOUT_NAMES)}: engine layout (default contiguous, or the engine whose flags are given)")
     g.add_argument("--sliding-full", action="store_true",
                    help="sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; llama.cpp: "
                         "--swa-full)")
@@ -230,18 +230,19 @@ def add_gate_flags(p: argparse.ArgumentParser) -> None:
     --sensitivity --weights-*`` and the record's ``--out --no-record --force``."""
     p.add_argument("--max-seq-measured", type=positive_int, default=None,
                    help="max_seq L0 when the peak was measured (default: --max-seq)")
-    p.add_argument("--slots-measured", type=nonneg_int, default=1, help="slots n allocated at the measured peak (default 1)")
+    p.add_argument("--slots-measured", type=nonneg_int, default=None,
+                   help="slots n allocated at the measured peak (default 1)")
     from kvgate.gate.verdict import CANDIDATES
     from kvgate.gate.weights_policy import POLICIES
 
     g = p.add_argument_group("gate")
-    g.add_argument("--candidates", default="paging,tiering",
+    g.add_argument("--candidates", default=None,
                    help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
-    g.add_argument("--quant-to", default="fp8", help="target KV format for kv-quant (default fp8)")
-    g.add_argument("--margin", default="10%", help="safety margin as a share of total (default 10%%)")
-    g.add_argument("--sensitivity", default="10%", help="flag when N·S / headroom exceeds this (default 10%%)")
-    g.add_argument("--weights-policy", choices=POLICIES, default="fixed",
-                   help="fixed: weights don't move with card size; half-free: the write-up engine's "
+    g.add_argument("--quant-to", default=None, help="target KV format for kv-quant (default fp8)")
+    g.add_argument("--margin", default=None, help="safety margin as a share of total (default 10%%)")
+    g.add_argument("--sensitivity", default=None, help="flag when N·S / headroom exceeds this (default 10%%)")
+    g.add_argument("--weights-policy", choices=POLICIES, default=None,
+                   help="fixed (default): weights don't move with card size; half-free: the write-up engine's "
                         "wcache rule (half of free, cap 24 GiB, floor 256 MiB, VLLM_CUDA_WCACHE_MB)")
     g.add_argument("--weights-max", default=None, help="half-free: weights that can be resident at most")
     g.add_argument("--weights-delta", default=None, help="what-if: resident weights heavier by this much")
@@ -268,21 +269,31 @@ def gate_options_from_args(args: argparse.Namespace, engine: EngineOptions) -> G
     if engine.slots is None:
         raise KvgateError("no target slots", hint="give --slots N (vLLM --max-num-seqs, llama.cpp -np)")
     a = vars(args)
-    return GateOptions(
-        slots_target=engine.slots,
-        slots_measured=a.get("slots_measured", 1),
-        max_seq_measured=a.get("max_seq_measured"),
-        margin=parse_fraction(a.get("margin") or "10%"),
-        sensitivity=parse_fraction(a.get("sensitivity") or "10%"),
-        candidates=tuple(c.strip() for c in (a.get("candidates") or "paging,tiering").split(",") if c.strip()),
-        quant_to=a.get("quant_to") or "fp8",
-        weights_policy=a.get("weights_policy") or "fixed",
-        weights_max_bytes=parse_bytes(a["weights_max"]) if a.get("weights_max") else None,
-        weights_delta_bytes=parse_bytes(a["weights_delta"], allow_zero=True) if a.get("weights_delta") else 0,
-        out=a.get("out"),
-        no_record=bool(a.get("no_record")),
-        force=bool(a.get("force")),
-    )
+    kw: dict[str, Any] = {}  # only what was given: every default lives in GateOptions
+    if a.get("slots_measured") is not None:
+        kw["slots_measured"] = a["slots_measured"]
+    if a.get("max_seq_measured") is not None:
+        kw["max_seq_measured"] = a["max_seq_measured"]
+    if a.get("margin") is not None:
+        kw["margin"] = parse_fraction(a["margin"])
+        if not (0 <= kw["margin"] < 1):
+            raise KvgateError(f"--margin must be at least 0% and below 100%, got {a['margin']}")
+    if a.get("sensitivity") is not None:
+        kw["sensitivity"] = parse_fraction(a["sensitivity"])
+        if kw["sensitivity"] <= 0:
+            raise KvgateError(f"--sensitivity must be positive, got {a['sensitivity']}")
+    if a.get("candidates") is not None:
+        kw["candidates"] = tuple(c.strip() for c in a["candidates"].split(",") if c.strip())
+    if a.get("quant_to") is not None:
+        kw["quant_to"] = a["quant_to"]
+    if a.get("weights_policy") is not None:
+        kw["weights_policy"] = a["weights_policy"]
+    if a.get("weights_max"):
+        kw["weights_max_bytes"] = parse_bytes(a["weights_max"])
+    if a.get("weights_delta"):
+        kw["weights_delta_bytes"] = parse_bytes(a["weights_delta"], allow_zero=True)
+    return GateOptions(slots_target=engine.slots, out=a.get("out"), no_record=bool(a.get("no_record")),
+                       force=bool(a.get("force")), **kw)
 
 
 # -- replay ----------------------------------------------------------------------------

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from kvgate.commands._args import add_record_flags
 from kvgate.gate import source_case as case
-from kvgate.commands.gate import add_gate_arguments, gate_from_args
+from kvgate.options import EngineOptions, GateOptions
 
 NAME = "demo"
 HELP = "the write-up's case: Qwen3-30B-A3B, int8 KV mirror, 8192, RTX 5090 — not-a-bottleneck"
@@ -19,23 +20,21 @@ and tiering, the sensitivity flag and the flip boundaries, and writes a decision
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=None, help="record file (.json) or directory (default ./kvgate-records)")
-    p.add_argument("--no-record", action="store_true", help="don't write a record")
-    p.add_argument("--force", action="store_true", help="overwrite an existing record")
+    add_record_flags(p)
 
 
-def _gate_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The write-up's case as ``kvgate gate`` options, parsed by gate's own parser so
-    every other option keeps gate's default."""
-    p = argparse.ArgumentParser(add_help=False)
-    add_gate_arguments(p, measurement_required=False)
-    ns = p.parse_args([
-        "--model", case.MODEL, "--kv-format", case.KV_FORMAT, "--max-seq", str(case.MAX_SEQ),
-        "--slots-measured", str(case.SLOTS_MEASURED), "--slots", str(case.SLOTS_TARGET),
-    ])
-    ns.out, ns.no_record, ns.force, ns.json = args.out, args.no_record, args.force, args.json
-    return ns
+def options(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions]:
+    """The write-up's case as typed options; everything not in the case keeps the
+    options' own defaults."""
+    engine = EngineOptions(model=case.MODEL, kv_format=case.KV_FORMAT, max_seq=case.MAX_SEQ, slots=case.SLOTS_TARGET)
+    gate = GateOptions(slots_target=case.SLOTS_TARGET, slots_measured=case.SLOTS_MEASURED, out=args.out,
+                       no_record=args.no_record, force=args.force)
+    return engine, gate
 
 
 def run(args: argparse.Namespace) -> int:
-    return gate_from_args(_gate_args(args), case.measurement(), notes=list(case.ERRATA))
+    from kvgate.commands.gate import emit_decision
+    from kvgate.session import decide_from_options
+
+    engine, gate = options(args)
+    return emit_decision(args, decide_from_options(engine, gate, case.measurement(), notes=list(case.ERRATA)), gate)

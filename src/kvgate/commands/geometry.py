@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvgate.argtypes import nonneg_int, positive_int
-from kvgate.commands.gate import add_model_arguments, layout_options
-from kvgate.geometry import KVGeometry, get_layout
-from kvgate.model import load_model
+from kvgate.commands._args import add_engine_flags, engine_options_from_args
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_human, fmt_mib
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.geometry import KVGeometry
 
 NAME = "geometry"
 HELP = "KV bytes per token, per slot at --max-seq, and for --slots (per layer with --by-layer)"
@@ -20,6 +20,8 @@ slots, per tensor-parallel rank with --tp.
 
   kvgate geometry qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale --slots 8
   kvgate geometry ./Llama-3.1-8B/config.json --max-seq 131072 --tp 2 --by-layer
+  kvgate geometry ./Qwen3-8B --max-model-len 32768 --max-num-seqs 16 --kv-cache-dtype fp8   (vLLM's flags)
+  kvgate geometry model.gguf -c 65536 -np 8 -ctk q8_0 -ctv q8_0                              (llama.cpp's)
 
 MODEL is a config.json path, a model directory, a GGUF file or a bundled preset
 (kvgate geometry list).
@@ -27,16 +29,17 @@ MODEL is a config.json path, a model directory, a GGUF file or a bundled preset
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p, model_positional=True)
-    p.add_argument("--max-seq", type=positive_int, default=None, help="positions per slot (default: the model's max_position_embeddings)")
-    p.add_argument("--slots", type=nonneg_int, default=1, help="concurrent slots (default 1)")
+    add_engine_flags(p, model="positional",
+                     max_seq_help="positions per slot (default: the model's max_position_embeddings; vLLM "
+                                  "--max-model-len; llama.cpp -c, whole context / -np)",
+                     slots_help="concurrent slots (default 1; vLLM --max-num-seqs; llama.cpp -np)")
     p.add_argument("--by-layer", action="store_true", help="per-layer breakdown")
     p.add_argument("--kv-available", default=None,
                    help="with --layout vllm: vLLM's 'Available KV cache memory' (per rank); prints the "
                         "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
 
 
-def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
+def geometry_report(geo: "KVGeometry", max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
     """The figures ``kvgate geometry`` prints, as a dict of ints."""
     slot = geo.slot_bytes(max_seq)
     out: dict[str, Any] = {
@@ -71,8 +74,11 @@ def run(args: argparse.Namespace) -> int:
 
         emit(args, {"presets": preset_names()}, "\n".join(preset_names()))
         return 0
+    from kvgate.model import load_model
+
+    engine = engine_options_from_args(args)
     model = load_model(args.model)
-    max_seq = args.max_seq or model.max_position_embeddings
+    max_seq = engine.max_seq_for(model) or model.max_position_embeddings
     if not max_seq:
         from kvgate.errors import KvgateError
 
@@ -80,15 +86,14 @@ def run(args: argparse.Namespace) -> int:
     if model.max_position_embeddings and max_seq > model.max_position_embeddings:
         model.notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings "
                            f"{model.max_position_embeddings:,}")
-    opts = layout_options(args)
-    geo = KVGeometry(model, args.kv_format, kv_format_v=args.kv_format_v, tp=args.tp,
-                     layout=get_layout(opts.pop("name"), **opts))
-    rep = geometry_report(geo, max_seq, args.slots, args.by_layer)
-    per = " per rank" if args.tp > 1 else ""
+    slots = engine.slots if engine.slots is not None else 1
+    geo = engine.geometry(model)
+    rep = geometry_report(geo, max_seq, slots, args.by_layer)
+    per = " per rank" if engine.tp > 1 else ""
     rows = [
         ["bytes per token" + per, fmt_bytes(rep["bytes_per_token"]), fmt_human(rep["bytes_per_token"])],
         [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],
-        [f"{args.slots} slot{'s' if args.slots != 1 else ''}" + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
+        [f"{slots} slot{'s' if slots != 1 else ''}" + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
     ]
     if geo.layout.name == "contiguous" and rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
         rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     text = [
         f"model   {model.name} ({model.source}): {rep['summary']}",
         f"KV      {geo.fmt_k.name}" + (f" / V {geo.fmt_v.name}" if geo.fmt_v.name != geo.fmt_k.name else "")
-        + f", layout {geo.layout.name}, tp {args.tp}",
+        + f", layout {geo.layout.name}, tp {engine.tp}",
         "",
         table(rows, align="lrr"),
     ]
@@ -116,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.geometry import vllm_kv_cache_report
         from kvgate.units import parse_bytes
 
-        if args.layout != "vllm":
+        if engine.layout != "vllm":
             raise KvgateError("--kv-available needs --layout vllm")
         vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
         rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}

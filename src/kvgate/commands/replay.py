@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.argtypes import positive_float, positive_int
+from typing import TYPE_CHECKING
+
+from kvgate.argtypes import positive_int
+from kvgate.commands._args import add_engine_flags, add_replay_flags, engine_options_from_args, replay_options_from_args
 from kvgate.errors import KvgateError
+from kvgate.options import EngineOptions
 from kvgate.output import emit, table
-from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, ReplayResult, replay, series
 from kvgate.units import fmt_bytes, fmt_human, fmt_pct, parse_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.replay.simulate import ReplayResult
 
 NAME = "replay"
 HELP = "replay a request trace through contiguous slots and paged blocks: the paging reclaim, measured"
@@ -25,7 +31,7 @@ really unwritten when memory peaks — the write-up bounds it by the whole mirro
 
 contiguous: each admitted sequence reserves a slot S(L) until it finishes; at most N
 slots (--slots, default budget // S); a request that finds no free slot waits, one
-longer than L (prompt + output) is rejected. paged: blocks of --block-size positions,
+longer than L (prompt + output) is rejected. paged: blocks of --page-size positions,
 taken as positions are written, freed at finish; admission reserves the whole
 request's blocks against the budget (no preemption).
 Service model: every live sequence decodes --decode-rate tokens/s on a common step
@@ -40,33 +46,18 @@ Poisson arrivals at R requests/s.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    m = p.add_argument_group("geometry (--model, or --slot-bytes with --block-bytes)")
-    m.add_argument("--model", help="config.json, model directory, GGUF file, or preset name")
-    m.add_argument("--max-seq", type=positive_int, required=True, help="max_seq L: positions per contiguous slot")
-    m.add_argument("--kv-format", default="bf16", help="KV format (default bf16), e.g. fp8, int8-f32scale, q8_0")
-    m.add_argument("--kv-format-v", default=None, help="KV format of V when it differs from K")
-    m.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size; bytes are per rank (default 1)")
-    m.add_argument("--sliding-full", action="store_true", help="sliding-window layers allocated at full length")
+    add_engine_flags(p, model="optional", max_seq_help="max_seq L: positions per contiguous slot",
+                     slots_help="contiguous slot cap N (default budget // S; vLLM --max-num-seqs; llama.cpp -np)")
+    m = p.add_argument_group("geometry without a model")
     m.add_argument("--slot-bytes", default=None, help="S(L) in bytes instead of --model (e.g. 396MiB)")
-    m.add_argument("--block-bytes", default=None, help="bytes of one block instead of --model")
-    t = p.add_argument_group("trace")
-    t.add_argument("--trace", required=True, help="CSV or JSONL trace file")
-    t.add_argument("--rate", type=positive_float, default=None,
-                   help="Poisson arrivals at this many requests/s instead of the trace's timestamps")
-    t.add_argument("--seed", type=int, default=0, help="seed of --rate arrivals (default 0)")
-    t.add_argument("--speed", type=positive_float, default=1.0, help="replay speed: arrival times / speed (default 1)")
-    t.add_argument("--decode-rate", type=positive_float, default=DEFAULT_DECODE_RATE,
-                   help=f"tokens/s each live sequence generates (default {DEFAULT_DECODE_RATE:g})")
+    m.add_argument("--block-bytes", default=None, help="bytes of one page instead of --model")
+    add_replay_flags(p, trace_required=True)
     b = p.add_argument_group("budget (one of; default --slots × S)")
     b.add_argument("--budget", default=None, help="memory both allocators may use, e.g. 12982MiB")
     b.add_argument("--total", default=None, help="with --peak: budget = total − peak (the measured headroom)")
     b.add_argument("--peak", default=None, help="peak used of the measurement, e.g. 19625MiB")
     b.add_argument("--measurement", default=None, help="a kvgate measurement JSON: budget = its headroom")
     b.add_argument("--domain", default=None, help="which domain of --measurement (e.g. gpu:1)")
-    a = p.add_argument_group("allocators")
-    a.add_argument("--slots", type=positive_int, default=None, help="contiguous slot cap N (default budget // S)")
-    a.add_argument("--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE,
-                   help=f"positions per paged block (default {DEFAULT_BLOCK_SIZE})")
     o = p.add_argument_group("output")
     o.add_argument("--plot", default=None, help="write a PNG: memory and concurrency over time")
     o.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
@@ -119,43 +110,46 @@ def _positive_bytes(flag: str, text: str) -> int:
     return value
 
 
-def geometry_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """S(L) and block bytes from --model (via :mod:`kvgate.replay.reclaim`) or given directly.
+def geometry_from_args(args: argparse.Namespace, engine: EngineOptions, page_size: int) -> tuple[dict[str, Any], int]:
+    """(S(L) and page bytes, max_seq L) from --model (via :mod:`kvgate.replay.reclaim`) or given directly.
 
     Raises:
         KvgateError: neither or both of --model and --slot-bytes/--block-bytes, or a
             --slot-bytes/--block-bytes that is not a positive byte quantity (names the flag).
     """
     explicit = args.slot_bytes is not None or args.block_bytes is not None
-    if explicit and args.model:
+    if explicit and engine.model:
         raise KvgateError("give --model or --slot-bytes/--block-bytes, not both")
     if explicit:
         if args.slot_bytes is None or args.block_bytes is None:
             raise KvgateError("--slot-bytes and --block-bytes go together")
         slot = _positive_bytes("--slot-bytes", args.slot_bytes)
         block = _positive_bytes("--block-bytes", args.block_bytes)
-        return {"slot_bytes": slot, "block_bytes": block, "geometry": {"model": None, "explicit": True}}
-    if not args.model:
+        return {"slot_bytes": slot, "block_bytes": block, "geometry": {"model": None, "explicit": True}}, _max_seq(engine)
+    if not engine.model:
         raise KvgateError("no geometry: give --model M", hint="or --slot-bytes S --block-bytes B")
     from kvgate.model import load_model
-    from kvgate.replay.reclaim import replay_geometry
+    from kvgate.replay.reclaim import replay_geometry, sliding_full_of
 
-    return replay_geometry(
-        load_model(args.model),
-        max_seq=args.max_seq,
-        kv_format=args.kv_format,
-        kv_format_v=args.kv_format_v,
-        tp=args.tp,
-        block_size=args.block_size,
-        sliding_full=args.sliding_full,
-    )
+    model = load_model(engine.model)
+    k, v = engine.formats_for(model)
+    max_seq = _max_seq(engine, model)
+    return replay_geometry(model, max_seq=max_seq, kv_format=k, kv_format_v=v, tp=engine.tp,
+                           block_size=page_size, sliding_full=sliding_full_of(engine)), max_seq
+
+
+def _max_seq(engine: EngineOptions, model: Any = None) -> int:
+    L = engine.max_seq_for(model) if model is not None or engine.ctx_size != 0 else None
+    if L is None:
+        raise KvgateError("no max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
+    return L
 
 
 def _s(v: float | None) -> str:
     return "not available" if v is None else f"{v:,.2f} s"
 
 
-def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, plot_path: str | None) -> str:
+def render_text(res: "ReplayResult", trace_info: dict, budget_note: str | None, plot_path: str | None) -> str:
     """The human-readable report."""
     i, c, p, s = res.inputs, res.contiguous, res.paged, res.summary
     budget = i["budget_bytes"]
@@ -212,29 +206,36 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.replay.simulate import replay, series
     from kvgate.replay.trace import load_trace
 
-    geo = geometry_from_args(args)  # first: a bad --slot-bytes/--block-bytes is named before budget errors
+    engine = engine_options_from_args(args)
+    opts = replay_options_from_args(args, engine)
+    if opts is None:
+        raise KvgateError("no --trace given", hint="kvgate replay --trace FILE ...")
+    if engine.slots is not None and engine.slots < 1:
+        raise KvgateError(f"--slots must be positive, got {engine.slots}")
+    geo, max_seq = geometry_from_args(args, engine, opts.page_size)  # first: bad --slot-bytes named before budget errors
     budget, budget_note = budget_from_args(args)
-    if budget is None and args.slots is None:
+    if budget is None and engine.slots is None:
         raise KvgateError("no memory budget", hint="give --budget, --total/--peak, --measurement, or --slots N")
     if budget is None:
-        budget_note = f"--slots {args.slots} × S"
+        budget_note = f"--slots {engine.slots} × S"
     if args.plot:
         from kvgate.atomicio import check_writable
 
         check_writable(args.plot, force=args.force)  # fail before the work
-    trace = load_trace(args.trace, rate=args.rate, seed=args.seed)
+    trace = load_trace(opts.trace, rate=opts.rate, seed=opts.seed)
     res = replay(
         trace,
         slot_bytes=geo["slot_bytes"],
         block_bytes=geo["block_bytes"],
-        max_seq=args.max_seq,
+        max_seq=max_seq,
         budget_bytes=budget,
-        slots=args.slots,
-        block_size=args.block_size,
-        speed=args.speed,
-        decode_rate=args.decode_rate,
+        slots=engine.slots,
+        block_size=opts.page_size,
+        speed=opts.speed,
+        decode_rate=opts.decode_rate,
     )
     plot_path = None
     if args.plot:

@@ -20,10 +20,10 @@ bytes of one block of B positions. This module takes them from a model's geometr
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.options import EngineOptions, ReplayOptions
 from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, measured_paging_reclaim
 
 
@@ -72,53 +72,83 @@ def replay_geometry(
     }
 
 
-def paging_reclaim_for_gate(args: argparse.Namespace, model: Any) -> dict[str, Any]:
+def sliding_full_of(engine: EngineOptions) -> bool:
+    """Whether the engine allocates sliding layers at full length: ``--sliding-full``
+    (contiguous), vLLM's ``--disable-hybrid-kv-cache-manager``, llama.cpp's ``--swa-full``."""
+    lo = engine.layout_options
+    return bool(lo.get("sliding_full") or lo.get("disable_hybrid_kv_cache_manager") or lo.get("swa_full"))
+
+
+def paging_reclaim(
+    model: Any,
+    engine: EngineOptions,
+    replay: ReplayOptions,
+    *,
+    slots: int,
+    max_seq: int | None = None,
+    trace: Any = None,
+) -> dict[str, Any]:
     """The measured paging reclaim for ``kvgate gate --trace FILE`` as a dict.
 
-    Replays ``args.trace`` with ``args.slots`` contiguous slots (N, the gate's target) and
-    a budget of N·S(L) for both layouts; see :func:`kvgate.replay.measured_paging_reclaim`
-    for the keys (``measured_reclaim_bytes``, ``bound_bytes``, ``ratio``,
-    ``unwritten_at_peak_bytes``, ``warnings``, ``attribution``...). Optional attributes
-    read from ``args`` when present: ``block_size`` (16), ``speed`` (1.0),
-    ``decode_rate`` (50 tokens/s), ``rate`` (Poisson arrivals), ``seed``, ``sliding_full``,
-    ``kv_format_v``, ``tp``.
+    Replays ``replay.trace`` with ``slots`` contiguous slots (N, the gate's target) and a
+    budget of N·S(L) for both layouts, pages of ``replay.page_size`` positions; see
+    :func:`kvgate.replay.simulate.measured_paging_reclaim` for the keys
+    (``measured_reclaim_bytes``, ``bound_bytes``, ``ratio``, ``unwritten_at_peak_bytes``,
+    ``warnings``, ``attribution``...), plus ``fixed_bytes_per_sequence``.
+
+    Args:
+        model: the :class:`kvgate.model.ModelSpec`.
+        engine: KV formats, TP, sliding-full (the geometry; L from ``max_seq`` or
+            ``engine.max_seq_for(model)``).
+        replay: trace and service model.
+        slots: target slots N ≥ 1.
+        trace: an already loaded :class:`kvgate.replay.trace.Trace` (else loaded here).
 
     Raises:
-        KvgateError: trace or parameter errors (:class:`kvgate.trace.TraceError`,
-            :class:`kvgate.replay.ReplayError`), target slots below 1.
+        KvgateError: trace or parameter errors (:class:`kvgate.replay.trace.TraceError`,
+            :class:`kvgate.replay.simulate.ReplayError`), target slots below 1, no max_seq.
     """
-    from kvgate.replay.trace import load_trace
-
-    slots = int(args.slots)
     if slots < 1:
         raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
-    block_size = getattr(args, "block_size", None) or DEFAULT_BLOCK_SIZE
-    geo = replay_geometry(
-        model,
-        max_seq=args.max_seq,
-        kv_format=args.kv_format,
-        kv_format_v=getattr(args, "kv_format_v", None),
-        tp=getattr(args, "tp", 1) or 1,
-        block_size=block_size,
-        sliding_full=bool(getattr(args, "sliding_full", False)),
-    )
-    trace = load_trace(args.trace, rate=getattr(args, "rate", None), seed=getattr(args, "seed", 0) or 0)
+    L = max_seq if max_seq is not None else engine.max_seq_for(model)
+    if L is None:
+        raise KvgateError("--trace needs max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
+    k, v = engine.formats_for(model)
+    geo = replay_geometry(model, max_seq=L, kv_format=k, kv_format_v=v, tp=engine.tp,
+                          block_size=replay.page_size, sliding_full=sliding_full_of(engine))
+    if trace is None:
+        from kvgate.replay.trace import load_trace
+
+        trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed)
     out = measured_paging_reclaim(
         trace,
         slot_bytes=geo["slot_bytes"],
         block_bytes=geo["block_bytes"],
-        max_seq=args.max_seq,
+        max_seq=L,
         slots=slots,
-        block_size=block_size,
-        speed=getattr(args, "speed", None) or 1.0,
-        decode_rate=getattr(args, "decode_rate", None) or DEFAULT_DECODE_RATE,
+        block_size=replay.page_size,
+        speed=replay.speed,
+        decode_rate=replay.decode_rate,
     )
     out["fixed_bytes_per_sequence"] = geo["fixed_bytes"]
     return out
 
 
-def reclaim_for_gate(args: argparse.Namespace, model: Any) -> int:
-    """``measured_reclaim_bytes`` of :func:`paging_reclaim_for_gate` (an int of bytes):
-    how much lower the peak of N contiguous slots is when the trace's sequences are laid
-    out in blocks instead."""
-    return int(paging_reclaim_for_gate(args, model)["measured_reclaim_bytes"])
+def reclaim_for_gate(args: Any, model: Any) -> int:
+    """``measured_reclaim_bytes`` of :func:`paging_reclaim` (an int of bytes) for callers
+    that hold loose attributes (``trace``, ``slots``, ``max_seq``, ``kv_format``,
+    ``kv_format_v``, ``tp``, ``page_size``/``block_size``, ``speed``, ``decode_rate``,
+    ``rate``, ``seed``, ``sliding_full``): how much lower the peak of N contiguous slots
+    is when the trace's sequences are laid out in blocks instead. New code calls
+    :func:`paging_reclaim` with typed options."""
+    def get(name: str, default: Any = None) -> Any:
+        v = getattr(args, name, None)
+        return default if v is None else v
+
+    engine = EngineOptions(kv_format=get("kv_format", "bf16"), kv_format_v=get("kv_format_v"), tp=get("tp", 1),
+                           layout_options={"sliding_full": True} if get("sliding_full") else {},
+                           max_seq=get("max_seq"))
+    replay = ReplayOptions(trace=str(args.trace), page_size=get("page_size") or get("block_size", DEFAULT_BLOCK_SIZE),
+                           decode_rate=get("decode_rate", DEFAULT_DECODE_RATE), speed=get("speed", 1.0),
+                           rate=get("rate"), seed=get("seed", 0))
+    return int(paging_reclaim(model, engine, replay, slots=int(args.slots))["measured_reclaim_bytes"])
