@@ -1,0 +1,61 @@
+"""What every trace reader shares: :class:`TraceError`, column-name matching, and the
+columns a reader hands back (:class:`RawColumns`).
+
+Column names are compared after :func:`norm_column`: lower case, without ``_``, ``-``,
+``.`` or white space, so ``Request tokens``, ``request_tokens`` and ``RequestTokens`` are
+one name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvgate.errors import KvgateError
+
+
+class TraceError(KvgateError):
+    """A trace file or trace parameters cannot be used (missing columns, bad values...)."""
+
+
+def norm_column(name: object) -> str:
+    """``"Request tokens"`` → ``"requesttokens"`` (see the module docstring)."""
+    return re.sub(r"[\s_\-\.]", "", str(name)).lower()
+
+
+def pick_column(columns: list[str], candidates: tuple[str, ...]) -> str | None:
+    """The first of ``columns`` (as spelled in the file) whose normalized name is the
+    earliest in ``candidates``; ``None`` if none matches."""
+    normed: dict[str, str] = {}
+    for c in columns:
+        normed.setdefault(norm_column(c), c)
+    for cand in candidates:
+        if cand in normed:
+            return normed[cand]
+    return None
+
+
+@dataclass
+class RawColumns:
+    """The three columns of a trace as read, before time units and sorting.
+
+    Attributes:
+        prompt: int64 token counts, ≥ 0, one per request in file order.
+        output: int64 token counts, ≥ 0.
+        time: ``None`` (no time column read), float64 or int64 numbers in the file's own
+            unit (not yet converted), or int64 nanoseconds since the epoch (UTC) for
+            date-times.
+        time_kind: ``"number"``, ``"datetime"`` or ``None``.
+        line_of: file line (1-based) of request ``i`` in file order, for messages.
+        reader: ``"columnar"`` (pyarrow) or ``"rows"`` (the Python reader).
+    """
+
+    prompt: np.ndarray
+    output: np.ndarray
+    time: np.ndarray | None
+    time_kind: str | None
+    line_of: Callable[[int], int]
+    reader: str
