@@ -5,6 +5,8 @@ from fractions import Fraction
 
 import pytest
 
+from kvgate.gate.render import render_text
+
 from kvgate.gate import source_case as case
 from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.gate.verdict import Gate, GateError, Scenario, fit_marginal, kv_quant_candidate, paging_candidate, tiering_candidate
@@ -35,15 +37,16 @@ def test_source_case_table(rec):
     assert t["slot"]["bytes"] == S == 396 * MiB
     assert t["all_slots"]["bytes"] == 8 * S == 3168 * MiB
     assert t["headroom"]["bytes"] == T - P == 12_982 * MiB
-    assert round(float(Fraction(t["headroom"]["share"])) * 100, 1) == 39.8
-    assert round(float(Fraction(t["slot"]["share"])) * 100, 1) == 1.2
-    assert round(float(Fraction(t["all_slots"]["share"])) * 100, 1) == 9.7  # the write-up printed 9.5
+    assert round(float(Fraction(t["headroom"]["share"]["exact"])) * 100, 1) == 39.8
+    assert round(float(Fraction(t["slot"]["share"]["exact"])) * 100, 1) == 1.2
+    assert round(float(Fraction(t["all_slots"]["share"]["exact"])) * 100, 1) == 9.7  # the write-up printed 9.5
     assert rec["projection"]["kv_only_bytes"] == P + 4 * S == 21_209 * MiB
 
 
 def test_source_case_verdicts_and_sensitivity(rec):
     assert rec["verdicts"] == {"paging": "not-a-bottleneck", "tiering": "not-a-bottleneck"}
-    sens = Fraction(rec["sensitivity"]["value"])
+    sens = Fraction(rec["sensitivity"]["value"]["exact"])
+    assert rec["sensitivity"]["value"]["float"] == float(sens)  # every ratio: exact and float
     assert sens == Fraction(8 * S, T - P)
     assert round(float(sens) * 100, 1) == 24.4
     assert rec["sensitivity"]["flagged"] is True
@@ -86,8 +89,10 @@ def test_boundaries_are_where_the_verdict_actually_flips(rec):
 
 def test_pays_and_insufficient():
     # 22 GiB: limit 0.9·22,528 = 20,275.2 MiB < P_target 21,209 MiB; minus the whole
-    # mirror 3,168 MiB → 18,041 MiB fits → pays.
-    assert decide(source_inputs(total_bytes=22 * GiB))["verdicts"]["paging"] == "pays"
+    # mirror 3,168 MiB → 18,041 MiB fits → tiering (a full offload reaches its bound)
+    # pays; paging's bound is only reached with every slot empty → "pays-if".
+    v = decide(source_inputs(total_bytes=22 * GiB))["verdicts"]
+    assert v == {"paging": "pays-if", "tiering": "pays"}
     # 19,725 MiB card: limit 17,752.5 MiB < 18,041 MiB even with the full reclaim → insufficient.
     rec = decide(source_inputs(total_bytes=19_725 * MiB))
     assert P + 4 * S - 8 * S > math.floor(Fraction(9, 10) * (19_725 * MiB))
@@ -142,3 +147,36 @@ def test_half_free_policy_moves_weights_with_the_card():
 def test_scenario_rejects_bad_values(bad):
     with pytest.raises(GateError):
         source_inputs(**bad)
+
+
+def test_bound_only_paging_states_the_reclaim_it_needs():
+    """Issue 11 #7: without a trace, --slots 99 (38.3 GiB of KV on a 32 GiB card) must not
+    "pay": the verdict says which share of the mirror paging must free."""
+    rec = decide(source_inputs(slots_target=99))
+    paging = rec["candidates"][0]
+    assert paging["verdict"] == "pays-if" and paging["bound_only"] is True
+    # by hand: P_target = P + (99 − 4)·S = 57,245 MiB; limit ⌊0.9·T⌋ = 30,771,825,868 B
+    target = P + 95 * S
+    assert target == 57_245 * MiB
+    need = target - 30_771_825_868
+    assert paging["required_reclaim_bytes"] == need
+    share = Fraction(need, 99 * S)
+    assert paging["required_share_of_reclaim"]["exact"] == f"{share.numerator}/{share.denominator}"
+    assert round(float(share) * 100, 1) == 71.2
+    text = render_text(rec)
+    assert "pays only if paging frees ≥ 71.2% of the mirror" in text and "--trace" in text
+    # measured from a trace: the same reclaim is a real "pays"
+    inp = source_inputs(slots_target=99)
+    inp.measured_reclaim_bytes = 99 * S
+    assert decide(inp)["verdicts"]["paging"] == "pays"
+    inp.measured_reclaim_bytes = need - 1  # one byte short of what it needs
+    assert decide(inp)["verdicts"]["paging"] == "insufficient"
+
+
+def test_bound_that_cannot_make_it_fit_is_insufficient():
+    # resident weights heavier by 12 GiB on the 99-slot target: P_target − N·S =
+    # P − 4·S + 12 GiB = 30,329 MiB > ⌊0.9·T⌋ = 29,346.3 MiB: even the whole bound fails.
+    rec = decide(source_inputs(slots_target=99, weights_delta_bytes=12 * GiB))
+    assert P - 4 * S + 12 * GiB > 30_771_825_868
+    assert rec["verdicts"]["paging"] == "insufficient"
+    assert "no amount of paging makes it fit" in render_text(rec)

@@ -23,7 +23,7 @@ def test_demo_writes_json_and_markdown(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "not-a-bottleneck" in out and "record: " in out
     rec = load_record(path)
-    assert rec["schema"] == "kvgate.decision/1"
+    assert rec["schema"] == "kvgate.decision/2" and rec["digest"] == rec["digest_recorded"]
     assert rec["verdicts"] == {"paging": "not-a-bottleneck", "tiering": "not-a-bottleneck"}
     md = path.with_suffix(".md").read_text()
     assert "| one slot S(8192) | 415,236,096 | 396 MiB | 1.2% |" in md
@@ -69,10 +69,10 @@ def test_recheck_reproduces_and_answers_what_ifs(tmp_path):
     assert same["status"] == "same" and same["recorded"]["verdicts"] == rec["verdicts"]
     longer = recheck(rec, max_seq=40960)
     assert longer["status"] == "changed"
-    assert longer["what_if"]["verdicts"]["paging"] == "pays"
+    assert longer["what_if"]["verdicts"] == {"paging": "pays-if", "tiering": "pays"}
     assert longer["what_if"]["geometry"]["slot_bytes"] == 1980 * MiB
     smaller = recheck(rec, total_bytes=23_565 * MiB)  # just below the boundary
-    assert smaller["what_if"]["verdicts"]["paging"] == "pays"
+    assert smaller["what_if"]["verdicts"]["paging"] == "pays-if"
     bigger = recheck(rec, total_bytes=23_566 * MiB)
     assert bigger["what_if"]["verdicts"]["paging"] == "not-a-bottleneck"
     assert recheck(rec, slots_target=29)["status"] == "changed"
@@ -98,16 +98,17 @@ def test_recheck_applies_same_basis_measurement(tmp_path):
     m2 = Measurement(total_bytes=m.total_bytes, peak_used_bytes=28_000 * MiB, idle_used_bytes=m.idle_used_bytes,
                      basis=m.basis)
     res = recheck(rec, new_measurement=m2)
-    assert res["status"] == "changed"
-    assert res["what_if"]["verdicts"]["paging"] == "pays"
+    assert res["status"] == "changed" and res["exit_code"] == 4
+    assert res["what_if"]["verdicts"] == {"paging": "pays-if", "tiering": "pays"}
 
 
 def test_recheck_directory_and_json(tmp_path, capsys):
     demo_record(tmp_path)
     capsys.readouterr()
-    assert main(["recheck", str(tmp_path), "--total", "22GiB", "--json"]) == 1
+    assert main(["recheck", str(tmp_path), "--total", "22GiB", "--json"]) == 4
     out = json.loads(capsys.readouterr().out)
-    assert out["what_if"]["verdicts"]["paging"] == "pays"
+    assert isinstance(out, list) and len(out) == 1  # one shape: a list, even for one file
+    assert out[0]["what_if"]["verdicts"]["tiering"] == "pays"
 
 
 def test_records_get_the_usual_file_mode(tmp_path):

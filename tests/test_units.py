@@ -59,10 +59,23 @@ def test_formatting():
 
 
 def test_huge_values_format():
-    n = parse_bytes("99999999999999999999999999999GiB")
+    # Formatting stays exact for values of any size (derived values such as boundaries
+    # can exceed any input); a fixed 80-digit decimal precision raised InvalidOperation.
+    n = 99999999999999999999999999999 * 2**30
     assert fmt_mib(n).endswith(" MiB") and fmt_gib(n).startswith("99,999,999,999,999,999,999,999,999,999.00")
+    big = 10**88 * 2**30  # issue 11 #10: 80+ digits
+    assert fmt_gib(big) == f"{10**88:,}.00 GiB"
+    assert fmt_mib(10**90 * 2**20) == f"{10**90:,} MiB"
+    assert fmt_pct(10**90, 4) == f"{25 * 10**90:,}.0%"  # 10**90 / 4 · 100
 
 
-def test_parsing_is_exact_for_long_numbers():
-    assert parse_bytes("99999999999999999999999999999GiB") == 99999999999999999999999999999 * 2**30
-    assert parse_bytes("123456789012345678901234567890.5MiB") == 123456789012345678901234567890 * 2**20 + 2**19
+def test_parsing_is_exact_up_to_2_64_and_refuses_beyond():
+    assert parse_bytes("15EiB".replace("EiB", "") + "TiB") == 15 * 2**40
+    assert parse_bytes(str(2**64 - 1)) == 2**64 - 1
+    assert parse_bytes("16777215.5MiB") == 16777215 * 2**20 + 2**19
+    with pytest.raises(UnitError, match="2\\*\\*64"):
+        parse_bytes(str(2**64))
+    with pytest.raises(UnitError, match="characters"):  # an 80-digit byte count: named, cut, refused
+        parse_bytes("9" * 80)
+    with pytest.raises(UnitError):
+        parse_bytes("9" * 80 + "TiB")

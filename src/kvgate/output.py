@@ -8,12 +8,20 @@ from typing import Any, Sequence
 
 
 def emit(args: Any, payload: Any, text: str) -> None:
-    """Print ``payload`` as JSON when ``args.json`` is set, else ``text``."""
+    """Print ``payload`` as JSON when ``args.json`` is set, else ``text`` (made
+    :func:`printable`)."""
     if getattr(args, "json", False):
-        json.dump(payload, sys.stdout, indent=2)
+        json.dump(payload, sys.stdout, indent=2)  # ensure_ascii: any str, surrogates included
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.write(printable(text if text.endswith("\n") else text + "\n"))
+
+
+def printable(text: str, encoding: str | None = None) -> str:
+    """``text`` with every character the output encoding cannot hold as a backslash
+    escape: a non-UTF-8 file name (lone surrogates) prints as ``\\udcff``, no traceback."""
+    enc = encoding or getattr(sys.stdout, "encoding", None) or "utf-8"
+    return text.encode(enc, errors="backslashreplace").decode(enc)
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None, align: str | None = None) -> str:

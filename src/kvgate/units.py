@@ -23,6 +23,7 @@ The two are never mixed: a bare ``M``/``G`` suffix is rejected because it is amb
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
@@ -37,6 +38,11 @@ KB = 10**3
 MB = 10**6
 GB = 10**9
 TB = 10**12
+
+#: The largest byte count kvgate accepts as input: 2**64 − 1 (16 EiB), the range of the
+#: unsigned 64-bit counters that NVML, /proc and cgroups report. A longer number (an
+#: 80-digit "byte count") is a typo or an attack, never a memory size.
+MAX_BYTES = 2**64 - 1
 
 # Suffix -> multiplier. Lower-cased for lookup; "kb" is SI (10^3), "kib" IEC.
 _UNITS: dict[str, int] = {
@@ -74,47 +80,62 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
             negative value, or zero unless ``allow_zero``.
     """
     if isinstance(text, bool):
-        raise UnitError(f"not a byte quantity: {text!r}")
+        raise UnitError(f"not a byte quantity: {_short(text)}")
     if isinstance(text, int):
         value = text
     else:
         m = _NUMBER_UNIT.match(str(text))
         if not m:
             raise UnitError(
-                f"cannot parse byte quantity {text!r}",
+                f"cannot parse byte quantity {_short(text)}",
                 hint="write a number with a unit, e.g. 32607MiB, 24GiB, 32.6GB, or plain bytes",
             )
         number, raw_unit = m.group(1).replace("_", "").replace(",", ""), m.group(2)
         if raw_unit.endswith("b") and raw_unit != "b" or raw_unit.lower() == "b" and raw_unit == "b":
             raise UnitError(
-                f"unit {raw_unit!r} in {text!r} is bits (lower-case b)",
+                f"unit {raw_unit!r} in {_short(text)} is bits (lower-case b)",
                 hint="write bytes with an upper-case B: KiB/MiB/GiB (powers of 2) or kB/MB/GB (powers of 10)",
             )
         unit = raw_unit.lower()
         if unit not in _UNITS:
             hint = "use KiB/MiB/GiB/TiB (powers of 2) or kB/MB/GB/TB (powers of 10)"
             if unit in {"k", "m", "g", "t"}:
-                raise UnitError(f"ambiguous unit {m.group(2)!r} in {text!r}", hint=hint)
-            raise UnitError(f"unknown unit {m.group(2)!r} in {text!r}", hint=hint)
+                raise UnitError(f"ambiguous unit {m.group(2)!r} in {_short(text)}", hint=hint)
+            raise UnitError(f"unknown unit {m.group(2)!r} in {_short(text)}", hint=hint)
         with localcontext() as ctx:  # exact for any number the regex admits
             ctx.prec = max(80, len(number) + 20)
             try:
                 exact = Decimal(number) * _UNITS[unit]
             except InvalidOperation as exc:  # pragma: no cover - regex already validated
-                raise UnitError(f"cannot parse byte quantity {text!r}") from exc
+                raise UnitError(f"cannot parse byte quantity {_short(text)}") from exc
             value = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
     if value < 0:
-        raise UnitError(f"byte quantity must not be negative: {text!r}")
+        raise UnitError(f"byte quantity must not be negative: {_short(text)}")
+    if value > MAX_BYTES:
+        raise UnitError(f"byte quantity {_short(text)} is more than 2**64 − 1 bytes (16 EiB): not a memory size",
+                        hint="check the number and its unit")
     if value == 0 and not allow_zero:
-        raise UnitError(f"byte quantity must be positive: {text!r}")
+        raise UnitError(f"byte quantity must be positive: {_short(text)}")
     return value
 
 
+def _short(text: object, limit: int = 40) -> str:
+    """``repr`` of user input, cut to ``limit`` characters (an 80-digit number stays readable)."""
+    r = repr(text) if not isinstance(text, int) else str(text)
+    return r if len(r) <= limit else f"{r[:limit]}… ({len(r):,} characters)"
+
+
 def _group(value: Fraction | int, decimals: int) -> str:
-    """Format with thousands separators and a fixed number of decimals (half-even)."""
-    with localcontext() as ctx:  # enough digits for any int of bytes (1e29 GiB included)
-        ctx.prec = 80
-        d = Decimal(value.numerator) / Decimal(value.denominator) if isinstance(value, Fraction) else Decimal(value)
+    """Format with thousands separators and a fixed number of decimals (half-even).
+
+    Exact for any size: the decimal precision grows with the number of integer digits
+    (a fixed precision raised ``InvalidOperation`` on a 90-digit value).
+    """
+    value = Fraction(value)
+    whole_digits = len(str(abs(value.numerator) // value.denominator))
+    with localcontext() as ctx:
+        ctx.prec = whole_digits + decimals + 30
+        d = Decimal(value.numerator) / Decimal(value.denominator)
         q = Decimal(1).scaleb(-decimals)
         return f"{d.quantize(q, rounding=ROUND_HALF_EVEN):,.{decimals}f}"
 
@@ -203,7 +224,9 @@ def parse_duration_s(text: str) -> float:
     """
     m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s|min)?\s*$", str(text))
     if not m:
-        raise UnitError(f"cannot parse duration {text!r}", hint="e.g. 1ms, 500ms, 2s")
+        raise UnitError(f"cannot parse duration {_short(text)}", hint="e.g. 1ms, 500ms, 2s")
     value = float(m.group(1))
+    if not math.isfinite(value):
+        raise UnitError(f"duration {_short(text)} is not a finite number of seconds")
     scale = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0}[m.group(2)]
     return value * scale

@@ -1,10 +1,11 @@
-"""From inputs and a measurement to a decision record (schema ``kvgate.decision/1``).
+"""From inputs and a measurement to a decision record (schema ``kvgate.decision/2``).
 
 :class:`DecisionInputs` holds everything needed to recompute a decision without the
 original machine: the model's layer list, the geometry options, the scenario, the
 candidates, the weights policy and any concurrency fit. :func:`decide` evaluates it and
-returns the record as a plain dict (ints of bytes; exact fractions as ``"num/den"``
-strings next to a rounded display value).
+returns the record as a plain dict, validated by
+:class:`kvgate.gate.schema.DecisionRecord` and carrying its inputs' digest (ints of
+bytes; every ratio as ``{"exact": "num/den", "float": ...}``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from kvgate.geometry import KVGeometry, get_layout
 from kvgate.measure.measurement import Measurement
 from kvgate.model import LayerSpec, ModelSpec
 from kvgate.gate.weights_policy import WeightsPolicy, wcache_override_mb
+from kvgate.gate.schema import DECISION_SCHEMA, DecisionInputsModel, DecisionRecord, exact, ratio, validate
 
-SCHEMA = "kvgate.decision/1"
+SCHEMA = DECISION_SCHEMA
 
 
 def frac_str(x: Fraction | int) -> str:
@@ -41,12 +43,15 @@ def frac_str(x: Fraction | int) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
-def parse_frac(s: str | int | float) -> Fraction:
-    """Inverse of :func:`frac_str`; also accepts ints, floats and decimal strings.
+def parse_frac(s: str | int | float | dict[str, Any]) -> Fraction:
+    """Inverse of :func:`frac_str`; also accepts a stored ratio ``{"exact": ...}``, ints,
+    floats and decimal strings.
 
     Raises:
         KvgateError: not a finite number.
     """
+    if isinstance(s, dict):
+        return exact(s)
     try:
         return Fraction(s) if not isinstance(s, float) else Fraction(str(s))
     except (ValueError, ZeroDivisionError, TypeError, OverflowError) as exc:
@@ -135,7 +140,7 @@ class DecisionInputs:
 
     def to_dict(self) -> dict[str, Any]:
         sc = asdict(self.scenario)
-        sc["margin"] = frac_str(self.scenario.margin)
+        sc["margin"] = ratio(self.scenario.margin)
         return {
             "model": {
                 "name": self.model.name,
@@ -159,7 +164,7 @@ class DecisionInputs:
             "measured_reclaim_source": self.measured_reclaim_source,
             "policy": self.policy.to_dict(),
             "fit_points": [list(p) for p in self.fit_points] if self.fit_points else None,
-            "sensitivity_threshold": frac_str(self.sensitivity_threshold),
+            "sensitivity_threshold": ratio(self.sensitivity_threshold),
         }
 
     @classmethod
@@ -167,8 +172,10 @@ class DecisionInputs:
         """Rebuild inputs from a record's ``inputs`` section.
 
         Raises:
-            KvgateError: a missing or malformed field (named).
+            RecordError: a missing, unknown or malformed field (named), from
+                :class:`kvgate.gate.schema.DecisionInputsModel`.
         """
+        d = validate(DecisionInputsModel, d, "record inputs").model_dump(mode="json")
         try:
             m = d["model"]
             model = ModelSpec(
@@ -181,14 +188,8 @@ class DecisionInputs:
                 notes=list(m.get("notes") or []),
             )
             sc = dict(d["scenario"])
-            sc["margin"] = parse_frac(sc.get("margin", DEFAULT_MARGIN))
-            if not model.layers:
-                raise KvgateError("record inputs: the model has no layers")
+            sc["margin"] = exact(sc["margin"])
             scenario = Scenario(**sc)
-            if scenario.peak_bytes > scenario.total_bytes:
-                raise KvgateError(
-                    f"record inputs: peak {scenario.peak_bytes:,} B is above total {scenario.total_bytes:,} B"
-                )
             return cls(
                 model=model,
                 scenario=scenario,
@@ -203,7 +204,7 @@ class DecisionInputs:
                 measured_reclaim_source=d.get("measured_reclaim_source"),
                 policy=WeightsPolicy(**(d.get("policy") or {})),
                 fit_points=[tuple(p) for p in d["fit_points"]] if d.get("fit_points") else None,
-                sensitivity_threshold=parse_frac(d.get("sensitivity_threshold", DEFAULT_SENSITIVITY)),
+                sensitivity_threshold=exact(d["sensitivity_threshold"]),
             )
         except KeyError as exc:
             raise KvgateError(f"record inputs are missing field {exc.args[0]!r}") from exc
@@ -222,8 +223,8 @@ def _cached(fn):
     return wrapped
 
 
-def _share(part: int | Fraction, total: int) -> str:
-    return frac_str(Fraction(part) / total)
+def _share(part: int | Fraction, total: int) -> dict[str, Any]:
+    return ratio(Fraction(part) / total)
 
 
 def decide(
@@ -238,6 +239,10 @@ def decide(
     A measurement whose status is not ``ok`` (failed or interrupted workload) yields
     verdict ``no-verdict`` for every candidate, with the exit code, and no boundaries:
     never a verdict from partial data.
+
+    Raises:
+        KvgateError: inputs the gate refuses (see :meth:`DecisionInputs.build_gate`);
+            RecordError if the assembled record does not validate (a kvgate bug).
     """
     sc = inputs.scenario
     status = "ok" if measurement is None or measurement.status == "ok" else "no-verdict"
@@ -267,7 +272,7 @@ def decide(
             f"workload {measurement.status} (exit code {measurement.basis.exit_code}); "
             "no verdict from partial data"
         )
-        return record
+        return finalize(record)
 
     kv_only = gate.kv_only_target(sc)
     fit_t = gate.fit_target(sc)
@@ -284,12 +289,13 @@ def decide(
         if gate.fit is None
         else {
             "points": [list(p) for p in gate.fit.points],
-            "slope_bytes_per_seq": frac_str(gate.fit.slope),
-            "intercept_bytes": frac_str(gate.fit.intercept),
-            "overhead_per_seq_bytes": frac_str(gate.fit.slope - s_l0),
+            "slope_bytes_per_seq": ratio(gate.fit.slope),
+            "intercept_bytes": ratio(gate.fit.intercept),
+            "overhead_per_seq_bytes": ratio(gate.fit.slope - s_l0),
         },
     }
     cands = []
+    need = gate.required_reclaim(sc)
     for c in gate.candidates:
         r = c.reclaim_fn(sc)
         cands.append(
@@ -301,6 +307,11 @@ def decide(
                 "reclaim_per_slot_bytes": r // sc.slots_target if sc.slots_target else 0,
                 "bound": c.bound_text,
                 "measured": c.measured,
+                "bound_only": c.bound_only and not c.measured,
+                # What the candidate must free for the target to fit, and its share of R:
+                # "pays only if paging frees ≥ 71% of the mirror" (issue 11 #7).
+                "required_reclaim_bytes": need,
+                "required_share_of_reclaim": _share(need, r) if r > 0 else None,
                 "boundaries_insufficient": gate.candidate_boundaries(sc, c),
             }
         )
@@ -318,13 +329,27 @@ def decide(
          "share": _share(used, sc.total_bytes)},
     ]
     record["sensitivity"] = {
-        "value": frac_str(sens) if sens is not None else None,
-        "threshold": frac_str(gate.sensitivity_threshold),
+        "value": ratio(sens) if sens is not None else None,
+        "threshold": ratio(gate.sensitivity_threshold),
         "flagged": sens is None or sens > gate.sensitivity_threshold,
     }
     bounds = gate.boundaries(sc)
     record["boundaries"] = bounds
-    return record
+    return finalize(record)
+
+
+def finalize(record: dict[str, Any]) -> dict[str, Any]:
+    """Validate a record against :class:`DecisionRecord`, normalize it (the JSON the
+    schema describes) and set its ``digest`` over the normalized inputs and measurement.
+
+    Raises:
+        RecordError: the record does not validate (names the field).
+    """
+    from kvgate.gate.digest import inputs_digest
+
+    rec = validate(DecisionRecord, record, "decision record").model_dump(mode="json", by_alias=True)
+    rec["digest"] = inputs_digest(rec)
+    return rec
 
 
 def _policy_notes(inputs: DecisionInputs) -> list[str]:

@@ -1,5 +1,6 @@
-"""Decision records on disk: JSON (schema ``kvgate.decision/1``) + Markdown, written
-atomically, never overwritten without ``force``; loading and recomputation (recheck).
+"""Decision records on disk (schema ``kvgate.decision/2``): JSON + Markdown written as
+one (both or neither), never overwritten without ``force``; the one loader for records
+and measurements; recomputation (``recheck``) of one record or a directory of them.
 """
 
 from __future__ import annotations
@@ -9,17 +10,34 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvgate.atomicio import check_writable, read_json, write_atomic, write_json_atomic
-from kvgate.gate.decision import SCHEMA, DecisionInputs, decide, with_overrides
-from kvgate.errors import KvgateError
-from kvgate.measure.measurement import Measurement, basis_differences, Basis
+from kvgate.atomicio import check_writable, read_json, write_files_atomic
+from kvgate.errors import (
+    EXIT_CHANGED,
+    EXIT_DIFFERENT_BASIS,
+    EXIT_INPUT,
+    EXIT_OK,
+    KvgateError,
+    worst_exit,
+)
+from kvgate.gate.decision import DecisionInputs, decide, with_overrides
+from kvgate.gate.digest import derived_differences, inputs_digest, upgrade_v1
 from kvgate.gate.render import render_markdown
+from kvgate.gate.schema import (
+    DECISION_SCHEMA,
+    DECISION_SCHEMA_V1,
+    MEASUREMENT_SCHEMA,
+    DecisionRecord,
+    MeasurementDocument,
+    RecordError,
+    validate,
+)
+from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
 DEFAULT_DIR = "kvgate-records"
+DECISION_SCHEMAS = (DECISION_SCHEMA, DECISION_SCHEMA_V1)
 
-
-class RecordError(KvgateError):
-    """Not a decision record, or a record that cannot be recomputed."""
+__all__ = ["RecordError", "record_paths", "write_record", "load_record", "load_measurement",
+           "recheck", "recheck_path", "DEFAULT_DIR"]
 
 
 def record_paths(out: str | None, rec: dict[str, Any]) -> tuple[Path, Path]:
@@ -39,39 +57,90 @@ def record_paths(out: str | None, rec: dict[str, Any]) -> tuple[Path, Path]:
         d = Path(out or DEFAULT_DIR)
         sc = rec["inputs"]["scenario"]
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", rec["inputs"]["model"]["name"])
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", rec["inputs"]["model"]["name"])[:80] or "model"
         js = d / f"{name}-L{sc['max_seq']}-N{sc['slots_target']}-{stamp}.json"
     return js, js.with_suffix(".md")
 
 
 def write_record(rec: dict[str, Any], out: str | None = None, *, force: bool = False) -> Path:
-    """Write the JSON record and its Markdown rendering atomically; returns the JSON path.
+    """Write the JSON record and its Markdown rendering as one (both files or neither);
+    returns the JSON path. The record is validated first and its digest set.
 
     Raises:
         OutputExistsError: either file exists and ``force`` is false (nothing written).
+        RecordError: the record does not validate.
+        KvgateError: the directory is not writable (nothing written).
     """
+    rec = _normalized(rec)
     js, md = record_paths(out, rec)
     check_writable(js, force=force)
     check_writable(md, force=force)
-    write_json_atomic(js, rec, force=force)
-    write_atomic(md, render_markdown(rec), force=force)
+    from kvgate.atomicio import write_json_text
+
+    write_files_atomic([(js, write_json_text(rec)), (md, render_markdown(rec))], force=force)
     return js
 
 
-def load_record(path: str | Path) -> dict[str, Any]:
-    """Read a decision record.
+def _normalized(rec: dict[str, Any]) -> dict[str, Any]:
+    out = validate(DecisionRecord, rec, "decision record").model_dump(mode="json", by_alias=True)
+    out["digest"] = inputs_digest(out)
+    return out
+
+
+def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
+    """Validate a parsed record (version 2, or 1 upgraded) and return it normalized,
+    with ``digest_recorded`` (the stored digest or ``None``) and ``digest`` recomputed.
 
     Raises:
-        RecordError / KvgateError: missing, unparsable, or not ``kvgate.decision/1``.
+        RecordError: not a decision record, or a field that does not validate (named).
     """
-    rec = read_json(path, what="decision record")
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-        got = rec.get("schema") if isinstance(rec, dict) else type(rec).__name__
-        raise RecordError(f"{path} is not a kvgate decision record (schema {got!r}, expected {SCHEMA!r})")
-    for key in ("inputs", "verdicts"):
-        if key not in rec:
-            raise RecordError(f"decision record {path} is missing field {key!r}")
+    if not isinstance(doc, dict) or doc.get("schema") not in DECISION_SCHEMAS:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise RecordError(f"{where} is not a kvgate decision record (schema {got!r:.60}, expected "
+                          f"{DECISION_SCHEMA!r} or {DECISION_SCHEMA_V1!r})")
+    if doc["schema"] == DECISION_SCHEMA_V1:
+        doc = upgrade_v1(doc)
+    stored = doc.get("digest")
+    rec = validate(DecisionRecord, doc, where).model_dump(mode="json", by_alias=True)
+    rec["digest"] = inputs_digest(rec)
+    rec["digest_recorded"] = stored
     return rec
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Read and validate a decision record (the one loader every command uses).
+
+    Returns the record as a dict in the version-2 shape (a 0.1.0 record is upgraded),
+    plus ``digest_recorded``: the digest stored in the file (``None`` for 0.1.0), next to
+    ``digest`` recomputed from its inputs; they differ when the inputs were edited.
+
+    Raises:
+        RecordError / KvgateError: missing, unparsable, not a record, or invalid (the
+            message names the file and the field).
+    """
+    return parse_record(read_json(path, what="decision record"), f"decision record {path}")
+
+
+def load_measurement(source: str | Path | dict[str, Any], *, domain: str | None = None) -> tuple[Measurement, dict[str, Any]]:
+    """Read and validate a ``kvgate.measurement/1`` document (a path or a parsed dict),
+    and pick one domain (``domain``, else the one with the least headroom; see
+    :func:`kvgate.measure.measurement.load_measurement_file`).
+
+    Returns ``(measurement, document)``.
+
+    Raises:
+        RecordError / KvgateError: unreadable, not a measurement, an unknown or invalid
+            field (named), or ``domain`` absent.
+    """
+    where = "measurement" if isinstance(source, dict) else f"measurement {source}"
+    doc = source if isinstance(source, dict) else read_json(source, what="measurement")
+    if not isinstance(doc, dict) or doc.get("schema") != MEASUREMENT_SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise RecordError(f"{where} is not a kvgate measurement (schema {got!r:.60}, expected {MEASUREMENT_SCHEMA!r})")
+    validate(MeasurementDocument, doc, where)
+    from kvgate.measure.measurement import load_measurement_file
+
+    return load_measurement_file(doc, domain=domain)
 
 
 def recorded_measurement(rec: dict[str, Any]) -> Measurement | None:
@@ -80,23 +149,37 @@ def recorded_measurement(rec: dict[str, Any]) -> Measurement | None:
 
 
 def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, **what_if: Any) -> dict[str, Any]:
-    """Recompute a record, optionally on a new measurement and with what-if overrides.
+    """Recompute a (loaded) record, optionally on a new measurement and with what-ifs.
 
-    Returns ``{"recorded": rec', "what_if": rec'' | None, "changes": {...},
-    "basis_differences": [...], "status": "same" | "changed" | "different-basis"}``.
-    ``rec'`` is the record recomputed as stored (it must reproduce the stored verdicts).
-    A new measurement on a different basis is not applied: status ``different-basis``.
+    Returns ``{"status": "same" | "changed" | "different-basis", "exit_code",
+    "recorded": rec', "what_if": rec'' | None, "changes": {...}, "basis_differences": [...],
+    "digest": {"recorded", "recomputed", "matches"}, "differences": [...], "stale"}``.
+    ``rec'`` is the record recomputed from its inputs; ``differences`` lists every derived
+    figure (verdicts, sensitivity, boundaries, geometry, projections) where ``rec'``
+    differs from what the file stores; ``stale`` is true when any differs or the digest
+    does not match (the record was edited, or made by another kvgate version). A new
+    measurement on a different basis is not applied: status ``different-basis``.
+
+    Raises:
+        KvgateError: what-ifs the gate refuses (peak above the card, ...).
     """
     inputs = DecisionInputs.from_dict(rec["inputs"])
     old_m = recorded_measurement(rec)
     recomputed = decide(inputs, old_m)
     recomputed["created"] = rec.get("created")  # the decision's own date, not the recheck's
-    result: dict[str, Any] = {"recorded": recomputed, "what_if": None, "changes": {}, "basis_differences": []}
+    stored_digest = rec.get("digest_recorded", rec.get("digest"))
+    digest = {"recorded": stored_digest, "recomputed": recomputed["digest"],
+              "matches": None if stored_digest is None else stored_digest == recomputed["digest"]}
+    diffs = derived_differences(rec, recomputed)
+    stale = bool(diffs) or digest["matches"] is False
+    result: dict[str, Any] = {"recorded": recomputed, "what_if": None, "changes": {}, "basis_differences": [],
+                              "digest": digest, "differences": diffs, "stale": stale}
     if new_measurement is not None:
-        diffs = basis_differences(old_m.basis if old_m else Basis(), new_measurement.basis)
-        if diffs:
-            result["basis_differences"] = [{"field": f, "recorded": a, "new": b} for f, a, b in diffs]
+        bd = basis_differences(old_m.basis if old_m else Basis(), new_measurement.basis)
+        if bd:
+            result["basis_differences"] = [{"field": f, "recorded": a, "new": b} for f, a, b in bd]
             result["status"] = "different-basis"
+            result["exit_code"] = EXIT_DIFFERENT_BASIS
             return result
         what_if = {
             "total_bytes": new_measurement.total_bytes,
@@ -105,11 +188,11 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
             **{k: v for k, v in what_if.items() if v is not None},
         }
     changes = {k: v for k, v in what_if.items() if v is not None}
-    stale = recomputed["verdicts"] != rec["verdicts"]
     new_total = changes.get("total_bytes", inputs.scenario.total_bytes)
     new_peak = changes.get("peak_bytes", inputs.scenario.peak_bytes)
     if "peak_bytes" in changes and new_peak > new_total:
         raise RecordError(f"what-if peak {new_peak:,} B is above the card's total {new_total:,} B")
+    changed = stale
     if changes:
         if "total_bytes" in changes and "peak_bytes" not in changes and changes["total_bytes"] < inputs.scenario.peak_bytes:
             raise RecordError(
@@ -117,12 +200,64 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
                 f"{inputs.scenario.peak_bytes:,} B: the measured workload itself would not fit",
                 hint="re-measure on that card",
             )
-        new_inputs = with_overrides(inputs, **changes)
-        result["what_if"] = decide(new_inputs, new_measurement or old_m)
+        result["what_if"] = decide(with_overrides(inputs, **changes), new_measurement or old_m)
         result["changes"] = changes
-        same = result["what_if"]["verdicts"] == recomputed["verdicts"]
-        result["status"] = "same" if same and not stale else "changed"
-    else:
-        result["status"] = "changed" if stale else "same"
-    result["stale"] = stale  # recomputing the record itself gives other verdicts than it stores
+        changed = changed or result["what_if"]["verdicts"] != recomputed["verdicts"]
+    result["status"] = "changed" if changed else "same"
+    result["exit_code"] = EXIT_CHANGED if changed else EXIT_OK
     return result
+
+
+def recheck_path(path: str | Path, *, new_measurement: Measurement | None = None,
+                 **what_if: Any) -> list[dict[str, Any]]:
+    """Recheck one record file, or every ``*.json`` in a directory (not its subfolders),
+    never stopping at a bad one. Always a list, one result per file, in name order::
+
+        {"record": path, "status": "same" | "changed" | "different-basis" | "error"
+                                   | "skipped",
+         "exit_code": int, "error": message | None, ...recheck()'s keys when recomputed}
+
+    ``error``: the file could not be read, is not valid, or could not be recomputed (the
+    message names it); ``skipped``: a JSON file in the directory that is not a decision
+    record (a measurement, say). The command's exit code is
+    ``kvgate.errors.worst_exit([r["exit_code"] for r in results])``.
+
+    Raises:
+        KvgateError: ``path`` does not exist, or a directory holds no decision record.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(x for x in p.glob("*.json") if not x.is_dir())
+    elif p.exists():
+        files = [p]
+    else:
+        raise KvgateError(f"decision record not found: {p}")
+    results = []
+    for f in files:
+        res: dict[str, Any] = {"record": str(f), "error": None}
+        try:
+            doc = read_json(f, what="decision record")
+            if p.is_dir() and not (isinstance(doc, dict) and doc.get("schema") in DECISION_SCHEMAS):
+                got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+                res.update(status="skipped", exit_code=EXIT_OK, error=f"not a decision record (schema {got!r:.60})")
+                results.append(res)
+                continue
+            rec = parse_record(doc, f"decision record {f}")
+            res["stored"] = {"verdicts": rec["verdicts"], "created": rec.get("created"),
+                             "upgraded_from": rec.get("upgraded_from")}
+            res.update(recheck(rec, new_measurement=new_measurement, **what_if))
+            res["inputs"] = rec["inputs"]
+        except KvgateError as exc:
+            res.update(status="error", exit_code=EXIT_INPUT, error=exc.message + (f" ({exc.hint})" if exc.hint else ""))
+        except (RecursionError, MemoryError) as exc:  # pragma: no cover - refused earlier by read_json
+            res.update(status="error", exit_code=EXIT_INPUT, error=f"cannot read {f}: {type(exc).__name__}")
+        results.append(res)
+    if p.is_dir() and not any(r["status"] != "skipped" for r in results):
+        raise KvgateError(f"no decision records (schema {DECISION_SCHEMA} or {DECISION_SCHEMA_V1}) in {p} "
+                          "(subfolders are not searched)")
+    return results
+
+
+def recheck_exit_code(results: list[dict[str, Any]]) -> int:
+    """The exit code of a recheck over ``results``: 2 > 3 > 4 > 0 (:func:`worst_exit`)."""
+    return worst_exit([r["exit_code"] for r in results])

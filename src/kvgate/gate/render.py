@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from kvgate.measure.measurement import NA
+from kvgate.gate.schema import NA, exact
 from kvgate.output import table
 from kvgate.units import fmt_bytes, fmt_gib, fmt_mib, fmt_pct
 
@@ -64,11 +64,20 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
     return out
 
 
+def pays_if_text(c: dict[str, Any]) -> str:
+    """``pays only if paging frees ≥ 71.2% of the mirror N·S (27,898.7 MiB of
+    39,204 MiB): measure it with --trace`` for a bound-only candidate (issue 11 #7)."""
+    need, bound = c.get("required_reclaim_bytes") or 0, c["reclaim_bytes"]
+    share = exact(c["required_share_of_reclaim"]) if c.get("required_share_of_reclaim") else Fraction(0)
+    return (f"pays only if {c['name']} frees ≥ {fmt_pct(share, 1)} of the mirror N·S "
+            f"({_mib(need)} of {_mib(bound)}): measure it with --trace")
+
+
 def candidate_limit_lines(rec: dict[str, Any]) -> list[str]:
-    """For candidates that pay: where even their full reclaim stops being enough."""
+    """For candidates that pay (or pay if): where even their full reclaim stops being enough."""
     out = []
     for c in rec.get("candidates", []):
-        if c["verdict"] != "pays":
+        if c["verdict"] not in ("pays", "pays-if"):
             continue
         b = c["boundaries_insufficient"]
         parts = []
@@ -115,9 +124,9 @@ def sensitivity_line(rec: dict[str, Any]) -> str:
     sens = rec["sensitivity"]
     if sens["value"] is None:
         return "sensitivity  no headroom at all: re-measure"
-    v = Fraction(sens["value"])
+    v = exact(sens["value"])
     flag = "> " if sens["flagged"] else "≤ "
-    return (f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(Fraction(sens['threshold']), 1, 0)}"
+    return (f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(exact(sens['threshold']), 1, 0)}"
             + (": flagged (the write-up's rule): re-measure when the card, max_seq, slots or weights change"
                if sens["flagged"] else ": stable"))
 
@@ -167,7 +176,7 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     if proj["fit_bytes"] is not None:
         rows.append([f"projected peak at {sc['slots_target']} slots (fit)", fmt_bytes(proj["fit_bytes"]),
                      _mib(proj["fit_bytes"]), fmt_pct(proj["fit_bytes"], T)])
-    margin = Fraction(sc["margin"])
+    margin = exact(sc["margin"])
     rows.append([f"limit ⌊(1 − {fmt_pct(margin, 1, 0)})·T⌋", fmt_bytes(proj["limit_bytes"]),
                  _mib(Fraction(proj["limit_bytes"])), fmt_pct(1 - margin, 1)])
     lines.append(table(rows, header=["quantity", "bytes", "MiB / GiB", "of T"], align="lrrr"))
@@ -176,7 +185,7 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
         lines += [
             "",
             f"concurrency fit over {', '.join(str(p[0]) for p in f['points'])} sequences: "
-            f"{_mib(Fraction(f['slope_bytes_per_seq']))} per sequence = S + {_mib(Fraction(f['overhead_per_seq_bytes']))} "
+            f"{_mib(exact(f['slope_bytes_per_seq']))} per sequence = S + {_mib(exact(f['overhead_per_seq_bytes']))} "
             f"per-sequence overhead (activations, workspace); the verdict uses the larger projection ({proj['used']})",
         ]
     lines += ["", "verdict"]
@@ -188,7 +197,10 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
             "pays": f"{_mib(target)} > {_mib(limit)}, and {_mib(target - c['reclaim_bytes'])} after "
                     + ("the full bound" if bound else "its reclaim") + " fits: build"
                     + (" (if the bound is reached: measure it with --trace)" if bound else ""),
-            "insufficient": f"{_mib(target - c['reclaim_bytes'])} even after the full reclaim > {_mib(limit)}",
+            "pays-if": f"{_mib(target)} > {_mib(limit)}: {pays_if_text(c)}",
+            "insufficient": f"{_mib(target - c['reclaim_bytes'])} even after the full "
+                            + ("bound" if bound else "reclaim") + f" > {_mib(limit)}: no amount of "
+                            + f"{c['name']} makes it fit",
         }[c["verdict"]]
         lines.append(f"  {c['name']:<9} {c['verdict']:<17} {why}")
     lines.append(sensitivity_line(rec))
@@ -228,10 +240,11 @@ def render_markdown(rec: dict[str, Any]) -> str:
         out.append(f"| {c['name']} reclaim R ({c['bound']}) | {c['reclaim_bytes']:,} | {_mib(c['reclaim_bytes'])} | "
                    f"{fmt_pct(c['reclaim_bytes'], T)} |")
     out += ["", "## Verdict", ""]
-    out += [f"- **{c['name']}**: `{c['verdict']}`" for c in rec["candidates"]]
+    out += [f"- **{c['name']}**: `{c['verdict']}`" + (f": {pays_if_text(c)}" if c["verdict"] == "pays-if" else "")
+            for c in rec["candidates"]]
     sens = rec["sensitivity"]
     if sens["value"] is not None:
-        out.append(f"- sensitivity N·S/H = {fmt_pct(Fraction(sens['value']), 1)}"
+        out.append(f"- sensitivity N·S/H = {fmt_pct(exact(sens['value']), 1)}"
                    + (" (flagged: re-measure on any change)" if sens["flagged"] else ""))
     out += ["", "## Where the verdict flips (each alone, the rest held)", ""]
     out += [f"- {s}" for s in boundary_lines(rec)]

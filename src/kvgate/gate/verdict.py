@@ -11,8 +11,11 @@ Terms (all ``int`` bytes; ratios as ``Fraction``):
     P_target = P + ΔW + (N − n)·S(L) + n·(S(L) − S(L0))     # = P + ΔW + N·S(L) − n·S(L0)
     limit    = ⌊(1 − m)·T⌋        # an int of bytes; P_target is an int, so ≤ is unchanged
     verdict  = not-a-bottleneck  if P_target ≤ limit
-               pays              if P_target − R ≤ limit
-               insufficient      otherwise
+               pays              if P_target − R ≤ limit, R measured or exact
+               pays-if           if P_target − R ≤ limit, R only a bound (paging without
+                                 --trace): it pays only if the reclaim reaches
+                                 P_target − limit, stated as a share of the bound
+               insufficient      otherwise (even the whole bound is not enough)
     sensitivity = N·S(L) / H,  H = T − P   (the write-up's rule: > 10% → re-measure on any change)
 
 When the workload was measured at two or more concurrency levels, the marginal bytes per
@@ -34,7 +37,7 @@ from typing import Any, Callable, Sequence
 from kvgate.errors import KvgateError
 from kvgate.gate.weights_policy import WeightsPolicy
 
-VERDICTS = ("not-a-bottleneck", "pays", "insufficient", "no-verdict")
+VERDICTS = ("not-a-bottleneck", "pays", "pays-if", "insufficient", "no-verdict")
 CANDIDATES = ("paging", "tiering", "kv-quant")
 DEFAULT_MARGIN = Fraction(1, 10)
 DEFAULT_SENSITIVITY = Fraction(1, 10)
@@ -152,12 +155,16 @@ class Candidate:
         reclaim_fn: R as a function of the scenario (bytes).
         bound_text: how R is bounded, in words (shown in the table).
         measured: whether R is measured (e.g. from a trace replay) rather than a bound.
+        bound_only: R is an upper bound that the optimization may not reach (paging's
+            N·S assumes every slot empty): it can only "pay if" (issue 11 #7: without a
+            trace, paging "paid" at any slot count because the bound grows with N).
     """
 
     name: str
     reclaim_fn: Callable[[Scenario], int] = field(compare=False)
     bound_text: str = ""
     measured: bool = False
+    bound_only: bool = False
 
 
 def paging_candidate(slot_fn: SlotFn, measured_reclaim_bytes: int | None = None) -> Candidate:
@@ -167,7 +174,7 @@ def paging_candidate(slot_fn: SlotFn, measured_reclaim_bytes: int | None = None)
     if measured_reclaim_bytes is not None:
         return Candidate("paging", lambda sc: measured_reclaim_bytes, "measured from trace replay", True)
     return Candidate("paging", lambda sc: sc.slots_target * slot_fn(sc.max_seq),
-                     "≤ unwritten part of every slot (bound: N·S, 0 at a full window)")
+                     "≤ unwritten part of every slot (bound: N·S, 0 at a full window)", bound_only=True)
 
 
 def tiering_candidate(slot_fn: SlotFn) -> Candidate:
@@ -234,11 +241,21 @@ class Gate:
         return self.target(sc) - reclaim <= sc.limit
 
     def verdict(self, sc: Scenario, cand: Candidate) -> str:
+        """One of ``not-a-bottleneck``, ``pays``, ``pays-if`` (a bound-only reclaim that
+        would be enough if reached: see :meth:`required_reclaim`), ``insufficient``."""
         if self.fits(sc):
             return "not-a-bottleneck"
         if self.fits(sc, cand.reclaim_fn(sc)):
-            return "pays"
+            return "pays-if" if cand.bound_only and not cand.measured else "pays"
         return "insufficient"
+
+    def required_reclaim(self, sc: Scenario) -> int:
+        """Bytes an optimization must free for the target to fit: max(0, P_target − limit).
+
+        For the write-up's case at 99 slots (T = 32,607 MiB, P = 19,625 MiB, S = 396 MiB,
+        n = 4): 57,245 MiB − ⌊0.9·T⌋ ≈ 27,898.7 MiB, 71.2% of the bound N·S = 39,204 MiB.
+        """
+        return max(0, self.target(sc) - sc.limit)
 
     def sensitivity(self, sc: Scenario) -> Fraction | None:
         """N·S(L) / H; ``None`` when there is no headroom."""
