@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 # max_seq 256: 4 measured slots of qwen3-0.6b are 112 MiB, below any host's used memory
 # (the gate refuses a peak that cannot have held the measured slots).
 GATE = ["--model", "qwen3-0.6b", "--max-seq", "256", "--slots", "8", "--domain", "host", "--settle", "0.05s"]
-ALLOC = ("import sys, time; n = int(sys.argv[1]); b = bytearray(n * 8 * 2**20); "
+# 40 MiB per "sequence": at least the 28 MiB KV slot of qwen3-0.6b at max_seq 256 (a fit
+# below the slot bytes is refused as a negative per-sequence overhead).
+ALLOC = ("import sys, time; n = int(sys.argv[1]); b = bytearray(n * 40 * 2**20); "
          "b[::4096] = b'\\x01' * (len(b) // 4096); time.sleep(0.2)")
 
 
@@ -32,7 +34,7 @@ def test_failed_workload_gives_no_verdict_and_keeps_exit_code(tmp_path, capsys):
     assert r["status"] == "no-verdict"
     assert set(r["verdicts"].values()) == {"no-verdict"}
     assert "exit code 5" in r["no_verdict_reason"]
-    assert "projection" not in r and "boundaries" not in r  # nothing from partial data
+    assert not r.get("projection") and not r.get("boundaries")  # nothing from partial data
     m = json.loads(meas.read_text())
     assert (m["status"], m["exit_code"]) == ("failed", 5)
     assert json.loads(capsys.readouterr().out)["status"] == "no-verdict"
@@ -64,8 +66,13 @@ def test_concurrency_fit_recorded(tmp_path):
     assert r["status"] == "ok"
     pts = r["projection"]["fit"]["points"]
     assert [p[0] for p in pts] == [2, 4]
-    peaks = [json.loads((tmp_path / f"m-n{n}.json").read_text())["domains"][0]["peak_used_bytes"] for n in (2, 4)]
-    assert [p[1] for p in pts] == peaks
+    doms = {n: json.loads((tmp_path / f"m-n{n}.json").read_text())["domains"][0] for n in (2, 4)}
+    # host: each level's own bytes (process-tree peak) over the gated run's (n = 4) idle
+    idle4 = doms[4]["idle_used_bytes"]
+    assert [p[1] for p in pts] == [idle4 + doms[n]["extra"]["tree_peak_bytes"] for n in (2, 4)]
+    assert pts[1][1] == doms[4]["peak_used_bytes"]
+    # the workload touched 80 and 160 MiB: the tree grew by at least 80 MiB between them
+    assert doms[4]["extra"]["tree_peak_bytes"] - doms[2]["extra"]["tree_peak_bytes"] >= 80 * 2**20 - 2**20
     assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
 
 

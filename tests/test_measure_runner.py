@@ -15,7 +15,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _fake_pynvml as fake  # noqa: E402
-
 from kvgate.cli import main  # noqa: E402
 from kvgate.measure.nvml import Nvml  # noqa: E402
 from kvgate.measure.runner import CommandNotFoundError, measure_command  # noqa: E402
@@ -150,10 +149,16 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("kvgate.atomicio.os.replace", boom)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     rc = main(["measure", "--domain", "host", "--settle", "0s", "--out", str(out), "--", PY, "-c", "pass"])
-    assert rc == 2
-    assert "No space left on device" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []  # neither the file nor a temp file
+    assert rc == 2  # no file anywhere: every rename fails
+    err = capsys.readouterr().err
+    assert "No space left on device" in err
+    # never lost: the document follows on stderr
+    doc = json.loads(err[err.index("{"):err.rindex("}") + 1])
+    assert doc["schema"] == "kvgate.measurement/1" and doc["exit_code"] == 0
+    assert not out.exists() and not list(tmp_path.glob(".m.json*"))  # neither the file nor a temp file
 
 
 def _gone(pid: int) -> bool:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kvgate.commands.gate import add_gate_arguments, gate_from_args
 from kvgate.errors import KvgateError
-from kvgate.measure.cli_common import (add_measure_arguments, check_outputs, command_of, default_out, run_measured,
-                                       save)
-from kvgate.measure.runner import RunOutcome
+from kvgate.measure.cli_common import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.measure.measurement import Measurement
+from kvgate.measure.runner import RunOutcome
+from kvgate.measure.select import select_domain
 
 NAME = "run"
 HELP = "measure a workload on this machine, then gate and record the decision (the main job on a GPU)"
@@ -85,11 +85,6 @@ def _gated(outcomes: list[tuple[int, RunOutcome]], slots_measured: int) -> tuple
     return outcomes[-1]
 
 
-def _binding(o: RunOutcome) -> Measurement:
-    """The domain with the least headroom (the one that runs out first)."""
-    return min(o.measurements, key=lambda m: m.headroom_bytes)
-
-
 def validate_gate_options(args: argparse.Namespace) -> None:
     """Check every gate option before the workload runs (model, formats, layout,
     candidates, margin, weights options, --trace), so a typo costs no run.
@@ -151,33 +146,93 @@ def run(args: argparse.Namespace) -> int:
     levels = levels_of(args, cmd)
     validate_gate_options(args)  # all before the workload, not after it
     outs = _out_paths(args, levels)
-    check_run_outputs(args, outs)
+    check_run_outputs(args, outs)  # every output place probed by writing a file there
     outcomes: list[tuple[int, RunOutcome]] = []
     notes: list[str] = []
     for i, n in enumerate(levels or [None]):
         this = [a.replace("{n}", str(n if n is not None else args.slots_measured)) for a in cmd]
-        if not args.json:
-            print(f"[kvgate] measuring: {' '.join(this)}", file=sys.stderr)
+        _say(f"[kvgate] measuring: {' '.join(this)}")
         o = run_measured(args, this)
-        save(o.document, outs[i], force=args.force)
+        path = save(o.document, outs[i], force=args.force, notes=notes)
         outcomes.append((n if n is not None else args.slots_measured, o))
-        notes.append(f"measurement at {outcomes[-1][0]} sequence(s): {outs[i]} ({o.status}, exit code {o.exit_code})")
+        where = path or "standard error (no file could be written)"
+        notes.append(f"measurement at {outcomes[-1][0]} sequence(s): {where} ({o.status}, exit code {o.exit_code})")
         if o.status != "ok":
             break
     n, o = _gated(outcomes, args.slots_measured)
     if levels and n != args.slots_measured:
         notes.append(f"--slots-measured {args.slots_measured} is not a measured level: gating the run at {n}")
         args.slots_measured = n
-    m = _binding(o)
-    if len(o.measurements) > 1:
-        notes.append(f"gated on {m.domain}, the domain with the least headroom")
+    sel = select_domain(o.measurements, tp=args.tp)
+    m = sel.measurement
+    notes += sel.notes()
     fit_points = None
     if levels and len(levels) > 1 and all(x.status == "ok" for _, x in outcomes):
-        fit_points = [(k, _binding(x).peak_used_bytes) for k, x in outcomes]
+        fit_points = [(k, _fit_peak(_same_domain(x, m.domain), m)) for k, x in outcomes]
+        if any(_fit_peak(_same_domain(x, m.domain), m) != _same_domain(x, m.domain).peak_used_bytes
+               for _, x in outcomes):
+            notes.append("host sweep fitted on each level's process-tree peak over the gated run's idle U0 "
+                         "(the host's idle moves between runs with everything else on it)")
+        notes += _sweep_notes(args, m, fit_points)
     if args.plot:
         _plot(args, m, fit_points, notes)
     rc = gate_from_args(args, m, fit_points=fit_points, measurement_doc=o.document, notes=notes + o.notes)
     return o.kvgate_exit_code if o.stopped_by else rc
+
+
+def _say(text: str) -> None:
+    """A progress line on stderr; a closed terminal (SIGHUP) does not stop the run."""
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass
+
+
+def _same_domain(o: RunOutcome, domain: str) -> Measurement:
+    """The run's measurement of ``domain`` (each level is fitted on the gated domain)."""
+    for x in o.measurements:
+        if x.domain == domain:
+            return x
+    return select_domain(o.measurements).measurement
+
+
+def _fit_peak(x: Measurement, gated: Measurement) -> int:
+    """The peak of one level for the fit: its P, except on the host when P is the idle +
+    process-tree figure (:func:`kvgate.measure.host.best_host_peak`), where the gated
+    run's U0 replaces the level's own, so only the workload's own bytes differ."""
+    rule = str(x.extra.get("peak_rule") or "")
+    tree = x.extra.get("tree_peak_bytes")
+    if rule.startswith("idle") and tree is not None and gated.idle_used_bytes is not None:
+        return min(gated.idle_used_bytes + int(tree), gated.total_bytes)
+    return x.peak_used_bytes
+
+
+def _sweep_notes(args: argparse.Namespace, m: Measurement, fit_points: list[tuple[int, int]]) -> list[str]:
+    """The sweep's residuals, interval and advice (:mod:`kvgate.measure.projection`);
+    refuses a fit with a negative per-sequence overhead.
+
+    Raises:
+        NegativeOverheadError: the marginal per sequence is below the KV slot bytes.
+    """
+    from kvgate.commands.gate import inputs_from_args
+    from kvgate.measure.projection import check_overhead, project_sweep
+
+    inputs = inputs_from_args(args, m, fit_points=fit_points)
+    gate, _ = inputs.build_gate(check_peak=False)
+    sc = inputs.scenario
+    s_l0, s_l = gate.slot_fn(sc.max_seq_measured), gate.slot_fn(sc.max_seq)
+    kv_only = gate.kv_only_target(sc)  # = P + W + N·S(L) − n·S(L0), W the weights terms
+    weights = kv_only - sc.peak_bytes - sc.slots_target * s_l + sc.slots_measured * s_l0
+    proj = project_sweep(fit_points, from_level=sc.slots_measured, from_peak=sc.peak_bytes,
+                         target=sc.slots_target, total_bytes=sc.total_bytes, limit_bytes=sc.limit,
+                         kv_only_bytes=kv_only, fit_offset_bytes=weights + sc.slots_target * (s_l - s_l0))
+    check_overhead(proj.slope, s_l0, where=f" (levels {', '.join(str(k) for k, _ in fit_points)}, {m.domain})")
+    lines = proj.lines()
+    if proj.has_interval and proj.conservative_bytes > sc.limit >= gate.target(sc):
+        lines.append("WARNING: the fit fits under the limit but the interval's conservative end does not: "
+                     "treat this verdict as not-a-bottleneck only if the workload's growth really flattens; "
+                     "measure the target to be sure")
+    return lines
 
 
 def _plot(args: argparse.Namespace, m: Measurement, fit_points, notes: list[str]) -> None:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.errors import KvgateError
+from kvgate.measure.fallback import probe_writable
 from kvgate.measure.runner import RunOutcome, measure_command
 from kvgate.units import parse_duration_s
 
 
 def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
-    """``--gpu --domain --interval --settle [--out --plot --force]`` and ``-- CMD ARGS...``."""
+    """``--gpu --domain --interval --settle --kill-leftovers [--out --plot --force]`` and
+    ``-- CMD ARGS...``."""
     g = p.add_argument_group("measurement")
     g.add_argument("--gpu", default="0", help="GPU index, list (0,1) or all (default 0)")
     g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
@@ -23,6 +25,8 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) 
     g.add_argument("--interval", default=None,
                    help="sampling interval, e.g. 1ms (default: 1ms gpu, 10ms host); 500ms = nvidia-smi -lms 500")
     g.add_argument("--settle", default="2s", help="idle sampling before the command starts (default 2s)")
+    g.add_argument("--kill-leftovers", action="store_true",
+                   help="stop processes the command leaves running after it exits (default: report them)")
     if with_out:
         g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.json)")
         g.add_argument("--plot", default=None, help="also write a PNG chart here")
@@ -45,7 +49,12 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def default_out(prefix: str) -> str:
-    return f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.json"
+    """A default output name that two runs started at once never share:
+    ``<prefix>-<UTC date>-<time>.<microseconds>-p<pid>.json``, e.g.
+    ``kvgate-measure-20261201-001502.123456-p4242.json`` (sorts by time; the pid
+    separates runs started in the same microsecond; a name still taken when the file is
+    written gets a random suffix, :mod:`kvgate.measure.fallback`)."""
+    return f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S.%f')}-p{os.getpid()}.json"
 
 
 def interval_of(args: argparse.Namespace) -> float | None:
@@ -63,22 +72,52 @@ def interval_of(args: argparse.Namespace) -> float | None:
 
 
 def run_measured(args: argparse.Namespace, cmd: list[str]) -> RunOutcome:
-    """Run ``cmd`` under the sampler; a status line only on a TTY and without ``--json``."""
+    """Run ``cmd`` under the sampler; a status line only on a TTY and without ``--json``.
+
+    With ``--json`` CMD's standard output goes to kvgate's standard error, so kvgate's
+    standard output holds only its JSON document whatever CMD prints.
+    """
     from kvgate.measure.report import status_printer
 
-    live = sys.stderr.isatty() and not getattr(args, "json", False)
+    as_json = bool(getattr(args, "json", False))
+    live = _isatty(sys.stderr) and not as_json
     show = status_printer() if live else None
     try:
         return measure_command(cmd, domain=args.domain, gpus=args.gpu, interval_s=interval_of(args),
-                               settle_s=parse_duration_s(args.settle), on_status=show)
+                               settle_s=parse_duration_s(args.settle), on_status=show,
+                               stdout_to_stderr=as_json,
+                               kill_leftovers=bool(getattr(args, "kill_leftovers", False)))
     finally:
         if show is not None:
             show(None)
 
 
-def save(doc: dict[str, Any], out: str, *, force: bool) -> str:
-    """Write the measurement document atomically; returns the path."""
-    return str(write_json_atomic(out, doc, force=force))
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+def save(doc: dict[str, Any], out: str, *, force: bool, notes: list[str] | None = None) -> str | None:
+    """Write the measurement document atomically; if that fails, to a fallback place
+    (:func:`kvgate.measure.fallback.save_json`), with a WARNING on stderr and in
+    ``notes``. Returns the path written (``None``: printed to stderr only)."""
+    from kvgate.measure.fallback import save_json
+
+    saved = save_json(out, doc, force=force, what="measurement")
+    if saved.warning:
+        _warn(saved.warning)
+        if notes is not None:
+            notes.append(saved.warning)
+    return saved.path
+
+
+def _warn(text: str) -> None:
+    try:
+        print(f"WARNING: {text}", file=sys.stderr)
+    except OSError:  # the terminal went away (SIGHUP): the file is what matters
+        pass
 
 
 def check_outputs(named: list[tuple[str, str | None]], *, force: bool,
@@ -88,9 +127,14 @@ def check_outputs(named: list[tuple[str, str | None]], *, force: bool,
     ``named`` pairs an option with its file (``None`` skipped); ``directories`` pairs an
     option with a directory that outputs go into (a record directory).
 
+    Each place is probed by creating and removing a file there
+    (:func:`kvgate.measure.fallback.probe_writable`): a read-only, missing-permission or
+    full directory is refused before the workload runs.
+
     Raises:
         KvgateError: a file path that is an existing directory; two outputs that are the
-            same file (after resolving), or a file that is also an output directory.
+            same file (after resolving), or a file that is also an output directory; a
+            place that cannot be written.
         OutputExistsError: a file exists and ``force`` is false.
     """
     seen: dict[Path, str] = {}
@@ -106,9 +150,10 @@ def check_outputs(named: list[tuple[str, str | None]], *, force: bool,
             raise KvgateError(f"{seen[key]} and {opt} are the same file: {path}",
                               hint="give each output its own file name")
         seen[key] = opt
-        check_writable(p, force=force)
+        probe_writable(p, option=opt, force=force)
     for opt, path in directories:
         key = Path(path).resolve()
         if key in seen:
             raise KvgateError(f"{seen[key]} {path} is also the {opt} directory",
                               hint="give each output its own name (a record file for --out ends in .json)")
+        probe_writable(Path(path) / ".kvgate-probe", option=opt, force=True)

@@ -271,3 +271,51 @@ class HostProbe:
         return [{"pid": pid, "name": self.names.get(pid), "vmhwm_bytes": self.vmhwm.get(pid),
                  "rss_peak_bytes": self.rss_peak.get(pid)} for pid in pids]
 
+
+
+DISAGREE_MIN_BYTES = 64 * 2**20  # below this, figures "agree" (page cache, shared libraries)
+DISAGREE_SHARE = 10  # percent of the larger figure
+
+
+def best_host_peak(*, system_peak: int | None, idle: int | None, tree_peak: int | None,
+                   cgroup_peak: int | None, cgroup_kind: str | None, limited: bool,
+                   total: int) -> tuple[int, str, list[str]]:
+    """The host peak P to gate on, which figure it is, and warnings when figures disagree.
+
+    Figures (bytes; ``None`` = not available), best first:
+
+    1. ``cgroup memory.peak`` — only under a binding cgroup v2 limit (T is that limit):
+       the kernel's exact peak of what the limit counts (all of the cgroup, page cache
+       included; since the cgroup was created, so it can only over-count).
+    2. ``idle + process-tree peak`` — U0 plus the largest of the sampled tree RSS and the
+       largest per-process VmHWM (both lower bounds of the tree's true peak, exact per
+       process). It counts the workload's own memory whatever else the host does.
+    3. ``system`` — MemTotal − MemAvailable (or the cgroup working set): it under-counts a
+       workload whose pages push out page cache (issue 11: a steady 2 GiB allocation showed
+       as 0.90–1.28 GiB on a VM while the tree peak said 2.01 GiB), and it moves with
+       everything else on the host.
+
+    Warns when the workload's share by the system figure (``system_peak − idle``) and
+    its tree peak differ by more than ``max(64 MiB, 10% of the larger)``.
+
+    Returns:
+        ``(peak_bytes, rule, warnings)``, the peak capped at ``total``.
+    """
+    warnings: list[str] = []
+    if tree_peak is not None and idle is not None and system_peak is not None:
+        sys_delta = max(0, system_peak - idle)
+        big = max(sys_delta, tree_peak)
+        if abs(sys_delta - tree_peak) > max(DISAGREE_MIN_BYTES, big * DISAGREE_SHARE // 100):
+            warnings.append(
+                f"host figures disagree: the system figure shows the workload as {sys_delta / 2**30:.2f} GiB "
+                f"(peak {system_peak:,} B − idle {idle:,} B), its process tree as {tree_peak / 2**30:.2f} GiB "
+                f"({tree_peak:,} B); the gate uses the idle + process-tree figure (other processes, page cache "
+                "and MemAvailable's estimate move the system figure)")
+    if limited and cgroup_kind == "v2" and cgroup_peak is not None:
+        return min(cgroup_peak, total), "cgroup v2 memory.peak (the limit's own peak)", warnings
+    if tree_peak is not None and idle is not None:
+        return min(idle + tree_peak, total), "idle U0 + process-tree peak (sampled RSS sum or largest VmHWM)", warnings
+    if system_peak is None:
+        raise HostMemoryError("no host memory figure was sampled")
+    rule = "cgroup working set (memory.current − inactive_file)" if limited else "system MemTotal − MemAvailable"
+    return min(system_peak, total), rule, warnings

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shlex
-
 import sys
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from kvgate.measure.runner import RunOutcome, Status
 from kvgate.measure.measurement import Measurement
+from kvgate.measure.runner import RunOutcome, Status
 from kvgate.output import table
 from kvgate.units import GiB, fmt_gib, fmt_human, fmt_mib, fmt_pct
 
@@ -28,6 +28,12 @@ def status_printer(stream: TextIO | None = None) -> Callable[[Status | None], No
     stream = stream or sys.stderr
 
     def show(s: Status | None) -> None:
+        try:
+            _show(s)
+        except OSError:  # the terminal went away (SIGHUP): the measurement goes on
+            pass
+
+    def _show(s: Status | None) -> None:
         if s is None:
             stream.write("\r\x1b[2K")
             stream.flush()
@@ -117,10 +123,18 @@ def render_outcome(o: RunOutcome, *, out_path: str | None = None, plot_path: str
     if o.error:
         head += f"\nsampler error: {o.error}"
     parts = [head] + [render_measurement(m) for m in o.measurements]
+    if len(o.measurements) > 1:
+        from kvgate.measure.select import select_domain
+
+        parts.append("\n".join(select_domain(o.measurements).notes()))
+    if o.notes:
+        parts.append("\n".join(f"note: {n}" for n in o.notes))
     if o.status != "ok":
         parts.append("no-verdict: the workload did not finish cleanly; do not base a decision on this run")
     if out_path:
         parts.append(f"measurement written to {out_path}")
+    else:
+        parts.append("measurement NOT written to a file: its JSON is on standard error")
     if plot_path:
         parts.append(f"plot written to {plot_path}")
     return "\n\n".join(parts)

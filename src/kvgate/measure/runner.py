@@ -4,8 +4,13 @@ Outcome rules (issue 3):
 
 - exit 0 → status ``ok``; a non-zero exit or death by a signal → ``failed`` (the exit code
   is kept; a signal is recorded as 128 + signal number, as a shell reports it);
-- Ctrl-C or SIGTERM to kvgate → the whole process group of CMD is stopped (the same
-  signal, then SIGKILL after ``grace_s``) and the partial measurement is ``interrupted``;
+- Ctrl-C, SIGTERM or SIGHUP (a closed terminal or SSH connection) to kvgate → the whole
+  process group of CMD is stopped (the same signal, then SIGKILL after ``grace_s``) and
+  the partial measurement is ``interrupted``;
+- kvgate killed outright (SIGKILL, a crash) → CMD is killed too (the parent-death signal
+  and a watchdog process, :mod:`kvgate.measure.procs`), not left holding a GPU;
+- processes CMD leaves running after it exits are listed in the notes and in each
+  domain's ``extra["leftover_processes"]``; ``kill_leftovers`` stops them;
 - the sampler failing (e.g. NVML lost the GPU) stops CMD too and gives ``failed``;
 - a CMD that cannot be found → :class:`CommandNotFoundError` before anything runs.
 
@@ -22,17 +27,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.measure import host as hostmod
-from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
+from kvgate.measure import procs
 from kvgate.measure.measurement import Basis, Measurement, local_cpu_arch, measurement_file
+from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
 
 HOST_DEFAULT_INTERVAL_S = 0.01  # a /proc read per process per sample: 10 ms keeps it cheap
 PROCESS_POLL_S = 0.5  # NVML per-process listing and tree walk, off the fast path
+# Idle sampling before CMD starts (issue 9: `kvgate measure -- true` ≤ 1 s beyond the
+# workload): 0.25 s is 250 samples at the 1 ms GPU default (25 on the host's 10 ms), plenty
+# for the idle median; it was 2 s.
+DEFAULT_SETTLE_S = 0.25
 
 
 class CommandNotFoundError(KvgateError):
@@ -159,16 +170,17 @@ def _utc_now() -> str:
 
 
 class _Signals:
-    """Catch SIGINT/SIGTERM in the main thread for the duration of a run."""
+    """Catch SIGINT, SIGTERM and SIGHUP in the main thread for the duration of a run."""
 
     def __init__(self) -> None:
         self.received: int | None = None
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Signals":
+    def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
+            for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+                if s is not None:
+                    self._old[s] = signal.signal(s, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -198,9 +210,10 @@ def _stop_group(proc: subprocess.Popen, sig: int, grace_s: float) -> None:
 
 
 def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", interval_s: float | None = None,
-                    settle_s: float = 2.0, on_status: Callable[[Status], None] | None = None,
+                    settle_s: float = DEFAULT_SETTLE_S, on_status: Callable[[Status], None] | None = None,
                     status_every_s: float = 0.25, grace_s: float = 5.0, nvml: Any = None,
-                    timeline_points: int | None = None) -> RunOutcome:
+                    timeline_points: int | None = None, stdout_to_stderr: bool = False,
+                    kill_leftovers: bool = False) -> RunOutcome:
     """Measure one run of ``cmd``. See the module docstring for the outcome rules.
 
     Args:
@@ -208,7 +221,11 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
         gpus: GPU selection for the gpu domain.
         interval_s: sampling interval; default 1 ms (gpu) or 10 ms (host).
         settle_s: idle sampling before CMD starts, for the idle baseline U0.
-        on_status: called about every ``status_every_s`` with a :class:`Status`.
+        on_status: called about every ``status_every_s`` with a :class:`Status`; an
+            ``OSError`` from it (the terminal went away) turns it off, the run goes on.
+        stdout_to_stderr: CMD's standard output goes to kvgate's standard error (for
+            ``--json``: kvgate's standard output then holds only its document).
+        kill_leftovers: stop the processes CMD leaves running after it exits.
 
     Raises:
         CommandNotFoundError: CMD not found (checked before sampling starts).
@@ -244,17 +261,21 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
             if sampler.error is not None:
                 sampler.stop()
                 raise _as_kvgate(sampler.error)
+            watchdog = procs.Watchdog(grace_s)
             start_iso = _utc_now()
             start_t = sampler.mark_start()
             try:
-                proc = subprocess.Popen(cmd, **_group_kwargs())
+                proc = subprocess.Popen(cmd, **_group_kwargs(stdout_to_stderr))
             except OSError as exc:
                 sampler.stop()
+                watchdog.done()
                 raise CommandNotFoundError(f"cannot run {cmd[0]}: {exc.strerror}",
                                            hint="check that it is an executable file") from exc
+            watchdog.arm(proc.pid)
+            tracker = procs.TreeTracker(proc.pid)
             if probe.host is not None:
                 probe.host.attach(proc.pid)
-            next_status, next_procs = time.monotonic() + status_every_s, 0.0
+            next_status, next_procs, next_tree = time.monotonic() + status_every_s, 0.0, 0.0
             while proc.poll() is None:
                 time.sleep(0.02)  # one wake-up per 20 ms (Popen.wait(timeout) polls far more often)
                 if sigs.received is not None or sampler.error is not None:
@@ -264,27 +285,64 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
                 if procs_available and now >= next_procs:
                     procs_available = _poll_gpu_processes(probe, proc.pid, gpu_procs, nvml_pids_seen)
                     next_procs = now + PROCESS_POLL_S
+                if now >= next_tree:
+                    tracker.poll()
+                    next_tree = now + PROCESS_POLL_S
                 if on_status is not None and now >= next_status:
                     ch = sampler.channels[0]
-                    on_status(Status(now - start_t, ch.last, ch.peak, probe.totals[0]))
+                    try:
+                        on_status(Status(now - start_t, ch.last, ch.peak, probe.totals[0]))
+                    except OSError:  # the terminal went away (SIGHUP): keep measuring
+                        on_status = None
                     next_status = now + status_every_s
             sampler.stop()
             end_iso = _utc_now()
             stopped = sigs.received
+            left = procs.leftovers(proc.pid, tracker, exclude={watchdog.pid} if watchdog.pid else set())
+            still = procs.stop_leftovers(left, proc.pid, grace_s) if (left and kill_leftovers) else None
+            watchdog.done()
     finally:
         sys.setswitchinterval(old_switch)
-    return _outcome(cmd, probe, sampler, proc.returncode, stopped, start_iso, end_iso,
-                    gpu_procs if procs_available else None, nvml_pids_seen)
+    outcome = _outcome(cmd, probe, sampler, proc.returncode, stopped, start_iso, end_iso,
+                       gpu_procs if procs_available else None, nvml_pids_seen)
+    if left:
+        _note_leftovers(outcome, left, still)
+    return outcome
 
 
-def _group_kwargs() -> dict[str, Any]:
-    """CMD in its own process group, so the whole group can be stopped at once.
+def _note_leftovers(o: RunOutcome, left: list[dict[str, Any]], still: list[int] | None) -> None:
+    """Say which processes CMD left running (and whether they were stopped)."""
+    names = ", ".join(f"pid {p['pid']} ({p.get('name') or '?'}, {p['how']})" for p in left[:5])
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    if still is None:
+        what = ("still running after it exited; memory they hold now is not in this measurement "
+                "(--kill-leftovers stops them)")
+    elif still:
+        what = f"stopped with SIGTERM/SIGKILL, but {len(still)} still run: {', '.join(map(str, still))}"
+    else:
+        what = "stopped (--kill-leftovers: SIGTERM, then SIGKILL after the grace period)"
+    o.notes.append(f"the workload left {len(left)} process(es): {names}{more}; {what}")
+    for m in o.measurements:
+        m.extra["leftover_processes"] = [dict(p) for p in left]
+        m.extra["leftovers_stopped"] = still is not None and not still
+    o.document["domains"] = [m.to_dict() for m in o.measurements]
+
+
+def _group_kwargs(stdout_to_stderr: bool = False) -> dict[str, Any]:
+    """CMD in its own process group, so the whole group can be stopped at once, with the
+    parent-death signal set (:func:`kvgate.measure.procs.pdeathsig_preexec`).
 
     A background process group that reads the terminal is stopped by SIGTTIN (and would
     hang the run), so when stdin is a terminal CMD gets /dev/null instead; piped input
-    is passed through.
+    is passed through. ``stdout_to_stderr``: CMD writes its standard output to file
+    descriptor 2.
     """
     kw: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    pre = procs.pdeathsig_preexec()
+    if pre is not None:
+        kw["preexec_fn"] = pre
+    if stdout_to_stderr:
+        kw["stdout"] = 2
     try:
         if sys.stdin is not None and sys.stdin.isatty():
             kw["stdin"] = subprocess.DEVNULL
@@ -383,14 +441,38 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
                     "(a container's PID namespace hides host PIDs): per-process memory not available")
         else:
             extra["processes_note"] = "NVML cannot list processes here: per-process memory not available"
+        peak, peak_t = min(peak, total), _round(sampler.rel(ch.peak_t))
+        if probe.host is not None:
+            peak, peak_t = _host_peak(probe.host, extra, ch, peak, peak_t, total, notes)
         measurements.append(Measurement(
-            total_bytes=total, peak_used_bytes=min(peak, total), idle_used_bytes=ch.idle_value(),
-            basis=b, peak_time_s=_round(sampler.rel(ch.peak_t)), reserved_bytes=probe.reserved[i],
+            total_bytes=total, peak_used_bytes=peak, idle_used_bytes=ch.idle_value(),
+            basis=b, peak_time_s=peak_t, reserved_bytes=probe.reserved[i],
             max_gap_s=_round(sampler.max_gap_s), samples=ch.run_samples, status=status,
             timeline=sampler.timeline(i), processes=processes, extra=extra))
     doc = measurement_file(measurements, status=status, command=list(cmd), exit_code=exit_code)
     return RunOutcome(doc, measurements, status, exit_code, sig_name,
                       signal.Signals(stopped).name if stopped is not None else None, error, notes)
+
+
+def _host_peak(h: hostmod.HostProbe, extra: dict[str, Any], ch: Any, system_peak: int, system_t: float | None,
+               total: int, notes: list[str]) -> tuple[int, float | None]:
+    """The host peak to gate on (:func:`kvgate.measure.host.best_host_peak`), its time,
+    and the rule and warnings recorded in ``extra`` / ``notes``."""
+    tree = [v for v in (extra.get("tree_rss_peak_bytes"), extra.get("vmhwm_max_bytes")) if v is not None]
+    tree_peak = max(tree) if tree else None
+    idle = ch.idle_value()
+    peak, rule, warns = hostmod.best_host_peak(
+        system_peak=system_peak, idle=idle, tree_peak=tree_peak, cgroup_peak=extra.get("cgroup_peak_bytes"),
+        cgroup_kind=extra.get("cgroup"), limited=h.limited, total=total)
+    extra.update({"peak_rule": rule, "system_peak_bytes": system_peak, "system_peak_time_s": system_t,
+                  "tree_peak_bytes": tree_peak})
+    if warns:
+        extra.setdefault("warnings", []).extend(warns)
+        notes.extend(warns)
+    notes.append(f"host peak P = {rule}: {peak:,} B (system figure {system_peak:,} B)")
+    if rule.startswith("idle"):
+        return peak, extra.get("tree_rss_peak_time_s")
+    return peak, system_t if rule.startswith(("system", "cgroup working")) else None
 
 
 def _round(x: float | None) -> float | None:

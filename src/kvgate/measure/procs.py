@@ -1,0 +1,217 @@
+"""The workload's processes: they die with kvgate, and what they leave behind is reported.
+
+- **Parent-death signal.** On Linux CMD's first process asks the kernel for SIGKILL when
+  kvgate dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, ``man 2 prctl``), set between fork
+  and exec (:func:`pdeathsig_preexec`). It covers only that one process.
+- **Watchdog.** A small process in its own session (so a terminal's SIGHUP/SIGINT do not
+  reach it) holds the read end of a pipe from kvgate. When kvgate exits in any way,
+  SIGKILL included, the pipe closes; unless kvgate said ``done`` first, the watchdog sends
+  SIGTERM to CMD's whole process group, then SIGKILL after a grace period
+  (:class:`Watchdog`).
+- **Leftovers.** Processes of CMD's process group, or descendants seen while it ran, that
+  are still alive after CMD exited (a daemonized server, a worker pool) are listed
+  (:func:`leftovers`); ``--kill-leftovers`` stops them (:func:`stop_leftovers`).
+  Memory they hold after CMD exited is not in the measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+_WATCHDOG = """\
+import os, signal, sys, time
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+grace = float(sys.argv[1])
+line = sys.stdin.readline()
+rest = sys.stdin.read()  # returns when kvgate closes the pipe, or dies
+if line.strip().isdigit() and "done" not in rest:
+    pg = int(line)
+    try:
+        os.killpg(pg, signal.SIGTERM)
+    except OSError:
+        sys.exit(0)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        try:
+            os.killpg(pg, 0)
+        except OSError:
+            sys.exit(0)
+        time.sleep(0.05)
+    try:
+        os.killpg(pg, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that sets ``PR_SET_PDEATHSIG`` to SIGKILL (Linux; ``None``
+    elsewhere or when libc's ``prctl`` cannot be found). If kvgate already died before
+    the call, the child kills itself (the signal would never come)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+class Watchdog:
+    """Stops CMD's process group if kvgate dies without saying :meth:`done` (see the
+    module docstring). Start before CMD, :meth:`arm` with CMD's pid (its process group),
+    :meth:`done` when kvgate has dealt with CMD itself."""
+
+    def __init__(self, grace_s: float = 5.0) -> None:
+        self.proc: subprocess.Popen | None = None
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(grace_s)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True, close_fds=True)
+        except OSError:
+            self.proc = None  # the parent-death signal still covers CMD's first process
+
+    def arm(self, pgid: int) -> None:
+        self._send(f"{pgid}\n")
+
+    def done(self) -> None:
+        """kvgate handled CMD: the watchdog exits without signalling anything."""
+        self._send("done\n")
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+    def _send(self, text: str) -> None:
+        if self.proc is None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(text.encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+
+class TreeTracker:
+    """CMD's descendants seen while it ran: ``{pid: (create_time, name)}`` (psutil)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.seen: dict[int, tuple[float, str | None]] = {}
+
+    def poll(self) -> None:
+        import psutil
+
+        try:
+            kids = psutil.Process(self.root).children(recursive=True)
+        except psutil.Error:
+            return
+        for k in kids:
+            try:
+                self.seen.setdefault(k.pid, (k.create_time(), k.name()))
+            except psutil.Error:
+                continue
+
+
+def leftovers(pgid: int, tracker: TreeTracker | None = None, *, exclude: set[int] | frozenset[int] = frozenset()
+              ) -> list[dict[str, Any]]:
+    """Processes still alive that belong to CMD: members of process group ``pgid``, and
+    descendants ``tracker`` saw that still run (same pid and start time).
+
+    Returns ``[{"pid", "name", "how"}]`` sorted by pid; ``how`` is ``"process group"`` or
+    ``"descendant"``. Processes of other users that cannot be inspected are skipped.
+    """
+    import psutil
+
+    out: dict[int, dict[str, Any]] = {}
+    me = {os.getpid()} | set(exclude)
+    for pid in psutil.pids():
+        if pid in me:
+            continue
+        try:
+            if os.getpgid(pid) == pgid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out[pid] = {"pid": pid, "name": _name(pid), "how": "process group"}
+        except (OSError, psutil.Error):
+            continue
+    if tracker is not None:
+        for pid, (created, name) in tracker.seen.items():
+            if pid in out or pid in me:
+                continue
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                    out[pid] = {"pid": pid, "name": name, "how": "descendant"}
+            except psutil.Error:
+                continue
+    return [out[k] for k in sorted(out)]
+
+
+def _name(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        try:
+            import psutil
+
+            return psutil.Process(pid).name()
+        except Exception:  # noqa: BLE001 - a name is optional
+            return None
+
+
+def stop_leftovers(procs: list[dict[str, Any]], pgid: int, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM ``procs`` (the group at once, descendants one by one), SIGKILL whatever
+    outlives ``grace_s``. Returns the pids still alive afterwards (normally none)."""
+    import psutil
+
+    if any(p["how"] == "process group" for p in procs):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except OSError:
+            pass
+    handles = []
+    for p in procs:
+        try:
+            h = psutil.Process(p["pid"])
+            if p["how"] != "process group":
+                h.terminate()
+            handles.append(h)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(handles, timeout=grace_s)
+    for h in alive:
+        try:
+            h.kill()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=1.0)
+    time.sleep(0)  # let the kernel reap
+    return [h.pid for h in alive]
