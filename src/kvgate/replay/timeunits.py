@@ -107,9 +107,9 @@ def detect_time_unit(values: np.ndarray, *, source: str, column: str) -> tuple[s
     if span / 1000 > _MAX_MS_SPAN_S:
         return "s", "relative seconds (no unit gives a span under a year)"
     raise TraceError(
-        f"trace {source}: the unit of column {column!r} is ambiguous: {n:,} requests over {span:.6g}; "
-        f"as seconds that is one request every {gap:.3g} s over {_human(span)}, as milliseconds one every "
-        f"{gap:.3g} ms over {_human(span / 1000)}",
+        f"trace {source}: the unit of column {column!r} is ambiguous: {n:,} requests spanning {span:,.6g}; "
+        f"as seconds that is one request every {_human(gap)} over {_human(span)}, as milliseconds one every "
+        f"{_human(gap / 1000)} over {_human(span / 1000)}",
         hint="say which: --time-unit s or --time-unit ms (or us, ns); or name the column with its unit, "
              "e.g. timestamp_ms",
     )  # fmt: skip

@@ -65,7 +65,7 @@ def peek(path: Path) -> Head | None:
             second = fh.readline()
     except (OSError, UnicodeDecodeError):
         return None
-    if not first.strip() or not second.strip():
+    if not first.strip():
         return None
     suffix = path.suffix.lower()
     lead = first.lstrip()[:1]
@@ -79,6 +79,8 @@ def peek(path: Path) -> Head | None:
         if not isinstance(obj, dict) or not obj:
             return None
         return Head("jsonl", list(obj), obj)
+    if not second.strip():
+        return None
     delim = csv_delimiter(path, first.rstrip("\r\n"))
     try:
         header = [h.strip() for h in next(csv.reader([first.rstrip("\r\n")], delimiter=delim))]
