@@ -51,12 +51,13 @@ def _edited_record(tmp_path, edit):
 @pytest.mark.parametrize(
     "edit,needle",
     [
-        (lambda r: r["inputs"]["scenario"].__setitem__("peak_bytes", float("nan")), "peak_bytes"),
+        (lambda r: r["inputs"]["scenario"].__setitem__("peak_bytes", float("nan")), "NaN is not a JSON number"),
+        (lambda r: r["inputs"]["scenario"].__setitem__("peak_bytes", 1.5), "inputs.scenario.peak_bytes"),
         (lambda r: r["inputs"]["scenario"].__setitem__("peak_bytes", 2 * r["inputs"]["scenario"]["total_bytes"]),
          "above total"),
-        (lambda r: r["inputs"]["model"].__setitem__("layers", []), "no layers"),
+        (lambda r: r["inputs"]["model"].__setitem__("layers", []), "inputs.model.layers"),
         (lambda r: r["inputs"]["model"]["layers"][0].__setitem__("head_dim", "x"), "head_dim"),
-        (lambda r: r["inputs"]["scenario"].__setitem__("margin", "abc"), "not a number"),
+        (lambda r: r["inputs"]["scenario"].__setitem__("margin", "abc"), "inputs.scenario.margin"),
     ],
 )
 def test_hand_edited_records_are_refused(tmp_path, capsys, edit, needle):
@@ -69,7 +70,7 @@ def test_hand_edited_records_are_refused(tmp_path, capsys, edit, needle):
 def test_recheck_reports_a_record_whose_verdicts_no_longer_hold(tmp_path, capsys):
     path = _edited_record(tmp_path, lambda r: r["verdicts"].__setitem__("paging", "pays"))
     capsys.readouterr()
-    assert main(["recheck", str(path)]) == 1
+    assert main(["recheck", str(path)]) == 4  # EXIT_CHANGED
     out = capsys.readouterr().out
     assert "CHANGED from the stored verdicts" in out
 
@@ -165,3 +166,78 @@ def test_recheck_domain_without_measurement(tmp_path, capsys):
     capsys.readouterr()
     code, lines, _ = _err(["recheck", str(path), "--domain", "gpu:5"], capsys)
     assert code == 2 and "--domain" in lines[0]
+
+
+# --------------------------------------------------------------------------- issue 11 #10
+
+def _run(argv, capsys):
+    """main() must return (no exception escapes: a traceback is a failed test)."""
+    code = main(argv)
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err
+    return code, cap
+
+
+def test_config_nested_100000_deep_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    code, cap = _run(["geometry", str(cfg), "--max-seq", "1024"], capsys)
+    assert code == 2 and "nested too deeply" in cap.err and str(cfg) in cap.err
+
+
+def test_config_with_an_integer_of_5000_digits_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": ' + "9" * 5000 + ', "num_attention_heads": 8}')
+    code, cap = _run(["geometry", str(cfg), "--max-seq", "1024"], capsys)
+    assert code == 2 and "more than 4,300 digits" in cap.err
+
+
+@pytest.mark.parametrize("flag", ["--total", "--peak", "--idle"])
+def test_80_digit_byte_count_is_refused(capsys, flag):
+    vals = {"--total": "32607MiB", "--peak": "19625MiB", "--idle": "936MiB"}
+    vals[flag] = "9" * 80 + "TiB"
+    argv = GATE + [x for k, v in vals.items() for x in (k, v)] + ["--no-record"]
+    code, cap = _run(argv, capsys)
+    assert code == 2 and "2**64" in cap.err and "characters" in cap.err
+
+
+def test_non_utf8_model_path_writes_json_and_md_or_neither(tmp_path, capsys):
+    import os
+    import shutil
+
+    from kvgate.model import __file__ as model_init
+
+    d = os.path.join(os.fsencode(tmp_path), b"m\xff")
+    os.mkdir(d)
+    shutil.copy(os.path.join(os.path.dirname(model_init), "presets", "qwen3-0.6b.json"), os.path.join(d, b"config.json"))
+    out = tmp_path / "recs"
+    code, cap = _run(["gate", "--model", os.fsdecode(d), "--max-seq", "1024", "--slots", "8", "--total", "24GiB",
+                      "--peak", "10GiB", "--out", str(out)], capsys)
+    assert code == 0, cap.err
+    assert "m\\udcff" in cap.out  # the undecodable byte shown as an escape
+    js, md = sorted(out.glob("*.json")), sorted(out.glob("*.md"))
+    assert len(js) == 1 and len(md) == 1 and js[0].stem == md[0].stem
+    md[0].read_bytes().decode("utf-8")  # valid UTF-8
+    assert json.loads(js[0].read_text())["inputs"]["model"]["name"] == "m\udcff"
+
+
+def test_record_pair_is_both_or_neither(tmp_path, monkeypatch):
+    """The .md failing after the .json was written must take the .json away again."""
+    from kvgate import atomicio
+    from kvgate.atomicio import write_files_atomic
+
+    real = atomicio.os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append(dst)
+        if str(dst).endswith(".md"):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(atomicio.os, "replace", flaky)
+    from kvgate.errors import KvgateError
+
+    with pytest.raises(KvgateError, match="No space left"):
+        write_files_atomic([(tmp_path / "r.json", "{}"), (tmp_path / "r.md", "# r")])
+    assert len(calls) == 2 and sorted(p.name for p in tmp_path.iterdir()) == []
