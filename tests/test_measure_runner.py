@@ -168,7 +168,9 @@ def _gone(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize("sig, rc_expected", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+# SIGHUP (a closed terminal / SSH connection) like SIGTERM (issue 11, fault 3): at b278f86
+# kvgate died of it (return code -1), saved nothing and left the workload running.
+@pytest.mark.parametrize("sig, rc_expected", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_interrupt_stops_the_process_group_and_saves_partial(tmp_path, sig, rc_expected):
     out, pids = tmp_path / "m.json", tmp_path / "pids"
     child = (

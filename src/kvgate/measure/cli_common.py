@@ -54,7 +54,12 @@ def default_out(prefix: str) -> str:
     ``kvgate-measure-20261201-001502.123456-p4242.json`` (sorts by time; the pid
     separates runs started in the same microsecond; a name still taken when the file is
     written gets a random suffix, :mod:`kvgate.measure.fallback`)."""
-    return f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S.%f')}-p{os.getpid()}.json"
+    name = f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S.%f')}-p{os.getpid()}.json"
+    if os.path.lexists(name):  # a clock stepped back, or a frozen one: never refuse a default name
+        from kvgate.measure.fallback import unique_name
+
+        name = str(unique_name(Path(name)))
+    return name
 
 
 def interval_of(args: argparse.Namespace) -> float | None:
