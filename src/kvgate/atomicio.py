@@ -129,7 +129,7 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, force: bool = F
 MAX_JSON_DEPTH = 64
 
 
-def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "") -> Any:
+def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_nan: bool = False) -> Any:
     """Parse JSON with errors that are :class:`KvgateError`, never a traceback.
 
     Refuses (naming ``what`` and ``where``): malformed JSON (line and column), nesting
@@ -147,7 +147,7 @@ def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "") -> Any
         except UnicodeDecodeError as exc:
             raise KvgateError(f"{what}{src} is not UTF-8 text (byte {exc.start:,})") from exc
     try:
-        obj = json.loads(text, parse_constant=_no_constant)
+        obj = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise KvgateError(f"{what}{src} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except RecursionError as exc:
@@ -183,7 +183,7 @@ def json_depth(obj: Any, stop: int) -> int:
     return deepest
 
 
-def read_json(path: str | os.PathLike[str], *, what: str = "file") -> Any:
+def read_json(path: str | os.PathLike[str], *, what: str = "file", allow_nan: bool = False) -> Any:
     """Read a JSON file with errors that name the file (see :func:`loads_json`).
 
     Raises:
@@ -199,4 +199,4 @@ def read_json(path: str | os.PathLike[str], *, what: str = "file") -> Any:
         raw = p.read_bytes()
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise KvgateError(f"cannot read {what} {p}: {getattr(exc, 'strerror', None) or exc}") from exc
-    return loads_json(raw, what=what, where=str(p))
+    return loads_json(raw, what=what, where=str(p), allow_nan=allow_nan)

@@ -1,0 +1,86 @@
+"""Fuzz kvgate's readers with hypothesis, 10,000+ cases per target (issue 11 #10).
+
+    .venv/bin/python benchmarks/fuzz.py [--cases 10000] [--only configs,records]
+
+The properties are those of ``tests/test_fuzz.py`` (same strategies, more cases). Unlike
+the test, a run does not stop at the first failure: every exception that is not a
+``KvgateError`` is counted and grouped by type and the kvgate line that raised it, so
+one run lists every distinct fault. Prints one line per target: cases run, answered,
+refused with a KvgateError, other exceptions (must be 0), and seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import test_fuzz as tf  # noqa: E402
+from kvgate.errors import KvgateError  # noqa: E402
+
+TARGETS = {
+    "configs": (tf.configs, lambda cfg: _call(tf.check_config, cfg)),
+    "json": (tf.json_texts, lambda t: _call(tf.check_json_text, t)),
+    "gguf": (tf.byte_ops, lambda ops: _call(tf.check_gguf, tf._mutate_bytes(tf.gguf_bytes(), ops))),
+    "smi": (tf.byte_ops, lambda ops: _call(tf.check_smi, tf._mutate_bytes(tf.SMI_LOG, ops))),
+    "records": (tf.records(), lambda doc: _call(tf.check_record, doc)),
+    "traces": (st.tuples(tf.byte_ops, st.sampled_from([(tf.TRACE_CSV, ".csv"), (tf.TRACE_JSONL, ".jsonl")])),
+               lambda a: _call(tf.check_trace, tf._mutate_bytes(a[1][0], a[0]), a[1][1])),
+}
+
+_stats: Counter = Counter()
+_faults: Counter = Counter()
+
+
+def _call(check, *args) -> None:
+    _stats["cases"] += 1
+    try:
+        check(*args)
+        _stats["answered"] += 1
+    except KvgateError:  # pragma: no cover - the checks swallow these already
+        _stats["refused"] += 1
+    except Exception as exc:  # noqa: BLE001 - that is what we count
+        tb = [f for f in traceback.extract_tb(exc.__traceback__) if "/kvgate/" in f.filename]
+        where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
+        _faults[f"{type(exc).__name__} at {where}: {str(exc)[:80]}"] += 1
+
+
+def run(name: str, cases: int) -> dict:
+    strategy, body = TARGETS[name]
+    _stats.clear()
+    _faults.clear()
+    t0 = time.perf_counter()
+    test = settings(max_examples=cases, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))(given(strategy)(body))
+    test()
+    return {"target": name, "cases": _stats["cases"], "faults": sum(_faults.values()),
+            "distinct": dict(_faults), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=10_000)
+    ap.add_argument("--only", default=",".join(TARGETS))
+    args = ap.parse_args()
+    bad = 0
+    print(f"{'target':<9} {'cases':>7} {'non-KvgateError':>16} {'seconds':>8}")
+    for name in args.only.split(","):
+        r = run(name, args.cases)
+        bad += r["faults"]
+        print(f"{r['target']:<9} {r['cases']:>7,} {r['faults']:>16,} {r['seconds']:>8}", flush=True)
+        for k, v in sorted(r["distinct"].items(), key=lambda kv: -kv[1]):
+            print(f"    {v:>6,}  {k}", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,254 @@
+"""Property-based fuzzing (issue 11 #10): configs, GGUF headers, nvidia-smi logs, records
+and traces. Whatever the input, kvgate either answers or raises a ``KvgateError``
+subclass (one ERROR line): never another exception, never a traceback.
+
+A few hundred cases each here (fast); ``benchmarks/fuzz.py`` runs the same properties
+with 10,000+ cases each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvgate.errors import KvgateError
+
+HERE = Path(__file__).resolve().parent
+SMI_LOG = (HERE / "data/smi/synthetic_h200_units.csv").read_bytes()
+BASE_CFG = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "head_dim": 64, "hidden_size": 512, "max_position_embeddings": 4096}
+TRACE_CSV = b"timestamp,prompt_tokens,output_tokens\n0.0,512,64\n0.5,1024,128\n1.25,200,20\n"
+TRACE_JSONL = b'{"timestamp": 0, "input_length": 512, "output_length": 64}\n' \
+              b'{"timestamp": 1000, "input_length": 100, "output_length": 10}\n'
+
+# ------------------------------------------------------------------ value strategies
+
+_scalars = st.one_of(
+    st.none(), st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 1, -1, 2**31, 2**63, 2**64, 10**80]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+_values = st.recursive(_scalars, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=6), c, max_size=4)),
+                       max_leaves=12)
+
+
+def _mutate_bytes(data: bytes, draw_ops: list[tuple[int, int, int]]) -> bytes:
+    """Apply (kind, position, byte) edits: 0 flip a byte, 1 truncate, 2 insert, 3 delete."""
+    b = bytearray(data)
+    for kind, pos, val in draw_ops:
+        if not b:
+            break
+        i = pos % len(b)
+        if kind == 0:
+            b[i] = val
+        elif kind == 1:
+            del b[i:]
+        elif kind == 2:
+            b[i:i] = bytes([val])
+        else:
+            del b[i]
+    return bytes(b)
+
+
+byte_ops = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**20), st.integers(0, 255)), min_size=1, max_size=6)
+
+
+def only_kvgate_errors(fn: Callable[[], Any]) -> None:
+    """Run ``fn``; a ``KvgateError`` is an accepted answer, anything else fails."""
+    try:
+        fn()
+    except KvgateError:
+        pass
+
+
+def _tmpfile(data: bytes, suffix: str) -> str:
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+# ------------------------------------------------------------------ properties
+
+def check_config(cfg: dict[str, Any]) -> None:
+    """A config dict through spec_from_config and the geometry."""
+    from kvgate.geometry import KVGeometry
+    from kvgate.model.config import spec_from_config
+
+    def go() -> None:
+        spec = spec_from_config(cfg, name="fuzz", source="fuzz")
+        KVGeometry(spec, "bf16").slot_bytes(1024)
+
+    only_kvgate_errors(go)
+
+
+def check_json_text(text: bytes) -> None:
+    """Raw bytes through the one JSON reader."""
+    from kvgate.atomicio import loads_json
+
+    only_kvgate_errors(lambda: loads_json(text, what="fuzz"))
+
+
+def check_gguf(data: bytes) -> None:
+    """A (mutated) GGUF file through the model loader."""
+    from kvgate.model import load_model
+
+    path = _tmpfile(data, ".gguf")
+    try:
+        only_kvgate_errors(lambda: load_model(path))
+    finally:
+        os.unlink(path)
+
+
+def check_smi(data: bytes) -> None:
+    """A (mutated) nvidia-smi CSV log through the importer and the measurement loader."""
+    from kvgate.gate.record import load_measurement
+    from kvgate.measure.smi_csv import load_smi_csv
+
+    path = _tmpfile(data, ".csv")
+    try:
+        only_kvgate_errors(lambda: load_measurement(load_smi_csv(path)))
+    finally:
+        os.unlink(path)
+
+
+def check_record(doc: Any) -> None:
+    """A (mutated) decision record through the loader and the gate."""
+    from kvgate.gate.decision import DecisionInputs
+    from kvgate.gate.record import parse_record
+
+    def go() -> None:
+        rec = parse_record(doc)
+        inputs = DecisionInputs.from_dict(rec["inputs"])
+        gate, _ = inputs.build_gate()
+        for c in gate.candidates:
+            gate.verdict(inputs.scenario, c)
+
+    only_kvgate_errors(go)
+
+
+def check_trace(data: bytes, suffix: str) -> None:
+    """A (mutated) CSV / JSONL trace through the trace loader."""
+    from kvgate.replay.trace import load_trace
+
+    path = _tmpfile(data, suffix)
+    try:
+        only_kvgate_errors(lambda: load_trace(path))
+    finally:
+        os.unlink(path)
+
+
+# ------------------------------------------------------------------ strategies of whole inputs
+
+configs = st.builds(lambda edits, extra: {**BASE_CFG, **edits, **extra},
+                    st.dictionaries(st.sampled_from(sorted(BASE_CFG) + ["sliding_window", "layer_types", "v_head_dim",
+                                                                         "kv_lora_rank", "text_config"]), _values, max_size=3),
+                    st.dictionaries(st.text(max_size=8), _values, max_size=2))
+json_texts = st.one_of(
+    st.binary(max_size=64),
+    st.builds(lambda d, inner: (b"[" * d + inner + b"]" * d), st.integers(0, 5000), st.sampled_from([b"1", b"9" * 5000, b"NaN"])),
+    st.builds(lambda v: json.dumps(v, allow_nan=True).encode(), _values),
+)
+
+
+@st.composite
+def records(draw: Any) -> Any:
+    """The write-up's record with one to three values replaced somewhere in its tree."""
+    doc = json.loads(json.dumps(_demo_record()))
+    for _ in range(draw(st.integers(1, 3))):
+        node: Any = doc
+        path = []
+        while isinstance(node, (dict, list)) and node and draw(st.integers(0, 3)) > 0:
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            k = draw(st.sampled_from(keys))
+            path.append((node, k))
+            node = node[k]
+        if path:
+            parent, k = path[-1]
+            parent[k] = draw(_values)
+        else:
+            doc[draw(st.text(max_size=6))] = draw(_values)
+    return doc
+
+
+_DEMO: dict[str, Any] = {}
+
+
+def _demo_record() -> dict[str, Any]:
+    if not _DEMO:
+        from kvgate.gate import source_case as case
+        from kvgate.gate.decision import DecisionInputs, decide
+        from kvgate.gate.verdict import Scenario
+        from kvgate.model import load_model
+
+        sc = Scenario(total_bytes=case.TOTAL_BYTES, peak_bytes=case.PEAK_BYTES, idle_bytes=case.IDLE_BYTES,
+                      slots_measured=case.SLOTS_MEASURED, slots_target=case.SLOTS_TARGET,
+                      max_seq_measured=case.MAX_SEQ, max_seq=case.MAX_SEQ)
+        _DEMO.update(decide(DecisionInputs(model=load_model(case.MODEL), scenario=sc, kv_format=case.KV_FORMAT),
+                            case.measurement()))
+    return _DEMO
+
+
+_GGUF: dict[str, bytes] = {}
+
+
+def gguf_bytes() -> bytes:
+    if not _GGUF:
+        from gguf_from_config import write_gguf
+
+        with tempfile.TemporaryDirectory() as d:
+            p = write_gguf(dict(BASE_CFG), Path(d) / "m.gguf")
+            _GGUF["b"] = Path(p).read_bytes()
+    return _GGUF["b"]
+
+
+# ------------------------------------------------------------------ the tests (few cases: fast)
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+@FAST
+@given(configs)
+def test_fuzz_configs(cfg):
+    check_config(cfg)
+
+
+@FAST
+@given(json_texts)
+def test_fuzz_json_text(text):
+    check_json_text(text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(byte_ops)
+def test_fuzz_gguf_headers(ops):
+    pytest.importorskip("gguf")
+    check_gguf(_mutate_bytes(gguf_bytes(), ops))
+
+
+@FAST
+@given(byte_ops)
+def test_fuzz_smi_logs(ops):
+    check_smi(_mutate_bytes(SMI_LOG, ops))
+
+
+@FAST
+@given(records())
+def test_fuzz_records(doc):
+    check_record(doc)
+
+
+@FAST
+@given(byte_ops, st.sampled_from([(TRACE_CSV, ".csv"), (TRACE_JSONL, ".jsonl")]))
+def test_fuzz_traces(ops, base):
+    data, suffix = base
+    check_trace(_mutate_bytes(data, ops), suffix)
