@@ -38,8 +38,15 @@ def run(rows, **kw):
 def epochs(res, name):
     tl = res.timelines[name]
     return [
-        (int(tl.start[j]), int(tl.end[j]), int(tl.live[j]), int(tl.positions_first[j]), int(tl.positions_last[j]),
-         int(tl.blocks_first[j]), int(tl.blocks_last[j]))
+        (
+            int(tl.start[j]),
+            int(tl.end[j]),
+            int(tl.live[j]),
+            int(tl.positions_first[j]),
+            int(tl.positions_last[j]),
+            int(tl.blocks_first[j]),
+            int(tl.blocks_last[j]),
+        )
         for j in range(len(tl))
     ]
 
@@ -268,9 +275,17 @@ def scenarios(draw):
     slot_bytes = max_seq * pp + fixed
     slots = draw(st.integers(1, 4))
     budget = draw(st.integers(slot_bytes, 5 * slot_bytes))
-    return dict(rows=rows, slot_bytes=slot_bytes, block_bytes=block_size * pp, max_seq=max_seq,
-                block_size=block_size, budget=budget, slots=slots,
-                rate=draw(st.sampled_from([1, 2])), speed=draw(st.sampled_from([1, 2])))
+    return dict(
+        rows=rows,
+        slot_bytes=slot_bytes,
+        block_bytes=block_size * pp,
+        max_seq=max_seq,
+        block_size=block_size,
+        budget=budget,
+        slots=slots,
+        rate=draw(st.sampled_from([1, 2])),
+        speed=draw(st.sampled_from([1, 2])),
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -370,8 +385,9 @@ def test_azure_isolated_requests_against_columns(shared_dir, name, max_seq):
     too_long = sum(w > max_seq for w in written)
     w_max = max(w for w in written if w <= max_seq)
     S_ = max_seq * INT8
-    res = replay(load_trace(path), slot_bytes=S_, block_bytes=16 * INT8, max_seq=max_seq, slots=1,
-                 speed=1e-8, decode_rate=50.0)
+    res = replay(
+        load_trace(path), slot_bytes=S_, block_bytes=16 * INT8, max_seq=max_seq, slots=1, speed=1e-8, decode_rate=50.0
+    )
     c, p, s = res.contiguous, res.paged, res.summary
     assert c.rejected_too_long == p.rejected_too_long == too_long
     assert c.admitted == p.admitted == len(written) - too_long
@@ -440,11 +456,13 @@ def test_reclaim_for_gate_uses_model_geometry(shared_dir):
     assert geo["slot_bytes"] == 415_236_096  # the write-up's 396 MiB
     assert geo["block_bytes"] == 16 * INT8 and geo["fixed_bytes"] == 0
     path = shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv"
-    args = argparse.Namespace(trace=str(path), slots=8, max_seq=8192, kv_format="int8-f32scale",
-                              kv_format_v=None, tp=1, block_size=None)
+    args = argparse.Namespace(
+        trace=str(path), slots=8, max_seq=8192, kv_format="int8-f32scale", kv_format_v=None, tp=1, block_size=None
+    )
     got = reclaim_for_gate(args, model)
-    want = measured_paging_reclaim(load_trace(path), slot_bytes=415_236_096, block_bytes=16 * INT8,
-                                   max_seq=8192, slots=8)["measured_reclaim_bytes"]
+    want = measured_paging_reclaim(
+        load_trace(path), slot_bytes=415_236_096, block_bytes=16 * INT8, max_seq=8192, slots=8
+    )["measured_reclaim_bytes"]
     assert got == want
 
 
@@ -458,8 +476,24 @@ def _tiny(tmp_path):
 
 
 def test_command_json(tmp_path, capsys):
-    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--slots", "2",
-               "--decode-rate", "1", "--trace", str(_tiny(tmp_path)), "--json"])
+    rc = main(
+        [
+            "replay",
+            "--slot-bytes",
+            "640",
+            "--block-bytes",
+            "160",
+            "--max-seq",
+            "64",
+            "--slots",
+            "2",
+            "--decode-rate",
+            "1",
+            "--trace",
+            str(_tiny(tmp_path)),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert out["summary"]["measured_reclaim_bytes"] == 640 and out["summary"]["bound_bytes"] == 1280
@@ -474,8 +508,25 @@ def test_command_json(tmp_path, capsys):
 
 def test_command_text_budget_from_headroom_and_plot(tmp_path, capsys):
     png = tmp_path / "r.png"
-    argv = ["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--total", "10000",
-            "--peak", "8720", "--decode-rate", "1", "--trace", str(_tiny(tmp_path)), "--plot", str(png)]
+    argv = [
+        "replay",
+        "--slot-bytes",
+        "640",
+        "--block-bytes",
+        "160",
+        "--max-seq",
+        "64",
+        "--total",
+        "10000",
+        "--peak",
+        "8720",
+        "--decode-rate",
+        "1",
+        "--trace",
+        str(_tiny(tmp_path)),
+        "--plot",
+        str(png),
+    ]
     rc = main(argv)
     text = capsys.readouterr().out
     assert rc == 0
@@ -488,8 +539,21 @@ def test_command_text_budget_from_headroom_and_plot(tmp_path, capsys):
 
 def test_command_model_preset_and_attribution(shared_dir, capsys):
     path = shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv"
-    rc = main(["replay", "--model", "qwen3-30b-a3b", "--kv-format", "int8-f32scale", "--max-seq", "8192",
-               "--trace", str(path), "--slots", "8"])
+    rc = main(
+        [
+            "replay",
+            "--model",
+            "qwen3-30b-a3b",
+            "--kv-format",
+            "int8-f32scale",
+            "--max-seq",
+            "8192",
+            "--trace",
+            str(path),
+            "--slots",
+            "8",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0
     assert "415,236,096 B" in text and "811,008 B" in text
@@ -507,8 +571,10 @@ def test_command_model_preset_and_attribution(shared_dir, capsys):
     ],
 )
 def test_command_budget_errors(tmp_path, capsys, extra, needle):
-    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64",
-               "--trace", str(_tiny(tmp_path))] + extra)
+    rc = main(
+        ["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--trace", str(_tiny(tmp_path))]
+        + extra
+    )
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and "Traceback" not in err
 
@@ -557,8 +623,24 @@ def test_command_budget_from_measurement_file(tmp_path, capsys):
 
     m = Measurement(total_bytes=10_000, peak_used_bytes=8_720, basis=Basis(total_bytes=10_000))
     path = write_json_atomic(tmp_path / "m.json", measurement_file([m]))
-    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--decode-rate", "1",
-               "--trace", str(_tiny(tmp_path)), "--measurement", str(path), "--json"])
+    rc = main(
+        [
+            "replay",
+            "--slot-bytes",
+            "640",
+            "--block-bytes",
+            "160",
+            "--max-seq",
+            "64",
+            "--decode-rate",
+            "1",
+            "--trace",
+            str(_tiny(tmp_path)),
+            "--measurement",
+            str(path),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert out["inputs"]["budget_bytes"] == 1_280 and out["inputs"]["slots"] == 2
@@ -577,8 +659,9 @@ def test_command_budget_from_measurement_file(tmp_path, capsys):
 )
 def test_command_geometry_bytes_must_be_positive(tmp_path, capsys, slot, block, needle):
     # no budget given either: the bad flag is named, not "no memory budget"
-    rc = main(["replay", "--slot-bytes", slot, "--block-bytes", block, "--max-seq", "64",
-               "--trace", str(_tiny(tmp_path))])
+    rc = main(
+        ["replay", "--slot-bytes", slot, "--block-bytes", block, "--max-seq", "64", "--trace", str(_tiny(tmp_path))]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and "no memory budget" not in err and "Traceback" not in err
 
@@ -589,12 +672,29 @@ def test_arrival_steps_beyond_2_53_are_refused(tmp_path, capsys, late, steps):
     p = tmp_path / "t.csv"
     p.write_text(f"timestamp,prompt_tokens,output_tokens\n0,10,5\n{late},10,5\n")
     plot = tmp_path / "r.png"
-    rc = main(["replay", "--slot-bytes", "640", "--block-bytes", "160", "--max-seq", "64", "--slots", "2",
-               "--trace", str(p), "--plot", str(plot)])
+    rc = main(
+        [
+            "replay",
+            "--slot-bytes",
+            "640",
+            "--block-bytes",
+            "160",
+            "--max-seq",
+            "64",
+            "--slots",
+            "2",
+            "--trace",
+            str(p),
+            "--plot",
+            str(plot),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
-    assert (f"ERROR: the trace spans {late.replace('e', 'e+')} s = {steps} decode steps at 50 tokens/s (speed 1); "
-            "a replay handles at most 2^53 = 9,007,199,254,740,992 steps") in err
+    assert (
+        f"ERROR: the trace spans {late.replace('e', 'e+')} s = {steps} decode steps at 50 tokens/s (speed 1); "
+        "a replay handles at most 2^53 = 9,007,199,254,740,992 steps"
+    ) in err
     assert not plot.exists()
 
 
@@ -603,3 +703,24 @@ def test_long_but_representable_span_is_exact():
     r = replay(t, slot_bytes=S, block_bytes=BB, max_seq=L, slots=2, block_size=B)
     # arrival step 5e14 (exact in float64 and int64), finish 5 decode steps later
     assert (r.contiguous.end_time_s, r.paged.end_time_s) == (1e13 + 0.1, 1e13 + 0.1)
+
+
+def test_chunk_boundaries_change_nothing(monkeypatch):
+    """The admission loops and the timeline walk their inputs in chunks (bounded memory);
+    chunks of a few hundred requests/events must give the same replay as one chunk."""
+    from kvgate.replay import allocators, timeline
+
+    t = synthetic_lognormal(3000, prompt_median=300, output_median=60, sigma=1.0, rate=40.0, seed=5)
+    kw = dict(slot_bytes=2048 * 16, block_bytes=16 * 16, max_seq=2048, block_size=16)
+    results = []
+    for ev, req in ((1 << 30, 1 << 30), (257, 131)):
+        monkeypatch.setattr(timeline, "EVENT_CHUNK", ev)
+        monkeypatch.setattr(allocators, "CHUNK", req)
+        for extra in (dict(slots=4), dict(budget_bytes=6 * 2048 * 16)):
+            r = replay(t, **kw, **extra)
+            tls = {k: [getattr(tl, f).tolist() for f in ("start", "end", "live", "positions_first", "positions_last",
+                                                         "blocks_first", "blocks_last")] for k, tl in r.timelines.items()}  # fmt: skip
+            results.append((r.to_dict(), tls))
+    assert results[0] == results[2] and results[1] == results[3]
+    assert results[0][0]["contiguous"]["queue_delay_max_s"] > 0  # the admission loop ran (someone waited)
+    assert results[1][0]["paged"]["queue_delay_max_s"] > 0

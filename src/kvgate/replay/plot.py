@@ -48,7 +48,9 @@ def render_replay_png(res: ReplayResult, *, title: str | None = None, max_points
     import matplotlib.pyplot as plt
 
     budget = int(res.inputs["budget_bytes"])
-    scale, unit = next((u, n) for u, n in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B")) if budget >= 4 * u or u == 1)
+    scale, unit = next(
+        (u, n) for u, n in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B")) if budget >= 4 * u or u == 1
+    )
     fmt = fmt_human
     sc = series(res, "contiguous", max_points=max_points)
     sp = series(res, "paged", max_points=max_points)
@@ -62,8 +64,15 @@ def render_replay_png(res: ReplayResult, *, title: str | None = None, max_points
         step = "mid" if s.get("binned") else None  # exact points are joined by lines
         reserved = [v / scale for v in s["reserved_bytes"]]
         written = [v / scale for v in s["written_bytes"]]
-        ax.fill_between(t, written, reserved, step=step, color=colors["reserved"], alpha=0.18,
-                        label="reserved − written (reclaimable)")
+        ax.fill_between(
+            t,
+            written,
+            reserved,
+            step=step,
+            color=colors["reserved"],
+            alpha=0.18,
+            label="reserved − written (reclaimable)",
+        )
         _line(ax, t, reserved, step, color=colors["reserved"], lw=1.0, label="reserved")
         _line(ax, t, written, step, color=colors["written"], lw=1.0, label="written")
         ax.axhline(budget / scale, color=colors["budget"], ls="--", lw=1.0, label=f"budget {fmt(budget)}")
@@ -118,7 +127,9 @@ def render_replay_png(res: ReplayResult, *, title: str | None = None, max_points
     return buf.getvalue()
 
 
-def write_replay_plot(res: ReplayResult, path: str | os.PathLike[str], *, force: bool = False, title: str | None = None) -> Path:
+def write_replay_plot(
+    res: ReplayResult, path: str | os.PathLike[str], *, force: bool = False, title: str | None = None
+) -> Path:
     """Render and write the PNG atomically (see :func:`kvgate.atomicio.write_atomic`).
 
     Raises:

@@ -1,0 +1,200 @@
+"""What a replay returns: each allocator's figures (:class:`AllocatorResult`), the pair with
+its timelines (:class:`ReplayResult`), and how the figures are read off a timeline.
+
+All byte counts are ``int``; times are seconds of the replay clock (decode steps divided
+by the decode rate). See :mod:`kvgate.replay.simulate` for the service model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from kvgate.replay.timeline import Timeline, block_steps
+from kvgate.replay.timeline import dot_exact as _dot
+from kvgate.replay.timeline import mul_exact as _mul
+
+DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
+DEFAULT_BLOCK_SIZE = 16  # positions per block (vLLM's default)
+
+
+@dataclass
+class AllocatorResult:
+    """One allocator's replay. Times in seconds of the replay clock, bytes as ``int``.
+
+    Attributes:
+        name: ``"contiguous"`` or ``"paged"``.
+        admitted: requests served.
+        rejected_too_long: requests with prompt + output > max_seq.
+        rejected_over_budget: requests whose reservation alone exceeds the budget (paged).
+        peak_reserved_bytes: the largest reserved memory at any step.
+        peak_time_s: a step at which it holds (in the first epoch that reaches it).
+        written_at_peak_bytes: written memory at that peak (the moment where it is largest,
+            i.e. reserved − written smallest, among the moments the peak holds).
+        reclaim_at_peak_bytes: reserved − written at the peak. For paged: its internal
+            fragmentation at its peak.
+        peak_written_bytes: the largest written memory at any step.
+        max_concurrency: the most sequences live at one step.
+        queue_delay_p50_s, queue_delay_p99_s, queue_delay_max_s, queue_delay_mean_s:
+            waiting time from (step-aligned) arrival to admission; ``None`` if none admitted.
+        mean_reserved_bytes, mean_written_bytes: time averages over the replay, from
+            step 0 to the last finish (their difference is the time-averaged reclaim;
+            for paged, the time-averaged internal fragmentation).
+        end_time_s: when the last request finishes.
+    """
+
+    name: str
+    admitted: int
+    rejected_too_long: int
+    rejected_over_budget: int
+    peak_reserved_bytes: int
+    peak_time_s: float | None
+    written_at_peak_bytes: int
+    reclaim_at_peak_bytes: int
+    peak_written_bytes: int
+    max_concurrency: int
+    queue_delay_p50_s: float | None
+    queue_delay_p99_s: float | None
+    queue_delay_max_s: float | None
+    queue_delay_mean_s: float | None
+    mean_reserved_bytes: int
+    mean_written_bytes: int
+    end_time_s: float
+
+    @property
+    def rejected(self) -> int:
+        return self.rejected_too_long + self.rejected_over_budget
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["rejected"] = self.rejected
+        return d
+
+
+@dataclass
+class ReplayResult:
+    """Both allocators' results, the summary and the timelines (see the module docstring)."""
+
+    inputs: dict
+    contiguous: AllocatorResult
+    paged: AllocatorResult
+    summary: dict
+    warnings: list[str]
+    attribution: str | None
+    timelines: dict[str, Timeline] = field(repr=False)
+    block_bytes: int = 0
+    block_size: int = DEFAULT_BLOCK_SIZE
+    slot_bytes: int = 0
+    fixed_bytes: int = 0
+    decode_rate: float = DEFAULT_DECODE_RATE
+
+    def reserved_bytes(self, allocator: str, which: str = "last") -> np.ndarray:
+        """Reserved bytes per epoch of ``allocator`` (``"contiguous"``, ``"paged"``, or
+        ``"contiguous-as-paged"``: the contiguous schedule laid out in blocks), at the
+        epoch's first or last step. int64 (object dtype if it would overflow)."""
+        tl = self.timelines["contiguous" if allocator == "contiguous-as-paged" else allocator]
+        if allocator == "contiguous":
+            return _mul(tl.live, self.slot_bytes)
+        blocks = tl.blocks_last if which == "last" else tl.blocks_first
+        return _mul(tl.live, self.fixed_bytes) + _mul(blocks, self.block_bytes)
+
+    def written_bytes(self, allocator: str, which: str = "last") -> np.ndarray:
+        """Written bytes per epoch (``n·fixed + ⌊positions·block_bytes/B⌋``)."""
+        tl = self.timelines["contiguous" if allocator == "contiguous-as-paged" else allocator]
+        pos = tl.positions_last if which == "last" else tl.positions_first
+        return _mul(tl.live, self.fixed_bytes) + _mul(pos, self.block_bytes) // self.block_size
+
+    def to_dict(self) -> dict:
+        return {
+            "inputs": self.inputs,
+            "contiguous": self.contiguous.to_dict(),
+            "paged": self.paged.to_dict(),
+            "summary": self.summary,
+            "warnings": list(self.warnings),
+            "attribution": self.attribution,
+        }
+
+
+def _delays(admit: np.ndarray, arrive: np.ndarray, rate: float) -> tuple:
+    if len(admit) == 0:
+        return None, None, None, None
+    w = (admit - arrive).astype(np.float64) / rate
+    p50, p99 = np.percentile(w, [50, 99])
+    return float(p50), float(p99), float(w.max()), float(w.mean())
+
+
+def _time_mean(
+    tl: Timeline, res: ReplayResult, t_end: int, *, contiguous: bool, prompt: np.ndarray, output: np.ndarray
+) -> tuple[int, int]:
+    """Time averages over steps 0 .. t_end − 1 of reserved and written bytes (floored).
+
+    Written: n·fixed + positions·block_bytes/B, summed exactly per epoch (positions grow
+    by n per step: Σ = (first + last)·length/2). Reserved: slots × S for contiguous; for
+    paged n·fixed + blocks·block_bytes, with blocks summed by :func:`block_steps`.
+    """
+    if t_end <= 0 or len(tl) == 0:
+        return 0, 0
+    length = tl.end - tl.start
+    pos_sum = _dot(tl.positions_first + tl.positions_last, length) // 2
+    seq_steps = _dot(tl.live, length)
+    fixed = seq_steps * res.fixed_bytes
+    written = Fraction(fixed, t_end) + Fraction(pos_sum * res.block_bytes, res.block_size * t_end)
+    if contiguous:
+        reserved = Fraction(seq_steps * res.slot_bytes, t_end)
+    else:
+        reserved = Fraction(fixed + block_steps(prompt, output, res.block_size) * res.block_bytes, t_end)
+    return int(reserved), int(written)
+
+
+def allocator_result(
+    name: str,
+    res: ReplayResult,
+    tl: Timeline,
+    admit: np.ndarray,
+    arrive: np.ndarray,
+    prompt: np.ndarray,
+    service: np.ndarray,
+    too_long: int,
+    over_budget: int,
+) -> AllocatorResult:
+    rate = res.decode_rate
+    reserved = res.reserved_bytes(name)
+    written = res.written_bytes(name)
+    if len(tl):
+        peak = int(reserved.max())
+        at_peak = np.flatnonzero(reserved == peak)
+        j = int(at_peak[np.argmax(written[at_peak])])
+        first_peak = int(at_peak[0])
+        if name == "contiguous":
+            peak_time = float(tl.start[first_peak] / rate)
+        else:
+            peak_time = float((tl.end[first_peak] - 1) / rate)
+        written_at_peak = int(written[j])
+        peak_written = int(written.max())
+        max_conc = int(tl.live.max())
+    else:
+        peak, peak_time, written_at_peak, peak_written, max_conc = 0, None, 0, 0, 0
+    p50, p99, dmax, dmean = _delays(admit, arrive, rate)
+    t_end = int((admit + service).max()) if len(admit) else 0
+    mean_res, mean_wr = _time_mean(tl, res, t_end, contiguous=name == "contiguous", prompt=prompt, output=service)
+    return AllocatorResult(
+        name=name,
+        admitted=int(len(admit)),
+        rejected_too_long=too_long,
+        rejected_over_budget=over_budget,
+        peak_reserved_bytes=peak,
+        peak_time_s=peak_time,
+        written_at_peak_bytes=written_at_peak,
+        reclaim_at_peak_bytes=peak - written_at_peak,
+        peak_written_bytes=peak_written,
+        max_concurrency=max_conc,
+        queue_delay_p50_s=p50,
+        queue_delay_p99_s=p99,
+        queue_delay_max_s=dmax,
+        queue_delay_mean_s=dmean,
+        mean_reserved_bytes=mean_res,
+        mean_written_bytes=mean_wr,
+        end_time_s=t_end / rate,
+    )
