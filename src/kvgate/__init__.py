@@ -9,4 +9,19 @@ Library API (no torch anywhere in the core):
 - :mod:`kvgate.gate.record`    decision records (JSON + Markdown), atomic, recheck
 """
 
-__version__ = "0.1.0"
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """``kvgate.__version__`` from the installed package's metadata, read on first use
+    (``import kvgate`` stays free of ``importlib.metadata``)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("kvgate")
+        except PackageNotFoundError:  # a source tree that was never installed
+            v = "0+unknown"
+        globals()["__version__"] = v
+        return v
+    raise AttributeError(f"module 'kvgate' has no attribute {name!r}")

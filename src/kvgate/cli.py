@@ -8,8 +8,11 @@ Each subcommand lives in its own module under :mod:`kvgate.commands` and provide
     def add_arguments(p): ...       # argparse options; ``--json`` is added for you
     def run(args) -> int: ...       # exit status
 
-Modules are discovered, so adding a command touches no shared file. Errors raised as
-:class:`kvgate.errors.KvgateError` print ``ERROR:``/``HINT:`` lines and exit 2.
+Modules are discovered, so adding a command touches no shared file; a module
+``commands/<name>.py`` serves the command ``<name>`` with ``_`` spelled ``-``. Only the
+command being run is imported (``kvgate --version`` imports none), so start-up does not
+pay for matplotlib, numpy, pynvml or transformers unless the command needs them. Errors
+raised as :class:`kvgate.errors.KvgateError` print ``ERROR:``/``HINT:`` lines and exit 2.
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from kvgate import __version__
 from kvgate.errors import KvgateError
 
 # Order in ``kvgate --help``; discovered commands not listed here follow alphabetically.
@@ -54,23 +56,48 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"ERROR: {message}\nHINT: {hint}\n")
 
 
-def _commands() -> list:
+def _module_names() -> list[str]:
+    """Command module names under :mod:`kvgate.commands` (not imported; ``_private`` skipped)."""
     import kvgate.commands as pkg
 
-    mods = [importlib.import_module(f"kvgate.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    return [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+
+
+def _commands(only: str | None = None) -> list:
+    """Command modules, in ``kvgate --help`` order; ``only``: just that module."""
+    names = [only] if only else _module_names()
+    mods = [importlib.import_module(f"kvgate.commands.{n}") for n in names]
     mods = [m for m in mods if hasattr(m, "NAME") and hasattr(m, "run")]
     rank = {name: i for i, name in enumerate(_ORDER)}
     return sorted(mods, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (used by ``main`` and by the README's help text)."""
+def version() -> str:
+    """kvgate's version from the installed package's metadata (``importlib.metadata``)."""
+    from kvgate import __version__
+
+    return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: reads the package metadata only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.exit(0, f"kvgate {version()}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (used by ``main`` and by the README's help text); ``only``: the
+    module name of the one command to add (start-up imports just that command)."""
     parser = _Parser(
         prog="kvgate", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--version", action="version", version=f"kvgate {__version__}")
+    parser.add_argument("--version", action=_VersionAction, help="print kvgate's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in _commands():
+    for mod in _commands(only):
         p = sub.add_parser(
             mod.NAME,
             help=mod.HELP,
@@ -84,9 +111,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _only(argv: Sequence[str]) -> str | None:
+    """The module of the command named first in ``argv`` when it is a known one (else
+    ``None``: the full parser, for ``--help`` and for argparse's "choose from" list)."""
+    for a in argv:
+        if a.startswith("-"):
+            return None  # a top-level option (--help, --version) before any command
+        mod = a.replace("-", "_")
+        return mod if mod in _module_names() else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kvgate`` console script. Returns the exit status."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:
+        print(f"kvgate {version()}")
+        return 0
+    parser = build_parser(_only(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -121,7 +121,7 @@ class EngineOptions:
     engine_flags: tuple[str, ...] = ()
 
     # -- max_seq
-    def max_seq_for(self, model: "ModelSpec | None" = None) -> int | None:
+    def max_seq_for(self, model: ModelSpec | None = None) -> int | None:
         """Per-sequence max_seq, resolving llama.cpp's ``-c 0`` ("the model's context":
         ``n_ctx_train``, kvgate's ``max_position_embeddings``) with ``model``.
 
@@ -138,7 +138,7 @@ class EngineOptions:
                                 bool(self.layout_options.get("unified")))
 
     # -- formats
-    def formats_for(self, model: "ModelSpec | None" = None) -> tuple[str, str | None]:
+    def formats_for(self, model: ModelSpec | None = None) -> tuple[str, str | None]:
         """``(kv_format, kv_format_v)`` with vLLM's ``auto`` replaced by the model's dtype.
 
         Raises:
@@ -157,7 +157,7 @@ class EngineOptions:
         return k or DEFAULT_KV_FORMAT, res(self.kv_format_v)
 
     # -- layout
-    def build_layout(self) -> "Layout":
+    def build_layout(self) -> Layout:
         """The :class:`kvgate.geometry.Layout` (engine defaults for options not given).
 
         Raises:
@@ -173,7 +173,7 @@ class EngineOptions:
         d["name"] = self.layout
         return d
 
-    def geometry(self, model: "ModelSpec", kv_format: str | None = None) -> "KVGeometry":
+    def geometry(self, model: ModelSpec, kv_format: str | None = None) -> KVGeometry:
         """:class:`kvgate.geometry.KVGeometry` of ``model`` under these options
         (``kv_format`` replaces both K and V, as the kv-quant candidate does).
 

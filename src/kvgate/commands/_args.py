@@ -17,8 +17,16 @@ from typing import Any
 
 from kvgate.argtypes import nonneg_int, parse_fraction, positive_float, positive_int
 from kvgate.errors import KvgateError
-from kvgate.options import (DEFAULT_DECODE_RATE, DEFAULT_KV_FORMAT, DEFAULT_PAGE_SIZE, EngineOptions, GateOptions,
-                            MeasureOptions, ReplayOptions, llamacpp_max_seq)
+from kvgate.options import (
+    DEFAULT_DECODE_RATE,
+    DEFAULT_KV_FORMAT,
+    DEFAULT_PAGE_SIZE,
+    EngineOptions,
+    GateOptions,
+    MeasureOptions,
+    ReplayOptions,
+    llamacpp_max_seq,
+)
 
 LAYOUT_NAMES = ("contiguous", "vllm", "llama.cpp")
 VLLM, LLAMACPP = "vllm", "llama.cpp"
@@ -139,9 +147,10 @@ def _one(what: str, pairs: list[tuple[str, Any]]) -> Any:
     return got[0][1] if got else None
 
 
-def engine_options_from_args(args: argparse.Namespace) -> EngineOptions:
+def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) -> EngineOptions:
     """:class:`EngineOptions` from :func:`add_engine_flags`' flags (any of them may be
-    absent from ``args``).
+    absent from ``args``); ``check``: build the layout now, so a layout option it does not
+    take is named before any work.
 
     Raises:
         KvgateError: flags of two engines, an engine flag under another ``--layout``,
@@ -210,7 +219,8 @@ def engine_options_from_args(args: argparse.Namespace) -> EngineOptions:
         max_seq=max_seq, slots=slots, ctx_size=ctx, engine=engine,
         engine_flags=tuple(engines.get(engine, ())) if engine else (),
     )
-    opts.build_layout()  # an option the layout does not take: named now, before any work
+    if check:
+        opts.build_layout()  # an option the layout does not take: named now, before any work
     return opts
 
 

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvgate.atomicio import read_json
-from kvgate.commands._args import (add_engine_flags, add_gate_flags, add_replay_flags, engine_options_from_args,
-                                   gate_options_from_args, replay_options_from_args)
+from kvgate.commands._args import (
+    add_engine_flags,
+    add_gate_flags,
+    add_replay_flags,
+    engine_options_from_args,
+    gate_options_from_args,
+    replay_options_from_args,
+)
 from kvgate.errors import KvgateError
-from kvgate.gate.decision import DecisionInputs
-from kvgate.measure.measurement import Basis, Measurement, load_measurement_file
-from kvgate.output import emit
 from kvgate.options import EngineOptions, GateOptions, ReplayOptions
-from kvgate.units import parse_bytes
+from kvgate.output import emit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.gate.decision import DecisionInputs
+    from kvgate.measure.measurement import Measurement
+    from kvgate.session import Decision, GatePlan
 
 NAME = "gate"
 HELP = "verdict for paging / tiering / kv-quant from a measurement and a target, with flip boundaries"
@@ -81,6 +88,10 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
     Raises:
         KvgateError: none or several sources, missing --total/--peak, bad units, peak > total.
     """
+    from kvgate.atomicio import read_json
+    from kvgate.measure.measurement import Basis, Measurement, load_measurement_file
+    from kvgate.units import parse_bytes
+
     given = [n for n in ("measurement", "smi") if getattr(args, n, None)]
     manual = any(getattr(args, n, None) for n in ("total", "peak", "idle"))
     if manual:
@@ -116,7 +127,7 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
     return m, None
 
 
-def plan_from_args(args: argparse.Namespace):
+def plan_from_args(args: argparse.Namespace) -> GatePlan:
     """A :class:`kvgate.session.GatePlan` from parsed options (model loaded once)."""
     from kvgate.session import GatePlan
 
@@ -132,7 +143,7 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
     return inputs
 
 
-def emit_decision(args: argparse.Namespace, decision, gate: GateOptions) -> int:
+def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOptions) -> int:
     """Write the record (unless ``--no-record``), print it. Returns the exit status
     (0; 3 for no-verdict)."""
     from kvgate.gate.record import write_record

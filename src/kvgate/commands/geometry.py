@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
 
 
-def geometry_report(geo: "KVGeometry", max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
+def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
     """The figures ``kvgate geometry`` prints, as a dict of ints."""
     slot = geo.slot_bytes(max_seq)
     out: dict[str, Any] = {

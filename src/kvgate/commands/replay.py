@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvgate.argtypes import positive_int
 from kvgate.commands._args import add_engine_flags, add_replay_flags, engine_options_from_args, replay_options_from_args
@@ -149,7 +147,7 @@ def _s(v: float | None) -> str:
     return "not available" if v is None else f"{v:,.2f} s"
 
 
-def render_text(res: "ReplayResult", trace_info: dict, budget_note: str | None, plot_path: str | None) -> str:
+def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, plot_path: str | None) -> str:
     """The human-readable report."""
     i, c, p, s = res.inputs, res.contiguous, res.paged, res.summary
     budget = i["budget_bytes"]
