@@ -20,21 +20,39 @@ Timed: one ``replay()`` call (both allocators, timelines, summary), best and med
 
     python benchmarks/replay_scaling.py                 # print the table
     python benchmarks/replay_scaling.py --write         # and update benchmarks/RESULTS.md
+
+End to end (issue 9: "replay of 1,000,000 requests, reading the CSV included, < 5 s on
+2 cores; 10,000,000 in bounded memory"): ``--end-to-end`` writes the resampled trace as
+files users have (the Azure CSV layout with date-times, a CSV of seconds, a Mooncake
+JSONL in milliseconds with ``hash_ids``) and times, in a fresh process each,
+``load_trace`` + ``replay`` (headroom budget), with the process's peak RSS. ``--src DIR``
+runs the same on another checkout's ``src`` (the "before" column: a worktree of the
+commit before the columnar reader). ``--readers`` times pyarrow, polars and the Python
+reader on the same files (read only).
+
+    python benchmarks/replay_scaling.py --end-to-end --sizes 1000000,10000000 --repeat 3
+    python benchmarks/replay_scaling.py --end-to-end --src /tmp/before/src --sizes 1000000
+    python benchmarks/replay_scaling.py --readers --sizes 1000000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TRACE = Path(os.environ.get("KVGATE_SHARED", HERE.parent.parent / "shared")) / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = (
+    Path(os.environ.get("KVGATE_SHARED", HERE.parent.parent / "shared")) / "traces" / "AzureLLMInferenceTrace_conv.csv"
+)
 SECTION = "## Trace replay"
 
 S = 415_236_096  # 48 × 8192 × (2·512 + 8·4)
@@ -95,7 +113,7 @@ def markdown(rows: list[dict], repeat: int) -> str:
         f"`benchmarks/replay_scaling.py` on {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d', time.gmtime())}. One `kvgate.replay.replay()` call: both allocators, "
         f"timelines and summary; best / median of {repeat} runs. Requests resampled from the Azure conversation "
-        "trace (CC-BY 4.0; Patel et al., \"Splitwise\", ISCA 2024) at its own rate; S = 415,236,096 B "
+        'trace (CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024) at its own rate; S = 415,236,096 B '
         "(Qwen3-30B-A3B, int8 + f32 scales, max_seq 8192), blocks of 16, 50 tokens/s per sequence. "
         f"Load average when the table was written: {load} (the machine is shared; best-of is the "
         "figure least disturbed by other work).",
@@ -133,12 +151,136 @@ def write_section(text: str) -> None:
     print(f"wrote {path}")
 
 
+# --- end to end: reading the file included ------------------------------------------------------
+
+_CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from kvgate.replay.simulate import replay
+from kvgate.replay.trace import load_trace
+t1 = time.perf_counter()
+tr = load_trace(sys.argv[1])
+t2 = time.perf_counter()
+r = replay(tr, slot_bytes=int(sys.argv[2]), block_bytes=int(sys.argv[3]), max_seq=int(sys.argv[4]),
+           budget_bytes=int(sys.argv[5]), decode_rate=50.0)
+t3 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "read_s": t2 - t1, "replay_s": t3 - t2, "requests": len(tr),
+                  "ratio": r.summary["ratio"], "unit": getattr(tr, "time_unit", None),
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+KINDS = {
+    "azure-csv": ("azure_{n}.csv", "Azure CSV layout, date-times"),
+    "seconds-csv": ("seconds_{n}.csv", "CSV, seconds"),
+    "mooncake-jsonl": ("mooncake_{n}.jsonl", "Mooncake JSONL, ms + hash_ids"),
+}
+
+
+def make_files(n: int, folder: Path) -> dict[str, Path]:
+    """The resampled trace of ``n`` requests in each of :data:`KINDS` (cached in ``folder``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from kvgate.replay.trace import load_trace, resample
+
+    paths = {k: folder / name.format(n=n) for k, (name, _) in KINDS.items()}
+    if all(p.exists() for p in paths.values()):
+        return paths
+    tr = resample(load_trace(TRACE), n, seed=1)
+    ns = np.datetime64("2023-11-16T18:15:46.680590000", "ns") + (tr.arrival_s * 1e9).astype("timedelta64[ns]")
+    opts = pacsv.WriteOptions(include_header=False, quoting_style="none")
+    for kind, header, first in (
+        ("azure-csv", "TIMESTAMP,ContextTokens,GeneratedTokens", pa.array(ns)),
+        ("seconds-csv", "arrival_time,prompt_tokens,output_tokens", pa.array(tr.arrival_s)),
+    ):
+        with open(paths[kind], "wb") as fh:
+            fh.write(header.encode() + b"\n")
+            pacsv.write_csv(
+                pa.table({"t": first, "p": tr.prompt_tokens, "o": tr.output_tokens}), fh, write_options=opts
+            )
+    ms = np.rint(tr.arrival_s * 1000).astype(np.int64).tolist()
+    with open(paths["mooncake-jsonl"], "w") as fh:
+        for t, p, o in zip(ms, tr.prompt_tokens.tolist(), tr.output_tokens.tolist()):
+            fh.write(
+                f'{{"timestamp": {t}, "input_length": {p}, "output_length": {o}, "hash_ids": {list(range(-(-p // 512)))}}}\n'
+            )
+    return paths
+
+
+def end_to_end(sizes: list[int], repeat: int, src: str | None, folder: Path) -> list[dict]:
+    """Fresh-process timings of load_trace + replay on each file (best of ``repeat``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = src or str(HERE.parent / "src")
+    rows = []
+    for n in sizes:
+        for kind, path in make_files(n, folder).items():
+            runs = []
+            for _ in range(repeat if n <= 1_000_000 else 1):
+                out = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(S), str(BLOCK), str(MAX_SEQ), str(HEADROOM)],
+                                     env=env, capture_output=True, text=True, check=False)  # fmt: skip
+                if out.returncode != 0:
+                    raise SystemExit(f"{kind} {n}: {out.stderr.strip().splitlines()[-1]}")
+                runs.append(json.loads(out.stdout))
+            best = min(runs, key=lambda r: r["read_s"] + r["replay_s"])
+            best.update(kind=kind, n=n, src=src or "this checkout", runs=len(runs),
+                        median_total_s=statistics.median(r["read_s"] + r["replay_s"] for r in runs))  # fmt: skip
+            rows.append(best)
+            print(f"{n:>10,} {kind:15s} read {best['read_s']:6.2f} s  replay {best['replay_s']:6.2f} s  "
+                  f"total {best['read_s'] + best['replay_s']:6.2f} s  import {best['import_s']:.2f} s  "
+                  f"peak RSS {best['peak_rss_bytes'] / 2**30:.2f} GiB  reclaim/bound {best['ratio']:.1%}  "
+                  f"unit {best['unit']}", flush=True)  # fmt: skip
+    return rows
+
+
+def readers(sizes: list[int], folder: Path) -> None:
+    """Read-only times and peak RSS of pyarrow, polars (when installed) and the Python reader."""
+    code = {
+        "pyarrow": "import pyarrow as pa, pyarrow.csv as c, pyarrow.json as j\n"
+                   "t = c.read_csv(P) if P.endswith('.csv') else j.read_json(P)",
+        "polars": "import polars as pl\n"
+                  "t = pl.read_csv(P, try_parse_dates=True) if P.endswith('.csv') else pl.read_ndjson(P)",
+        "kvgate": "from kvgate.replay.trace import load_trace\nt = load_trace(P)",
+        "python rows": "from pathlib import Path\nfrom kvgate.replay.readers import rows\n"
+                       "cols, tab, lines = rows.read_rows(Path(P))",
+    }  # fmt: skip
+    for n in sizes:
+        for kind, path in make_files(n, folder).items():
+            for name, body in code.items():
+                child = (
+                    f"import resource, time\nP = {str(path)!r}\nt0 = time.perf_counter()\n{body}\n"
+                    "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)"
+                )
+                env = dict(os.environ, POLARS_MAX_THREADS="2", PYTHONPATH=str(HERE.parent / "src"))
+                out = subprocess.run(
+                    [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=False
+                )
+                msg = out.stdout.split() if out.returncode == 0 else ["-", "-"]
+                print(
+                    f"{n:>10,} {kind:15s} {name:12s} import+read {msg[0][:5]:>6} s  peak RSS {msg[1][:6]:>7} GiB",
+                    flush=True,
+                )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--write", action="store_true", help="update the '## Trace replay' section of RESULTS.md")
+    p.add_argument("--end-to-end", action="store_true", help="time load_trace + replay on files, fresh processes")
+    p.add_argument("--readers", action="store_true", help="time pyarrow, polars and the Python reader (read only)")
+    p.add_argument("--src", help="another checkout's src/ for --end-to-end (the 'before' column)")
+    p.add_argument("--files", default=str(Path(tempfile.gettempdir()) / "kvgate-replay-bench"), help="cache of files")
     a = p.parse_args()
+    if a.end_to_end or a.readers:
+        folder = Path(a.files)
+        folder.mkdir(parents=True, exist_ok=True)
+        sizes = [int(x) for x in a.sizes.split(",")]
+        if a.readers:
+            readers(sizes, folder)
+        if a.end_to_end:
+            end_to_end(sizes, a.repeat, a.src, folder)
+        return 0
     rows = run([int(x) for x in a.sizes.split(",")], a.repeat)
     text = markdown(rows, a.repeat)
     print()
