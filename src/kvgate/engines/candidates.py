@@ -1,0 +1,202 @@
+"""The gate for engines that preallocate: does the logged pool hold N sequences of L
+tokens, and if not, which change pays?
+
+The pool is a fixed budget (per tensor-parallel rank) taken at start, so the gate's
+question becomes: demand D = N·S(L) under the engine's layout (vLLM blocks, llama.cpp
+cells, SGLang tokens) against capacity C = the logged pool. ``not-a-bottleneck`` when
+D ≤ C; otherwise each candidate is judged by what it changes:
+
+==================  ===============================  ===================================
+candidate           changes                          verdict ``pays`` when
+==================  ===============================  ===================================
+kv-quant:F          S → S_F (each format the engine  N·S_F(L) ≤ C
+                    supports: vLLM/SGLang fp8,
+                    llama.cpp q8_0 … q4_0)
+max-model-len cut   L → L′                           L′ = the largest L with N·S(L) ≤ C
+                                                     (a boundary: "pays if L′ is enough")
+fewer slots         N → N′                           N′ = ⌊…⌋ the most slots that fit
+host offload        C → C + host                     measured: the trace's paged peak
+                                                     at N slots minus C ≤ host bytes
+more TP             tp → 2·tp: S halves per rank,    N·S_2tp(L) ≤ C + W/2 (W = weights
+                    half the weights leave the rank  per rank as logged; an estimate)
+==================  ===============================  ===================================
+
+The worst case (every slot at L) is the DESIGN §3 gate with T = C, P = 0, n = 0, m = 0:
+:func:`gate_from_engine_log` also returns that gate's own decision record
+(:func:`kvgate.gate.decision.decide`), so records, boundaries and ``recheck`` work as
+for any other measurement.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from kvgate.engines.pool import EngineLogError, EnginePool
+from kvgate.errors import KvgateError
+from kvgate.gate.decision import DecisionInputs, decide
+from kvgate.gate.verdict import Scenario
+from kvgate.geometry import KVGeometry, get_layout
+from kvgate.model.spec import ModelSpec
+
+QUANT_FORMATS = {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}
+
+
+def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
+    """The kvgate layout (as ``{"name": …, options}``) that sizes one sequence the way
+    this engine does: vLLM blocks of the logged block size and release; llama.cpp cells
+    with ``n_seq`` = the target slots and the logged unified flag; SGLang one token per
+    page with every layer at full length (its ``MHATokenToKVPool``)."""
+    if pool.engine == "vllm":
+        out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or 16)}
+        if pool.version:
+            out["version"] = pool.version
+        return out
+    if pool.engine == "llama.cpp":
+        return {"name": "llama.cpp", "n_seq": slots, "unified": bool(pool.flags.get("kv_unified")),
+                "n_ubatch": int(pool.flags.get("n_ubatch") or 512)}
+    return {"name": "contiguous", "sliding_full": True}
+
+
+def _slot_fn(model: ModelSpec, fmt: str, tp: int, layout: dict[str, Any]):
+    opts = {k: v for k, v in layout.items() if k != "name"}
+    geo = KVGeometry(model, fmt, tp=tp, layout=get_layout(layout["name"], **opts))
+    return geo.slot_bytes
+
+
+def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_seq: int,
+                         kv_format: str | None = None, tp: int | None = None, pool_bytes: int | None = None,
+                         quant_to: list[str] | None = None, trace=None, host_bytes: int | None = None,
+                         decode_rate: float = 20.0, speed: float = 1.0) -> dict[str, Any]:
+    """Verdicts for the engine candidates (module docstring) and the worst-case decision
+    record.
+
+    Args:
+        pool: the logged pool (:func:`kvgate.engines.read_engine_log`).
+        model: the served model.
+        slots, max_seq: the target N sequences of L tokens.
+        kv_format, tp: override what the log says.
+        pool_bytes: the pool C in bytes (e.g. the cross-check's exact pool); default the
+            log's figure (vLLM: its budget rounded down to whole blocks of this model).
+        quant_to: KV formats to try; default the engine's (``QUANT_FORMATS``).
+        trace: a :class:`kvgate.replay.trace.Trace` to measure host offload's reclaim.
+        host_bytes: host memory offload may use (default vLLM's ``kv_offloading_size``
+            GiB when logged, else unknown).
+
+    Returns:
+        ``{"pool_bytes", "demand_bytes", "slot_bytes", "verdict", "candidates": [...],
+        "record": <kvgate.decision/2 dict>, "lines": [...]}``.
+
+    Raises:
+        KvgateError: no pool size, no KV format, or bad targets.
+    """
+    if not isinstance(slots, int) or slots <= 0 or not isinstance(max_seq, int) or max_seq <= 0:
+        raise KvgateError(f"--slots and --max-seq must be positive integers, got {slots!r}, {max_seq!r}")
+    fmt = kv_format or pool.kv_format
+    if fmt is None:
+        raise EngineLogError(f"the {pool.engine} log does not say the KV format", hint="pass --kv-format")
+    tpv = tp or pool.tp or 1
+    layout = engine_layout(pool, slots)
+    S = _slot_fn(model, fmt, tpv, layout)
+    C = pool_bytes
+    if C is None:
+        if pool.pool_bytes is None:
+            raise EngineLogError("the log gives no pool size in bytes", hint="pass --model and let the cross-check size it")
+        C = pool.pool_bytes.bytes
+        if pool.engine == "vllm":
+            block = layout["block_size"] * sum(KVGeometry(model, fmt, tp=tpv).position_bytes(i)
+                                               for i in range(len(model.layers)))
+            C = C // block * block if block else C
+    D = slots * S(max_seq)
+    base = "not-a-bottleneck" if D <= C else None
+    cands: list[dict[str, Any]] = []
+    for q in quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt]:
+        Sq = _slot_fn(model, q, tpv, layout)
+        dq = slots * Sq(max_seq)
+        cands.append({"name": f"kv-quant:{q}", "demand_bytes": dq, "capacity_bytes": C,
+                      "verdict": base or ("pays" if dq <= C else "insufficient"),
+                      "text": f"N·S_{q}(L) = {dq:,} B"})
+    # max-model-len cut and fewer slots: boundaries
+    l_fit = _largest(lambda L: slots * S(L) <= C, max_seq)
+    n_fit = C // S(max_seq) if S(max_seq) else None
+    cands.append({"name": "max-model-len cut", "verdict": base or ("pays-if" if l_fit else "insufficient"),
+                  "max_seq_fits": l_fit,
+                  "text": f"{slots} slots fit up to max_seq {l_fit:,}" if l_fit else f"{slots} slots do not fit at any length"})
+    cands.append({"name": "fewer slots", "verdict": base or ("pays-if" if n_fit else "insufficient"),
+                  "slots_fit": n_fit, "text": f"{n_fit} slot(s) of {max_seq:,} tokens fit"})
+    cands.append(_offload(pool, C, D, slots, max_seq, S, model, fmt, tpv, layout, trace, host_bytes, base,
+                          decode_rate, speed))
+    cands.append(_more_tp(pool, model, fmt, tpv, layout, slots, max_seq, C, base))
+    sc = Scenario(total_bytes=C, peak_bytes=0, idle_bytes=0, slots_measured=0, slots_target=slots,
+                  max_seq_measured=max_seq, max_seq=max_seq, margin=Fraction(0))
+    q0 = (quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt] or ["fp8"])[0]
+    inputs = DecisionInputs(model=model, scenario=sc, kv_format=fmt, tp=tpv, layout=layout,
+                            candidates=["kv-quant", "tiering"], quant_to=q0)
+    record = decide(inputs, pool.measurement(total_bytes=C),
+                    notes=[f"{pool.engine} pool from its startup log {pool.source or ''}: T = the KV pool per rank, "
+                           "P = 0 (empty at start), margin 0 (the engine already kept its own)"])
+    lines = [f"pool C = {C:,} B per rank; demand N·S(L) = {slots} × {S(max_seq):,} = {D:,} B "
+             f"({'fits' if D <= C else 'does not fit'})"]
+    lines += [f"{c['name']:<18} {c['verdict']:<17} {c['text']}" for c in cands]
+    return {"pool_bytes": C, "slot_bytes": S(max_seq), "demand_bytes": D, "kv_format": fmt, "tp": tpv,
+            "layout": layout, "verdict": base or "does-not-fit", "candidates": cands, "record": record,
+            "lines": lines}
+
+
+def _largest(pred, hi: int) -> int | None:
+    """Largest L in [1, hi] with pred(L) (pred monotone decreasing), or None."""
+    if not pred(1):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if pred(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_bytes, base, decode_rate, speed):
+    host = host_bytes
+    if host is None and pool.flags.get("kv_offloading_size") is not None:
+        host = int(Fraction(str(pool.flags["kv_offloading_size"])) * (1 << 30))
+    out: dict[str, Any] = {"name": "host offload", "host_bytes": host}
+    if trace is None:
+        need = max(0, D - C)
+        out.update(verdict=base or ("pays" if host is not None and need <= host else "pays-if"),
+                   reclaim_bytes=need, measured=False,
+                   text=f"bound: needs {need:,} B on the host at N·S" + ("" if host is not None else " (host size unknown)"))
+        return out
+    from kvgate.replay.simulate import measured_paging_reclaim  # noqa: PLC0415
+
+    bs = layout.get("block_size", 16)
+    geo = KVGeometry(model, fmt, tp=tp)
+    per_pos = sum(geo.position_bytes(i) for i in range(len(model.layers)))
+    r = measured_paging_reclaim(trace, slot_bytes=S(max_seq), block_bytes=bs * per_pos, max_seq=max_seq,
+                                slots=slots, budget_bytes=slots * S(max_seq), block_size=bs, speed=speed,
+                                decode_rate=decode_rate)
+    peak = r["paged_footprint_peak_bytes"]
+    need = max(0, peak - C)
+    v = "not-a-bottleneck" if peak <= C else ("pays" if host is not None and need <= host else
+                                              ("insufficient" if host is not None else "pays-if"))
+    out.update(verdict=v, reclaim_bytes=need, measured=True, trace_paged_peak_bytes=peak,
+               trace_requests=r["requests"], trace_rejected=r["rejected"],
+               text=f"measured: the trace's paged peak at {slots} slots is {peak:,} B; "
+                    f"{need:,} B must live on the host")
+    return out
+
+
+def _more_tp(pool, model, fmt, tp, layout, slots, max_seq, C, base):
+    t2 = 2 * tp
+    try:
+        S2 = _slot_fn(model, fmt, t2, layout)
+    except KvgateError as exc:
+        return {"name": f"more TP ({tp}→{t2})", "verdict": "no-verdict", "text": f"TP {t2}: {exc.message}"}
+    d2 = slots * S2(max_seq)
+    freed = pool.weights.bytes // 2 if pool.weights is not None else 0
+    c2 = C + freed
+    return {"name": f"more TP ({tp}→{t2})", "demand_bytes": d2, "capacity_bytes": c2,
+            "verdict": base or ("pays" if d2 <= c2 else "insufficient"),
+            "text": f"per rank N·S = {d2:,} B vs pool {C:,} B"
+                    + (f" + half the weights {freed:,} B (estimate)" if freed else " (weights not logged: pool held)")}

@@ -1,0 +1,244 @@
+"""Cross-check a logged pool against the model: does kvgate's geometry, under the
+engine's own rules, give the pool the engine logged?
+
+- **vLLM** (:func:`kvgate.geometry.vllm_kv_cache_report`, ``layout vllm``): the
+  ``num_blocks`` that reproduce the logged "GPU KV cache size" and "Maximum concurrency"
+  lines under the release's token rule, and, when "Available KV cache memory" is logged,
+  whether those blocks fit in its rounding interval while one more block does not:
+  "agrees to the block".
+- **SGLang** (``MHATokenToKVPool``): K = (#tokens + page_size) × Σ_layers K row bytes,
+  V alike (every layer at full length; MLA: one latent row, "KV size"); agrees when both
+  fall in the printed GB (2^30) intervals.
+- **llama.cpp** (``layout llama.cpp``): every ``llama_kv_cache`` line's K and V MiB are
+  cells × Σ_layers row bytes of its type (``ggml_row_size``); agrees "to the cell" when
+  the cells reproduce each printed figure.
+
+When a check differs, kvgate tries the usual misconfigurations (another KV format, the
+tensor-parallel split not applied, another block size, the other vLLM token rule) and
+names those that would agree: the likely cause. A KV format that was requested but not
+logged (``requested_kv_format``: a q4_0 cache that llama.cpp or Ollama silently left at
+f16) is reported as a difference of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from kvgate.engines.pool import EnginePool
+from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
+from kvgate.geometry.llamacpp import LlamaCpp
+from kvgate.geometry.vllm import VLLM, parse_version
+from kvgate.model.spec import ModelSpec
+
+
+def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = None, tp: int | None = None,
+               block_size: int | None = None, requested_kv_format: str | None = None) -> dict[str, Any]:
+    """Compare the logged pool with kvgate's geometry of ``model`` under the engine's
+    rules (module docstring). Arguments override what the log says (or fill what it does
+    not: a vLLM log without its config line needs ``kv_format`` and ``tp``).
+
+    Returns a dict: ``status`` (``agrees`` / ``differs`` / ``cannot-check``), ``unit``
+    (block / token / cell), ``expected`` and ``logged`` figures, ``pool_bytes`` (the
+    exact pool kvgate computes, per rank, or None), ``causes`` (alternatives that would
+    agree), ``lines`` (text).
+    """
+    fmt = kv_format or pool.kv_format or _model_format(model)
+    tpv = tp or pool.tp or 1
+    if pool.engine == "vllm":
+        res = _vllm(pool, model, fmt, tpv, block_size)
+    elif pool.engine == "sglang":
+        res = _sglang(pool, model, fmt, tpv)
+    else:
+        res = _llamacpp(pool, model)
+    res.setdefault("inputs", {"kv_format": fmt, "tp": tpv, "model": model.name})
+    if requested_kv_format is not None and pool.kv_format is not None:
+        want = get_format(requested_kv_format).name
+        if want != pool.kv_format:
+            res["status"] = "differs"
+            res.setdefault("causes", []).insert(0, f"KV format {want} was requested but the engine logged "
+                                                   f"{pool.kv_format}: the request was not applied")
+            res["lines"].append(_requested_text(pool, want))
+    return res
+
+
+def _requested_text(pool: EnginePool, want: str) -> str:
+    why = ""
+    if pool.engine == "llama.cpp":
+        fa = pool.flags.get("flash_attn")
+        why = (f" (flash_attn = {fa}: llama.cpp needs flash attention for a quantized V cache; Ollama falls back "
+               "to f16 without it)") if fa is not None else " (llama.cpp needs flash attention for a quantized V cache)"
+    return f"requested KV format {want}, logged {pool.kv_format}: the request was silently not applied{why}"
+
+
+def _model_format(model: ModelSpec) -> str:
+    name = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}.get(str(model.dtype or "").lower(), "bf16")
+    return name
+
+
+# ---------------------------------------------------------------- vLLM
+
+def _vllm_layout(pool: EnginePool, block: int, version: str | None) -> VLLM:
+    f = pool.flags
+    return VLLM(block_size=block, version=version, enable_prefix_caching=f.get("enable_prefix_caching"),
+                max_num_batched_tokens=int(f.get("max_num_batched_tokens") or 2048))
+
+
+def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: int,
+                version: str | None) -> dict[str, Any] | None:
+    """The ``num_blocks`` (and its pool) that reproduce the logged lines, or None."""
+    L = pool.max_model_len
+    geo = KVGeometry(model, fmt, tp=tp, layout=_vllm_layout(pool, block, version))
+    base = vllm_kv_cache_report(geo, 0, L)
+    per_block, per_req, groups = base["pool_bytes_per_block"], base["blocks_per_request"], len(base["groups"])
+    min_block = min(g["block_size"] for g in base["groups"])
+    lay = geo.layout
+    tokens, conc_txt = pool.pool_tokens, pool.flags.get("max_concurrency")
+    if tokens is None:
+        return None
+    if lay.prints_concurrency_tokens():
+        guess = tokens * per_req // L
+    else:
+        guess = tokens // min_block * groups
+    for nb in range(max(0, guess - 3), guess + 4):
+        tok = int(Fraction(nb, per_req) * L) if lay.prints_concurrency_tokens() else nb // groups * min_block
+        if tok != tokens:
+            continue
+        if conc_txt is not None and f"{nb / per_req:.2f}" != conc_txt:
+            continue
+        return {"num_blocks": nb, "pool_bytes": nb * per_block, "pool_bytes_per_block": per_block,
+                "blocks_per_request": per_req, "groups": groups, "block_size": min_block,
+                "budget_low": nb * per_block, "budget_high": (nb + 1) * per_block - 1}
+    return None
+
+
+def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None) -> dict[str, Any]:
+    block = block_size or pool.flags.get("block_size") or 16
+    version = pool.version
+    if pool.max_model_len is None or pool.pool_tokens is None:
+        return {"status": "cannot-check", "unit": "block", "lines": [
+            "the log has no 'GPU KV cache size' / 'Maximum concurrency for L tokens' line to check"], "causes": []}
+    try:
+        parse_version(version)
+    except Exception:  # noqa: BLE001 - dev builds like 0.7.4.dev713: newest rules
+        version = None
+    sol = _vllm_solve(model, pool, fmt, tp, block, version)
+    avail = pool.pool_bytes
+    logged = {"gpu_kv_cache_tokens": pool.pool_tokens, "max_concurrency": pool.flags.get("max_concurrency"),
+              "available_kv": avail.to_dict() if avail else None}
+    if sol is not None and (avail is None or (sol["budget_low"] <= avail.high and sol["budget_high"] >= avail.low)):
+        lines = [f"agrees to the block: {sol['num_blocks']:,} blocks of {sol['pool_bytes_per_block']:,} B "
+                 f"(block size {sol['block_size']}, {sol['groups']} group(s)) give the logged "
+                 f"{pool.pool_tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
+        if avail is not None:
+            lines.append(f"those blocks need {sol['budget_low']:,} … {sol['budget_high']:,} B of budget; "
+                         f"the log's {avail.text} is {avail.low:,} … {avail.high:,} B")
+        return {"status": "agrees", "unit": "block", "expected": sol, "logged": logged,
+                "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
+    causes = []
+    for alt_fmt in ("bf16", "fp8"):
+        for alt_tp in sorted({1, tp, 2 * tp}):
+            for alt_block in sorted({block, 16, 32}):
+                for alt_version in (version, "0.20.0" if version is None else None):
+                    if (alt_fmt, alt_tp, alt_block, alt_version) == (fmt, tp, block, version):
+                        continue
+                    s = _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version)
+                    if s is not None and (avail is None or (s["budget_low"] <= avail.high and s["budget_high"] >= avail.low)):
+                        causes.append(f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
+                                      + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
+    lines = [f"differs: no block count under kv format {fmt}, tp {tp}, block {block} gives the logged "
+             f"{pool.pool_tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
+             + (f" within {avail.text}" if avail else "")]
+    if sol is not None and avail is not None:
+        lines.append(f"{sol['num_blocks']:,} blocks reproduce the lines but need {sol['budget_low']:,} … "
+                     f"{sol['budget_high']:,} B, outside the log's {avail.text} ({avail.low:,} … {avail.high:,} B)")
+    lines += [f"likely cause: {c}" for c in causes[:4]] or ["likely cause: not one of kvgate's usual suspects "
+                                                            "(KV format, TP split, block size, token rule)"]
+    return {"status": "differs", "unit": "block", "expected": sol, "logged": logged, "pool_bytes": None,
+            "causes": causes, "lines": lines}
+
+
+# ---------------------------------------------------------------- SGLang
+
+def _sglang_rows(model: ModelSpec, fmt: str, tp: int) -> tuple[int, int, bool]:
+    geo = KVGeometry(model, fmt, tp=tp)
+    k = v = 0
+    mla = False
+    for i, layer in enumerate(model.layers):
+        if layer.kind in ("full", "sliding"):
+            pb = geo.position_bytes(i)
+            kh = max(1, layer.num_kv_heads // tp) if layer.num_kv_heads else 0
+            kb = geo.fmt_k.vector_bytes(kh * layer.head_dim) if kh else pb // 2
+            k += kb
+            v += pb - kb
+        elif layer.kind == "mla":
+            mla = True
+            k += geo.position_bytes(i)
+    return k, v, mla
+
+
+def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
+    p = pool.parsed
+    page = p.get("page_size") or 1
+    n = pool.pool_tokens + page
+
+    def check(f: str, t: int) -> tuple[bool, int, int]:
+        k, v, mla = _sglang_rows(model, f, t)
+        if mla or p.get("k_size") is None:
+            kv = n * (k + v)
+            return (p.get("kv_size") or p.get("k_size")).contains(kv), kv, 0
+        return p["k_size"].contains(n * k) and p["v_size"].contains(n * v), n * k, n * v
+
+    ok, kb, vb = check(fmt, tp)
+    lines = [f"(#tokens {pool.pool_tokens:,} + page {page}) × per-token K {kb // n:,} B"
+             + (f", V {vb // n:,} B" if vb else "") + f" = {kb + vb:,} B; logged {pool.pool_bytes.text}"]
+    if ok:
+        return {"status": "agrees", "unit": "token", "pool_bytes": kb + vb, "causes": [],
+                "expected": {"k_bytes": kb, "v_bytes": vb}, "lines": ["agrees to the token: " + lines[0]]}
+    causes = [f"agrees with kv format {f}, tp {t}" for f in ("bf16", "fp8") for t in sorted({1, tp, 2 * tp, 4 * tp})
+              if (f, t) != (fmt, tp) and check(f, t)[0]]
+    return {"status": "differs", "unit": "token", "pool_bytes": None, "causes": causes,
+            "expected": {"k_bytes": kb, "v_bytes": vb},
+            "lines": ["differs: " + lines[0]] + [f"likely cause: {c}" for c in causes]}
+
+
+# ---------------------------------------------------------------- llama.cpp
+
+def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
+    ctx = pool.flags
+    kv = [c for c in pool.parsed.get("caches", []) if c["kind"] == "kv"]
+    if not kv:
+        return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
+                "lines": ["the log has no 'llama_kv_cache: size = …' line"]}
+    total = 0
+    lines, ok = [], True
+    for c in kv:
+        sub = _layers_for(model, c)
+        geo = KVGeometry(replace(model, layers=sub), c["k_type"], kv_format_v=c["v_type"],
+                         layout=LlamaCpp(n_seq=int(ctx.get("n_seq_max") or 1), unified=bool(ctx.get("kv_unified"))))
+        kb = sum(c["cells"] * _k_row(geo, l) for l in sub)
+        vb = sum(c["cells"] * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
+                 if l.kind != "mla")
+        good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and len(sub) == c["layers"]
+        ok &= good
+        total += kb + vb
+        lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {len(sub)} layers: "
+                     f"K ({c['k_type']}) {kb:,} B, V ({c['v_type']}) {vb:,} B; logged K {c['k_size'].text}, "
+                     f"V {c['v_size'].text}, {c['layers']} layers")
+    return {"status": "agrees" if ok else "differs", "unit": "cell", "pool_bytes": total if ok else None,
+            "causes": [] if ok else ["layer count, head width or cache type differ from the model given"],
+            "lines": lines}
+
+
+def _layers_for(model: ModelSpec, cache: dict[str, Any]):
+    kinds = ("sliding",) if cache["swa"] == "swa" else (("full", "mla") if cache["swa"] == "non-swa"
+                                                        else ("full", "sliding", "mla"))
+    return [l for l in model.layers if l.kind in kinds]
+
+
+def _k_row(geo: KVGeometry, layer) -> int:
+    """``ggml_row_size(type_k, n_embd_k_gqa)``; MLA: the latent (kv_lora_rank + n_rot)."""
+    if layer.kind == "mla":
+        return geo.fmt_k.vector_bytes(layer.latent_dim)
+    return geo.fmt_k.vector_bytes(layer.num_kv_heads * layer.head_dim)

@@ -1,0 +1,96 @@
+"""llama.cpp / llama-server startup logs → the KV cache llama.cpp allocated.
+
+Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
+
+- ``llama_context: n_seq_max = 4``, ``n_ctx``, ``n_ctx_seq`` (``n_ctx_per_seq``),
+  ``n_batch``, ``n_ubatch``, ``flash_attn``, ``kv_unified``
+  (``llama-context.cpp``; before 2025 ``llama_new_context_with_model:``).
+- every ``llama_kv_cache: size = 160.00 MiB (  4096 cells,   8 layers,  1/1 seqs),
+  K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``llama-kv-cache.cpp``; also
+  ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
+  cells), each preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
+  cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
+  (MiB, 2^20).
+- the recurrent state ``llama_memory_recurrent: size = … (N cells, L layers, S seqs),
+  R (f32): … MiB, S (f32): … MiB`` (``llama-memory-recurrent.cpp``).
+- model metadata (``print_info:`` / ``llm_load_print_meta:``): ``arch``, ``general.name``,
+  ``file type``, ``n_layer``, ``n_head_kv``, ``n_embd_head_k``/``_v``,
+  ``n_embd_k_gqa``/``_v_gqa``, ``n_swa``, ``n_ctx_train``, ``model params``.
+- the build: ``build: 6000 (abc1234)`` / ``common_params_print_info: build 9421 (ed7be1568)``
+  / ``main: build = 3265 (…)``; the model path from ``llama_model_loader: loaded meta data
+  … from /path/model.gguf``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvgate.engines.logtext import MIB, Line, logged
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_KV = re.compile(
+    r"^(llama_kv_cache(?:_unified)?|llama_kv_cache_iswa|llama_memory_recurrent|llama_new_context_with_model"
+    r"|llama_init_from_model):\s+(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
+    r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\))?,"
+    r"\s*(K|R) \((\w+)\):\s*" + _NUM + r" MiB,\s*(V|S) \((\w+)\):\s*" + _NUM + r" MiB")
+_CTX = re.compile(r"^(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
+_META = re.compile(r"^(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
+_SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
+
+
+def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
+    """The figures of a llama.cpp log (module docstring); missing ones ``None``.
+    ``caches`` lists every KV / recurrent line in order: ``{kind, cells, layers, seqs,
+    seqs_max, k_type, v_type, size, k_size, v_size, swa}`` (sizes :class:`Logged`)."""
+    r: dict[str, Any] = {"engine": "llama.cpp", "version": None, "commit": None, "model": None,
+                         "context": {}, "meta": {}, "caches": []}
+    swa_next: str | None = None
+    for ln in lines:
+        t = ln.text
+        m = _SWA.search(t)
+        if m:
+            swa_next = "swa" if m.group(1) == "SWA" else "non-swa"
+            continue
+        m = _KV.search(t)
+        if m:
+            kind = "recurrent" if m.group(7) == "R" else "kv"
+            r["caches"].append({
+                "kind": kind, "source": m.group(1),
+                "size": logged(m.group(2), MIB, "MiB"),
+                "cells": int(m.group(3)) if m.group(3) else None,
+                "layers": int(m.group(4)) if m.group(4) else None,
+                "seqs": int(m.group(5)) if m.group(5) else None,
+                "seqs_max": int(m.group(6)) if m.group(6) else (int(m.group(5)) if m.group(5) else None),
+                "k_type": m.group(8), "k_size": logged(m.group(9), MIB, "MiB"),
+                "v_type": m.group(11), "v_size": logged(m.group(12), MIB, "MiB"),
+                "swa": swa_next if kind == "kv" else None,
+            })
+            swa_next = None
+            continue
+        m = _CTX.match(t)
+        if m:
+            key = {"n_ctx_per_seq": "n_ctx_seq"}.get(m.group(1), m.group(1))
+            r["context"][key] = _value(m.group(2))
+            continue
+        m = _META.match(t)
+        if m:
+            r["meta"][m.group(1).strip()] = _value(m.group(2))
+            continue
+        m = re.search(r"\bbuild(?::| =)\s*(\d+) \(([0-9a-f]+)\)", t)
+        if m:
+            r["version"], r["commit"] = m.group(1), m.group(2)
+            continue
+        m = re.search(r"loaded meta data with .* from (\S+\.gguf)", t)
+        if m:
+            r["model"] = m.group(1)
+    return r
+
+
+def _value(s: str) -> Any:
+    s = s.strip()
+    if re.fullmatch(r"-?\d+", s):
+        return int(s)
+    if s in ("true", "false"):
+        return s == "true"
+    return s

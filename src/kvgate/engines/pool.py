@@ -1,0 +1,259 @@
+"""An engine's logged KV pool as a kvgate measurement with its basis.
+
+:func:`read_engine_log` detects the engine (vLLM, SGLang, llama.cpp), reads the log and
+returns an :class:`EnginePool`: the pool the engine built, per tensor-parallel rank, in
+int bytes with the interval its printed rounding leaves (``pool_bytes``), its size in
+tokens / cells, the KV format in kvgate's names, and the engine's flags. What a pool
+means per engine:
+
+- **vLLM**: the budget is "Available KV cache memory" (the minimum over ranks); the pool
+  is ``num_blocks`` whole blocks of it, and its tokens are the "GPU KV cache size" line
+  (or ``# GPU blocks`` × block size on early V1).
+- **SGLang**: the pool is K size + V size (or the MLA "KV size"), of ``#tokens`` + one
+  padding page per layer (``MHATokenToKVPool``).
+- **llama.cpp**: the pool is the sum of every ``llama_kv_cache`` line (iSWA has two),
+  plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's.
+
+:meth:`EnginePool.measurement` turns the pool into a :class:`kvgate.measure.Measurement`
+of the domain ``kv-pool`` (T = pool bytes, P = 0: the pool is empty at start), so the
+gate's machinery (verdicts, boundaries, records) applies to it unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvgate.engines.llamacpp_log import parse_llamacpp
+from kvgate.engines.logtext import Logged, logical_lines
+from kvgate.engines.sglang_log import parse_sglang
+from kvgate.engines.vllm_log import parse_vllm
+from kvgate.errors import KvgateError
+from kvgate.geometry.formats import FormatError, get_format
+
+ENGINES = ("vllm", "sglang", "llama.cpp")
+_MARKS = {
+    "vllm": ("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks", "Maximum concurrency for"),
+    "sglang": ("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
+    "llama.cpp": ("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
+                  "llama_new_context_with_model"),
+}
+
+
+class EngineLogError(KvgateError):
+    """A log kvgate cannot read as an engine startup log."""
+
+
+@dataclass
+class EnginePool:
+    """The KV pool one engine logged (per tensor-parallel rank).
+
+    Attributes:
+        engine: ``vllm``, ``sglang`` or ``llama.cpp``.
+        version: the engine release / build as logged, or ``None``.
+        model: the model path or name as logged, or ``None``.
+        kv_format: kvgate's name of the KV format the engine used (``bf16``, ``fp8``,
+            ``q8_0`` …), or ``None`` when the log does not say.
+        pool_bytes: the pool in bytes (:class:`Logged`: value and rounding interval), or
+            ``None``; ``pool_is_budget``: True when it is vLLM's budget (the pool is the
+            whole blocks that fit in it).
+        pool_tokens: tokens (vLLM, SGLang) or cells (llama.cpp) the pool holds.
+        tp, pp: tensor / pipeline parallel sizes (``None`` = not logged).
+        max_model_len: the engine's longest sequence (vLLM ``max_model_len``, SGLang
+            ``context_len``, llama.cpp ``n_ctx_seq``).
+        slots: parallel sequences the engine was set up for (llama.cpp ``n_seq_max``,
+            vLLM ``max_num_seqs``, SGLang ``max_running_requests``), or ``None``.
+        weights: model weights on one rank as logged, or ``None``.
+        flags: the engine options read (block size, prefix caching, speculative config,
+            flash attention, unified KV, gpu_memory_utilization, mem_fraction_static …).
+        parsed: everything the engine's parser read.
+    """
+
+    engine: str
+    version: str | None = None
+    model: str | None = None
+    kv_format: str | None = None
+    pool_bytes: Logged | None = None
+    pool_is_budget: bool = False
+    pool_tokens: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    max_model_len: int | None = None
+    slots: int | None = None
+    weights: Logged | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    parsed: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``Logged`` values as ``{bytes, low, high, text}``)."""
+        return {
+            "engine": self.engine, "version": self.version, "model": self.model, "kv_format": self.kv_format,
+            "pool_bytes": self.pool_bytes.to_dict() if self.pool_bytes else None,
+            "pool_is_budget": self.pool_is_budget, "pool_tokens": self.pool_tokens, "tp": self.tp, "pp": self.pp,
+            "max_model_len": self.max_model_len, "slots": self.slots,
+            "weights": self.weights.to_dict() if self.weights else None,
+            "flags": self.flags, "notes": self.notes, "source": self.source,
+        }
+
+    def measurement(self, *, total_bytes: int | None = None):
+        """The pool as a ``kvgate.measurement/1`` :class:`Measurement` of domain
+        ``kv-pool``: T = the pool (``total_bytes`` overrides it, e.g. the cross-checked
+        exact pool), P = 0, basis naming the engine, version, flags and log.
+
+        Raises:
+            EngineLogError: the log gave no pool size and none was passed.
+        """
+        from kvgate.measure.measurement import Basis, Measurement  # noqa: PLC0415
+
+        total = total_bytes if total_bytes is not None else (self.pool_bytes.bytes if self.pool_bytes else None)
+        if not total:
+            raise EngineLogError(f"the {self.engine} log gives no KV pool size in bytes",
+                                 hint="pass --model so kvgate can size the pool from its tokens / blocks")
+        basis = Basis(domain="kv-pool", sampler="engine-log", source=self.source,
+                      device_name=self.flags.get("device"), total_bytes=total)
+        return Measurement(total_bytes=total, peak_used_bytes=0, idle_used_bytes=0, basis=basis, status="ok",
+                           extra={"engine": self.engine, "engine_version": self.version, "model": self.model,
+                                  "kv_format": self.kv_format, "pool_tokens": self.pool_tokens, "tp": self.tp,
+                                  "pool_bytes_interval": self.pool_bytes.to_dict() if self.pool_bytes else None,
+                                  "pool_is_budget": self.pool_is_budget, "flags": self.flags})
+
+
+def detect_engine(text: str) -> str:
+    """``vllm``, ``sglang`` or ``llama.cpp``: the engine with most marker lines.
+
+    Raises:
+        EngineLogError: none of the three engines' lines are in the text.
+    """
+    counts = {e: sum(text.count(m) for m in marks) for e, marks in _MARKS.items()}
+    best = max(counts, key=lambda e: counts[e])
+    if counts[best] == 0:
+        raise EngineLogError("no vLLM, SGLang or llama.cpp startup lines found in the log",
+                             hint="pass the engine's own startup output (vLLM: 'GPU KV cache size', SGLang: "
+                                  "'KV Cache is allocated', llama.cpp: 'llama_kv_cache: size =')")
+    return best
+
+
+def kv_format_name(engine: str, kv_dtype: str | None, model_dtype: str | None) -> str | None:
+    """kvgate's KV format for an engine's cache dtype (``auto`` = the model dtype; vLLM
+    and SGLang store fp8 variants as one byte). ``None`` when neither is known.
+
+    Raises:
+        EngineLogError: a cache dtype kvgate has no format for (never a silent default).
+    """
+    name = kv_dtype
+    if name in (None, "auto", "None"):
+        name = model_dtype
+    if name is None:
+        return None
+    name = str(name).replace("torch.", "")
+    if name.startswith("fp8") or name.startswith("float8"):
+        return "fp8"
+    try:
+        return get_format(name).name
+    except FormatError as exc:
+        raise EngineLogError(f"{engine} KV cache dtype {name!r} has no kvgate format", hint=exc.hint) from exc
+
+
+def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | None = None) -> EnginePool:
+    """Read a startup log file (or ``text``) into an :class:`EnginePool`.
+
+    Raises:
+        EngineLogError: unreadable file, unknown engine, or no pool figure at all.
+    """
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise EngineLogError(f"cannot read engine log {path}: {exc.strerror or exc}") from exc
+    if engine is not None and engine not in ENGINES:
+        raise EngineLogError(f"unknown engine {engine!r}", hint=f"one of: {', '.join(ENGINES)}")
+    eng = engine or detect_engine(text)
+    lines = logical_lines(text)
+    src = str(path) if path else None
+    if eng == "vllm":
+        pool = _from_vllm(parse_vllm(lines))
+    elif eng == "sglang":
+        pool = _from_sglang(parse_sglang(lines))
+    else:
+        pool = _from_llamacpp(parse_llamacpp(lines))
+    pool.source = src
+    if pool.pool_bytes is None and pool.pool_tokens is None:
+        raise EngineLogError(f"the {eng} log has no KV pool line",
+                             hint={"vllm": "look for 'Available KV cache memory' / 'GPU KV cache size'",
+                                   "sglang": "look for 'KV Cache is allocated. #tokens: …'",
+                                   "llama.cpp": "look for 'llama_kv_cache: size = …'"}[eng])
+    return pool
+
+
+def _from_vllm(p: dict[str, Any]) -> EnginePool:
+    block = p["attention_block_size"] or p["block_size"]
+    tokens = p["gpu_kv_cache_tokens"]
+    notes = []
+    if tokens is None and p["gpu_blocks"] is not None:
+        tokens = p["gpu_blocks"] * (block or 16)
+        notes.append(f"tokens = # GPU blocks {p['gpu_blocks']:,} × block size {block or 16}")
+    flags = {k: p[k] for k in ("block_size", "attention_block_size", "enable_prefix_caching", "speculative_config",
+                               "quantization", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                               "kv_offloading_size", "num_gpu_blocks_override", "padding_layers", "device",
+                               "kv_cache_dtype", "dtype", "max_concurrency", "concurrency_len")
+             if p.get(k) is not None}
+    if p["cuda_graph"] is not None:
+        flags["cuda_graph"] = p["cuda_graph"].to_dict()
+    if len(p["available_kv_by_rank"]) > 1:
+        flags["available_kv_by_rank"] = {str(k): v.to_dict() for k, v in p["available_kv_by_rank"].items()}
+        notes.append("several ranks logged 'Available KV cache memory': the minimum sizes the pool, as vLLM does")
+    return EnginePool(engine="vllm", version=p["version"], model=p["model"],
+                      kv_format=kv_format_name("vllm", p["kv_cache_dtype"], p["dtype"]),
+                      pool_bytes=p["available_kv"], pool_is_budget=True, pool_tokens=tokens,
+                      tp=p["tensor_parallel_size"], pp=p["pipeline_parallel_size"],
+                      max_model_len=p["max_model_len"], slots=p["max_num_seqs"], weights=p["model_loading"],
+                      flags=flags, parsed=p, notes=notes)
+
+
+def _from_sglang(p: dict[str, Any]) -> EnginePool:
+    if p["k_size"] is not None:
+        k, v = p["k_size"], p["v_size"]
+        pool = Logged(k.bytes + v.bytes, k.low + v.low, k.high + v.high, f"K {k.text} + V {v.text}")
+    else:
+        pool = p["kv_size"]
+    kv = p["kv_store_dtype"] or p["kv_cache_dtype"]
+    flags = {k: p[k] for k in ("mem_fraction_static", "page_size", "max_running_requests", "kv_cache_dtype",
+                               "dtype", "model_type") if p.get(k) is not None}
+    return EnginePool(engine="sglang", version=p["version"], model=p["model"],
+                      kv_format=kv_format_name("sglang", kv, p["dtype"]), pool_bytes=pool,
+                      pool_tokens=p["tokens"] or p["max_total_num_tokens"], tp=p["tp_size"],
+                      max_model_len=p["context_length"], slots=p["max_running_requests"], weights=p["weights"],
+                      flags=flags, parsed=p)
+
+
+def _from_llamacpp(p: dict[str, Any]) -> EnginePool:
+    ctx, caches = p["context"], p["caches"]
+    kv = [c for c in caches if c["kind"] == "kv"]
+    pool = None
+    if caches:
+        pool = Logged(sum(c["size"].bytes for c in caches), sum(c["size"].low for c in caches),
+                      sum(c["size"].high for c in caches), " + ".join(c["size"].text for c in caches))
+    full = [c for c in kv if c["swa"] != "swa"]
+    cells = full[0]["cells"] if full and full[0]["cells"] is not None else ctx.get("n_ctx")
+    types = {(c["k_type"], c["v_type"]) for c in kv}
+    fmt = None
+    notes = []
+    if len(types) == 1:
+        kt, vt = next(iter(types))
+        fmt = kv_format_name("llama.cpp", kt, None)
+        if vt != kt:
+            notes.append(f"K is {kt}, V is {vt}: kvgate's K format is used, V's given separately")
+    flags = {k: ctx[k] for k in ("n_seq_max", "n_ctx", "n_ctx_seq", "n_batch", "n_ubatch", "flash_attn",
+                                 "kv_unified", "causal_attn") if k in ctx}
+    if len(types) == 1:
+        flags["cache_type_k"], flags["cache_type_v"] = next(iter(types))
+    if p["commit"]:
+        flags["commit"] = p["commit"]
+    meta = p["meta"]
+    return EnginePool(engine="llama.cpp", version=p["version"], model=p["model"] or meta.get("general.name"),
+                      kv_format=fmt, pool_bytes=pool, pool_tokens=cells, tp=1,
+                      max_model_len=ctx.get("n_ctx_seq") or ctx.get("n_ctx"), slots=ctx.get("n_seq_max"),
+                      flags=flags, parsed=p, notes=notes)

@@ -1,0 +1,95 @@
+"""SGLang startup logs → the token pool SGLang built.
+
+Lines read (``python/sglang/srt/…``):
+
+- ``KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB``
+  (``mem_cache/memory_pool.py``, ``MHATokenToKVPool``): X = Σ_layers (N + page_size) ×
+  head_num × head_dim × itemsize / GB, and **GB there is ``1024 * 1024 * 1024``** (the
+  module's own constant), so the figures are GiB although printed "GB". The MLA pool
+  prints ``KV size: X GB`` (one latent); newer releases put ``dtype: …`` first.
+- ``Load weight end. type=…, dtype=torch.bfloat16, avail mem=X GB, mem usage=Y GB``
+  (``model_executor/model_runner.py``; ``get_available_gpu_memory`` divides by 1 << 30).
+- ``server_args=ServerArgs(model_path='…', …, kv_cache_dtype='auto', …,
+  mem_fraction_static=0.851, …, tp_size=…, page_size=…, context_length=…)``.
+- ``max_total_num_tokens=N, chunked_prefill_size=…, max_prefill_tokens=…,
+  max_running_requests=…, context_len=…`` (``managers/scheduler.py``).
+
+Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvgate.engines.logtext import GIB, Line, logged
+
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def _arg(text: str, key: str) -> str | None:
+    m = re.search(r"[(,\s]" + key + r"=('([^']*)'|[^,)]+)", text)
+    if not m:
+        return None
+    return m.group(2) if m.group(2) is not None else m.group(1).strip()
+
+
+def parse_sglang(lines: list[Line]) -> dict[str, Any]:
+    """The figures of an SGLang startup log (module docstring); missing ones ``None``."""
+    r: dict[str, Any] = {
+        "engine": "sglang", "version": None, "model": None, "dtype": None, "kv_cache_dtype": None,
+        "kv_store_dtype": None, "mem_fraction_static": None, "tp_size": None, "page_size": None,
+        "context_length": None, "max_total_num_tokens": None, "max_running_requests": None,
+        "tokens": None, "k_size": None, "v_size": None, "kv_size": None, "weights": None,
+        "avail_after_weights": None, "model_type": None, "ranks": {},
+    }
+    pools: dict[Any, dict[str, Any]] = {}
+    for ln in lines:
+        t = ln.text
+        if "server_args=ServerArgs(" in t:
+            r["model"] = _arg(t, "model_path") or r["model"]
+            r["kv_cache_dtype"] = _arg(t, "kv_cache_dtype") or r["kv_cache_dtype"]
+            for k, conv in (("mem_fraction_static", str), ("tp_size", int), ("page_size", int),
+                            ("context_length", int)):
+                v = _arg(t, k)
+                if v not in (None, "None"):
+                    try:
+                        r[k] = conv(v)
+                    except ValueError:
+                        pass
+        m = re.search(r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: "
+                      + _NUM + r" GB, V size: " + _NUM + r" GB|KV size: " + _NUM + r" GB)", t)
+        if m:
+            p = {"tokens": int(m.group(2)), "dtype": m.group(1)}
+            if m.group(3):
+                p["k_size"] = logged(m.group(3), GIB, "GB (SGLang's GB = 2^30 B)")
+                p["v_size"] = logged(m.group(4), GIB, "GB (SGLang's GB = 2^30 B)")
+            else:
+                p["kv_size"] = logged(m.group(5), GIB, "GB (SGLang's GB = 2^30 B)")
+            pools[ln.rank] = p
+        m = re.search(r"Load weight end\. (?:elapsed=[\d.]+ s, )?type=(\w+), (?:dtype=torch\.(\w+), )?avail mem="
+                      + _NUM + r" GB, mem usage=" + _NUM + r" GB", t)
+        if m:
+            r["model_type"] = m.group(1)
+            r["dtype"] = m.group(2) or r["dtype"]
+            r["avail_after_weights"] = logged(m.group(3), GIB, "GB (2^30 B)")
+            r["weights"] = logged(m.group(4), GIB, "GB (2^30 B)")
+        m = re.search(r"max_total_num_tokens=(\d+)", t)
+        if m:
+            r["max_total_num_tokens"] = int(m.group(1))
+            mr = re.search(r"max_running_requests=(\d+)", t)
+            r["max_running_requests"] = int(mr.group(1)) if mr else r["max_running_requests"]
+            mc = re.search(r"context_len=(\d+)", t)
+            r["context_length"] = int(mc.group(1)) if mc else r["context_length"]
+        m = re.search(r"sglang(?: version)?[ =:]+v?(\d+\.\d+\.\d+[\w.]*)", t, re.I)
+        if m and r["version"] is None:
+            r["version"] = m.group(1)
+    if pools:
+        r["ranks"] = {("?" if k is None else k): v["tokens"] for k, v in pools.items()}
+        best = min(pools.values(), key=lambda p: p["tokens"])
+        for k in ("tokens", "k_size", "v_size", "kv_size"):
+            r[k] = best.get(k)
+        r["kv_store_dtype"] = best.get("dtype")
+    if r["max_total_num_tokens"] is None:
+        r["max_total_num_tokens"] = r["tokens"]
+    return r

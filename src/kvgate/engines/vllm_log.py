@@ -1,0 +1,187 @@
+"""vLLM (V1 engine, 0.8 onward) startup logs → the KV pool vLLM built.
+
+Lines read, with the vLLM source that prints them (``vllm/v1/…``, 0.8.5 … 0.24):
+
+- ``Initializing a V1 LLM engine (v0.8.5) with config: model='…', dtype=torch.bfloat16,
+  max_seq_len=…, tensor_parallel_size=…, pipeline_parallel_size=…, kv_cache_dtype=…,
+  speculative_config=…, enable_prefix_caching=…`` (``engine/core.py``); the banner
+  ``version 0.18.0`` / ``vLLM API server version 0.8.5``; ``non-default args: {…}``
+  (``entrypoints/utils.py``: ``block_size``, ``kv_cache_dtype``, ``max_model_len``,
+  ``gpu_memory_utilization``, ``max_num_seqs``, ``kv_offloading_size`` …);
+  ``Using max model len N``.
+- ``Model loading took X GiB`` (``worker/gpu_model_runner.py``, ``memory / GiB_bytes``;
+  V1 before 0.8 printed ``Loading model weights took X GB`` with the same 2^30 divisor).
+- ``Available KV cache memory: X GiB`` (``worker/gpu_worker.py``, per rank,
+  ``available_kv_cache_memory / GiB_bytes`` with ``%.2f``): several ranks → the minimum,
+  as ``get_kv_cache_configs`` takes the minimum over workers.
+- ``GPU KV cache size: N tokens`` and ``Maximum concurrency for L tokens per request: Xx``
+  (``core/kv_cache_utils.py``; old V1: ``# GPU blocks: N``), ``Overriding num_gpu_blocks=…
+  with num_gpu_blocks_override=N``, ``Add K padding layers``.
+- CUDA graphs: ``Graph capturing finished in S secs, took X GiB`` and ``Estimated CUDA
+  graph memory: X GiB total``; ``Setting attention block size to N tokens``.
+
+Every GiB figure is a :class:`~kvgate.engines.logtext.Logged` interval (vLLM's GiB are
+2^30 bytes).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from kvgate.engines.logtext import GIB, Line, Logged, logged, to_int
+
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def _cfg_field(text: str, key: str) -> str | None:
+    """``key=value`` from vLLM's config repr (value up to the next ``, name=`` at depth 0)."""
+    m = re.search(r"(?:^|[\s,(:])" + re.escape(key) + r"=", text)
+    if not m:
+        return None
+    i, depth, quote = m.end(), 0, None
+    start = i
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            break
+        i += 1
+    return text[start:i].strip().strip("'\"")
+
+
+def _bool(v: Any) -> bool | None:
+    if v is None:
+        return None
+    return str(v).strip().lower() in ("true", "1")
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(str(v).replace(",", "")) if v not in (None, "None", "") else None
+    except ValueError:
+        return None
+
+
+def parse_vllm(lines: list[Line]) -> dict[str, Any]:
+    """The figures of a vLLM startup log (module docstring) as a dict; a figure not in
+    the log is ``None``. Byte figures are :class:`Logged`; ``available_kv`` is the
+    minimum over ranks, ``available_kv_by_rank`` every rank's."""
+    r: dict[str, Any] = {
+        "engine": "vllm", "version": None, "model": None, "dtype": None, "kv_cache_dtype": None,
+        "max_model_len": None, "tensor_parallel_size": None, "pipeline_parallel_size": None,
+        "block_size": None, "attention_block_size": None, "enable_prefix_caching": None,
+        "speculative_config": None, "quantization": None, "gpu_memory_utilization": None,
+        "max_num_seqs": None, "max_num_batched_tokens": None, "kv_offloading_size": None,
+        "num_gpu_blocks_override": None, "model_loading": None, "available_kv": None,
+        "available_kv_by_rank": {}, "gpu_kv_cache_tokens": None, "gpu_blocks": None,
+        "max_concurrency": None, "concurrency_len": None, "cuda_graph": None,
+        "padding_layers": None, "device": None, "non_default_args": None,
+    }
+    avail: dict[Any, Logged] = {}
+    loading: dict[Any, Logged] = {}
+    for ln in lines:
+        t = ln.text
+        m = re.search(r"Initializing a V1 LLM engine \(v?([^)\s]+)\) with config: (.*)", t)
+        if m:
+            r["version"] = m.group(1)
+            cfg = m.group(2)
+            r["model"] = _cfg_field(cfg, "model") or r["model"]
+            dt = _cfg_field(cfg, "dtype")
+            r["dtype"] = dt.replace("torch.", "") if dt else r["dtype"]
+            r["kv_cache_dtype"] = _cfg_field(cfg, "kv_cache_dtype") or r["kv_cache_dtype"]
+            r["max_model_len"] = _int(_cfg_field(cfg, "max_seq_len")) or r["max_model_len"]
+            r["tensor_parallel_size"] = _int(_cfg_field(cfg, "tensor_parallel_size")) or r["tensor_parallel_size"]
+            r["pipeline_parallel_size"] = _int(_cfg_field(cfg, "pipeline_parallel_size")) or r["pipeline_parallel_size"]
+            q = _cfg_field(cfg, "quantization")
+            r["quantization"] = None if q in (None, "None") else q
+            sp = _cfg_field(cfg, "speculative_config")
+            r["speculative_config"] = None if sp in (None, "None") else sp
+            pc = _cfg_field(cfg, "enable_prefix_caching")
+            r["enable_prefix_caching"] = _bool(pc) if pc is not None else r["enable_prefix_caching"]
+            dev = _cfg_field(cfg, "device_config")
+            r["device"] = dev or r["device"]
+            continue
+        m = re.search(r"(?:vLLM API server version|█\s+version)\s+v?(\d+\.\d+[\w.+-]*)", t)
+        if m and r["version"] is None:
+            r["version"] = m.group(1)
+        m = re.search(r"non-default args: (\{.*\})\s*$", t)
+        if m:
+            args = _literal(m.group(1))
+            if isinstance(args, dict):
+                r["non_default_args"] = args
+                for k in ("block_size", "kv_cache_dtype", "max_model_len", "gpu_memory_utilization",
+                          "max_num_seqs", "max_num_batched_tokens", "kv_offloading_size",
+                          "enable_prefix_caching", "num_gpu_blocks_override", "tensor_parallel_size",
+                          "pipeline_parallel_size", "speculative_config", "quantization"):
+                    if k in args and args[k] is not None:
+                        r[k] = args[k]
+                if args.get("model") and not r["model"]:
+                    r["model"] = args["model"]
+            continue
+        m = re.search(r"Using max model len (\d+)", t)
+        if m:
+            r["max_model_len"] = int(m.group(1))
+        m = re.search(r"(?:Model loading took|Loading model weights took) " + _NUM + r" (GiB|GB)", t)
+        if m:
+            loading[ln.rank] = logged(m.group(1), GIB, m.group(2))
+        m = re.search(r"Available KV cache memory: " + _NUM + r" GiB", t)
+        if m:
+            avail[ln.rank] = logged(m.group(1), GIB, "GiB")
+        m = re.search(r"GPU KV cache size: ([\d,]+) tokens", t)
+        if m:
+            r["gpu_kv_cache_tokens"] = to_int(m.group(1))
+        m = re.search(r"# GPU blocks: ([\d,]+)", t)
+        if m:
+            r["gpu_blocks"] = to_int(m.group(1))
+        m = re.search(r"num_gpu_blocks_override=(\d+)", t)
+        if m:
+            r["num_gpu_blocks_override"] = int(m.group(1))
+        m = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: " + _NUM + "x", t)
+        if m:
+            r["concurrency_len"] = to_int(m.group(1))
+            r["max_concurrency"] = m.group(2)
+        m = re.search(r"(?:Graph capturing finished in \d+ secs?, took|Estimated CUDA graph memory:) "
+                      + _NUM + r" GiB", t)
+        if m:
+            r["cuda_graph"] = logged(m.group(1), GIB, "GiB")
+        m = re.search(r"Setting attention block size to (\d+) tokens", t)
+        if m:
+            r["attention_block_size"] = int(m.group(1))
+        m = re.search(r"Add (\d+) padding layers", t)
+        if m:
+            r["padding_layers"] = int(m.group(1))
+    if avail:
+        r["available_kv_by_rank"] = {("?" if k is None else k): v for k, v in avail.items()}
+        r["available_kv"] = min(avail.values(), key=lambda v: v.bytes)
+    if loading:
+        r["model_loading"] = max(loading.values(), key=lambda v: v.bytes)
+    for k in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size", "max_num_seqs"):
+        if r[k] is not None:
+            r[k] = _int(r[k])
+    if r["max_model_len"] is None and r["concurrency_len"] is not None:
+        r["max_model_len"] = r["concurrency_len"]
+    return r
+
+
+def _literal(s: str) -> Any:
+    """A ``non-default args`` dict; values vLLM prints as reprs (``KVTransferConfig(…)``)
+    are kept as their text."""
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError):
+        out: dict[str, Any] = {}
+        for m in re.finditer(r"'(\w+)':\s*('[^']*'|-?\d+(?:\.\d+)?|True|False|None)", s):
+            out[m.group(1)] = ast.literal_eval(m.group(2))
+        return out
