@@ -7,12 +7,17 @@ Formula (DESIGN.md §4). For layer ℓ of kind k, KV formats f_K, f_V, tensor pa
 - bytes per position  b(ℓ):
     ``full``/``sliding``  f_K.row_bytes(h, head_dim) + f_V.row_bytes(h, v_head_dim)
     ``mla``               f_K.vector_bytes(kv_lora_rank + qk_rope_head_dim), once, no V,
-                          the same on every rank (the latent is replicated)
+                          the same on every rank (the latent is replicated); plus
+                          f_K.vector_bytes(index_head_dim) of DeepSeek sparse-attention
+                          indexer keys where the layer has them
     ``linear``/``shared`` 0
 - positions per sequence of length L: the **layout**'s rule (``contiguous``: L for full
   and mla, min(W, L) for sliding unless the engine allocates sliding layers at full
   length, 0 for linear and shared).
-- fixed state per sequence: ``linear`` layers only, state_values/tp × state format bytes.
+- fixed state per sequence: ``linear`` layers only, conv values and SSM / recurrent values
+  per rank, each in its own format: the layout's engine default unless ``conv_format`` /
+  ``ssm_format`` override it (``state_format`` is the older single format, still the
+  default of layouts that keep one).
 
 slot bytes S(L) = Σ_ℓ positions(ℓ, L) · b(ℓ) + state(ℓ). The write-up's mirror:
 48 × 8192 × (2·512 + 8·4) = 415,236,096 B.
@@ -37,8 +42,10 @@ def _attention_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
 
 
 def _mla_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
-    # NOTE: one latent per token, K format, no V; replicated on every TP rank.
-    return g.fmt_k.vector_bytes(layer.latent_dim)
+    # NOTE: one latent per token, K format, no V; replicated on every TP rank. DeepSeek
+    # sparse attention (deepseek_v32, glm_moe_dsa) adds its indexer keys of index_dim
+    # values per token (transformers' StaticIndexedLayer: model dtype, as K here).
+    return g.fmt_k.vector_bytes(layer.latent_dim) + (g.fmt_k.vector_bytes(layer.index_dim) if layer.index_dim else 0)
 
 
 _POSITION_BYTES: dict[str, Callable[["KVGeometry", LayerSpec], int]] = {
@@ -80,8 +87,13 @@ class KVGeometry:
         kv_format_v: format of V rows, when it differs from K.
         tp: tensor-parallel size; all figures are **per rank**.
         layout: a :class:`Layout` (default :class:`Contiguous`).
-        state_format: format of linear-layer state (default fp32, as llama.cpp and
-            vLLM's Mamba state default).
+        state_format: format of linear-layer state for layouts that keep one format
+            for both parts (default fp32, as llama.cpp).
+        conv_format: format of the convolution state, overriding the layout's engine
+            default (transformers and vLLM: the model dtype; llama.cpp: f32). ``None``:
+            the layout's default.
+        ssm_format: format of the SSM / recurrent state, overriding the layout's default
+            (transformers: fp32; vLLM: ``mamba_ssm_dtype``; llama.cpp: f32).
 
     Raises:
         FormatError: unknown format; GeometryError: bad TP split.
@@ -96,12 +108,16 @@ class KVGeometry:
         tp: int = 1,
         layout: Layout | None = None,
         state_format: str | KVFormat = "fp32",
+        conv_format: str | KVFormat | None = None,
+        ssm_format: str | KVFormat | None = None,
     ) -> None:
         self.model = model
         self.fmt_k = kv_format if isinstance(kv_format, KVFormat) else get_format(kv_format)
         fv = kv_format_v if kv_format_v is not None else self.fmt_k
         self.fmt_v = fv if isinstance(fv, KVFormat) else get_format(fv)
         self.fmt_state = state_format if isinstance(state_format, KVFormat) else get_format(state_format)
+        self.fmt_conv = conv_format if conv_format is None or isinstance(conv_format, KVFormat) else get_format(conv_format)
+        self.fmt_ssm = ssm_format if ssm_format is None or isinstance(ssm_format, KVFormat) else get_format(ssm_format)
         self.tp = tp
         self.layout = layout or Contiguous()
         # Validate the TP split and formats once, up front.
@@ -176,6 +192,8 @@ class KVGeometry:
             "kv_format_k": self.fmt_k.name,
             "kv_format_v": self.fmt_v.name,
             "state_format": self.fmt_state.name,
+            **({"conv_format": self.fmt_conv.name} if self.fmt_conv else {}),
+            **({"ssm_format": self.fmt_ssm.name} if self.fmt_ssm else {}),
             "tp": self.tp,
             "layout": self.layout.to_dict(),
             "layers": self.model.num_layers,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from kvgate.atomicio import read_json
+from kvgate.errors import KvgateError
 from kvgate.model.config import spec_from_config
 from kvgate.model.fields import head_dims, num_kv_heads, text_config
 from kvgate.model.spec import LAYER_KINDS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
@@ -42,6 +43,22 @@ def load_preset(name: str) -> ModelSpec:
     return spec_from_config(json.loads(text), name=key, source=f"preset:{key}")
 
 
+def read_config(path: Path) -> dict:
+    """A config.json as a dict. Published configs may hold ``Infinity`` (Mamba-2's
+    ``time_step_limit``), which transformers reads (Python's ``json`` does); kvgate's
+    strict reader refuses it, so such a file is re-read with Python's defaults.
+
+    Raises:
+        KvgateError: missing, unreadable, or malformed file (from :func:`read_json`).
+    """
+    try:
+        return read_json(path, what="model config")
+    except KvgateError as exc:
+        if "is not a JSON number" not in exc.message:
+            raise
+    return json.loads(Path(path).read_text(encoding="utf-8-sig"))
+
+
 # Loaders for other file types register here by suffix (e.g. ".gguf").
 FILE_LOADERS: dict[str, Callable[[Path], ModelSpec]] = {}
 
@@ -60,13 +77,13 @@ def load_model(ref: str | Path) -> ModelSpec:
         cfg_path = p / "config.json"
         if not cfg_path.exists():
             raise ConfigError(f"model directory {p} has no config.json")
-        return spec_from_config(read_json(cfg_path, what="model config"), name=p.resolve().name, source=str(cfg_path))
+        return spec_from_config(read_config(cfg_path), name=p.resolve().name, source=str(cfg_path))
     if p.suffix.lower() in FILE_LOADERS:
         if not p.exists():
             raise ConfigError(f"model file not found: {p}")
         return FILE_LOADERS[p.suffix.lower()](p)
     if p.exists() or p.suffix.lower() == ".json" or "/" in str(ref):
-        cfg = read_json(p, what="model config")
+        cfg = read_config(p)
         name = p.parent.name if p.name == "config.json" else p.stem
         return spec_from_config(cfg, name=name, source=str(p))
     return load_preset(str(ref))

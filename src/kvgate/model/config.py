@@ -12,6 +12,8 @@ from typing import Any, Callable
 from kvgate.model.fields import (
     _attention, _int_field, _pattern_error, _positive_int, linear_state, pattern_fields_found, text_config,
 )
+from kvgate.model.hf import Resolved, resolve, transformers_version
+from kvgate.model.layer_types import layers_from_types
 from kvgate.model.spec import MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 
 # A layer-kind detector looks at a config and either returns the model's layer list or
@@ -276,44 +278,84 @@ _MLA_MODEL_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 # Model types whose attention slides on some layers: without 'sliding_window' kvgate would
 # count those layers at full length, so the field is required.
 _SLIDING_MODEL_TYPES = {"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss"}
-# transformers' JambaConfig defaults, used when a Jamba config leaves both out.
-_JAMBA_DEFAULTS = {"attn_layer_period": 8, "attn_layer_offset": 4}
 
 
-def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
-    """Build a :class:`ModelSpec` from a config.json dict.
+# Fields that state a layer pattern outright: a config transformers cannot resolve
+# (remote code) is read from its raw JSON only when it has one of these.
+_EXPLICIT_PATTERN = (
+    "layer_types", "layers_block_type", "hybrid_override_pattern", "attn_layer_indices", "attn_layer_period",
+    "kv_lora_rank", "full_attention_interval", "sliding_window_pattern",
+)
 
-    Raises:
-        ConfigError: a needed field is missing or invalid (the message names it).
-    """
+
+def _hf_layers(res: Resolved, notes: list[str]) -> tuple[dict[str, Any], list[LayerSpec]]:
+    cfg = res.config
+    types = res.layer_types or []
+    n = cfg.get("num_hidden_layers")
+    if len(types) > MAX_LAYERS:
+        raise ConfigError(f"{len(types):,} layers is not a plausible layer count (more than {MAX_LAYERS:,})")
+    if n != len(types):
+        raise _pattern_error(cfg, f"transformers' {res.config_class} lists {len(types)} layer types for "
+                                  f"num_hidden_layers {n}")
+    layers = layers_from_types(cfg, types, notes, res.per_layer)
+    return cfg, apply_kv_sharing(cfg, layers, notes)
+
+
+def _raw_layers(cfg: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[LayerSpec]]:
     cfg = text_config(cfg)
+    mt = cfg.get("model_type")
+    if isinstance(mt, str):
+        if not any(cfg.get(k) is not None for k in _EXPLICIT_PATTERN):
+            raise ConfigError(
+                f"unknown model_type {mt!r}: transformers {transformers_version()} has no config class for it and "
+                "the config states no layer pattern, so kvgate would have to guess which layers slide or recur",
+                hint="add 'layer_types' (one entry per layer: full_attention, sliding_attention, ...) to the config, "
+                     f"or use a transformers version that knows {mt!r}; fields found: {pattern_fields_found(cfg)}")
+        notes.append(f"model_type {mt!r} is not in transformers {transformers_version()} (remote code?): "
+                     "read from the raw config.json, without class defaults")
     n = _positive_int(cfg, "num_hidden_layers")
     if n > MAX_LAYERS:
         raise ConfigError(f"num_hidden_layers {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})")
-    notes: list[str] = []
     if cfg.get("model_type") in _SLIDING_MODEL_TYPES and cfg.get("sliding_window") is None:
         raise _pattern_error(cfg, f"{cfg['model_type']} config is missing required field 'sliding_window'")
-    if cfg.get("model_type") == "jamba" and all(cfg.get(k) is None for k in _JAMBA_DEFAULTS):
-        cfg = {**cfg, **_JAMBA_DEFAULTS}
-        notes.append("attn_layer_period 8 / attn_layer_offset 4 taken from transformers' JambaConfig "
-                     "defaults (the config leaves both out)")
     for det in DETECTORS:
         layers = det(cfg, n, notes)
         if layers is not None:
             break
     else:  # pragma: no cover - _uniform always matches
         raise ConfigError("no layer-kind rule matched this config")
-    layers = apply_kv_sharing(cfg, layers, notes)
+    return cfg, apply_kv_sharing(cfg, layers, notes)
+
+
+def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a config.json dict.
+
+    A ``model_type`` transformers knows is resolved through its config class
+    (:mod:`kvgate.model.hf`) and its per-layer cache types (:mod:`kvgate.model.layer_types`).
+    Otherwise the raw JSON is read by the detectors above, with a note; an unknown
+    ``model_type`` whose config states no layer pattern is refused. A config without
+    ``model_type`` is read raw (hand-written test configs).
+
+    Raises:
+        ConfigError: a needed field is missing or invalid, an unknown model type or
+            layer type (the message names it).
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"model config must be a JSON object, got {type(cfg).__name__}")
+    res = resolve(cfg)
+    notes: list[str] = list(res.notes)
+    if res.layer_types is not None:
+        cfg, layers = _hf_layers(res, notes)
+    else:
+        cfg, layers = _raw_layers(cfg, notes)
     mpe = cfg.get("max_position_embeddings")
     return ModelSpec(
         name=name,
         source=source,
         layers=layers,
-        max_position_embeddings=mpe if isinstance(mpe, int) else None,
+        max_position_embeddings=mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None,
         dtype=cfg.get("torch_dtype") or cfg.get("dtype"),
         model_type=cfg.get("model_type"),
         config=cfg,
         notes=notes,
     )
-
-

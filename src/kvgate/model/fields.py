@@ -77,9 +77,18 @@ def num_kv_heads(cfg: dict[str, Any]) -> int:
 def _attention(cfg: dict[str, Any], kind: str, window: int | None = None) -> LayerSpec:
     """One attention layer. Global (``full``) layers take ``global_head_dim`` /
     ``num_global_key_value_heads`` when the config sets them (Gemma-4 gives its global
-    layers other K/V shapes than its sliding ones)."""
+    layers other K/V shapes than its sliding ones); sliding layers take
+    ``swa_num_key_value_heads`` / ``swa_head_dim`` / ``swa_v_head_dim`` when set
+    (MiMo-V2-Flash: 8 KV heads on sliding layers, 4 on full ones; transformers'
+    ``MiMoV2FlashAttention`` doubles the KV heads of sliding layers, the same here)."""
     hd, vd = head_dims(cfg)
     kv = num_kv_heads(cfg)
+    if kind == "sliding":
+        if cfg.get("swa_num_key_value_heads") is not None:
+            kv = _positive_int(cfg, "swa_num_key_value_heads")
+        if cfg.get("swa_head_dim") is not None:
+            hd = _positive_int(cfg, "swa_head_dim")
+            vd = cfg.get("swa_v_head_dim") or hd
     if kind == "full":
         if cfg.get("global_head_dim") is not None:
             hd = vd = _positive_int(cfg, "global_head_dim")

@@ -6,12 +6,18 @@ A model is a list of layers, each of one **layer kind** (DESIGN.md §2):
 - ``sliding`` sliding-window attention with window ``W`` (``sliding_window``).
 - ``mla``     multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one latent of
   ``kv_lora_rank + qk_rope_head_dim`` values per position, no separate V.
-- ``linear``  recurrent / SSM state of fixed size per sequence (no per-token term).
+- ``mla`` layers of DeepSeek sparse attention also keep indexer keys (``index_dim``).
+- ``linear``  recurrent / SSM state of fixed size per sequence (no per-token term): a
+  convolution state (``conv_dim × conv_kernel``) and a recurrent state (``ssm_values``),
+  each with its own dtype per engine (see the layouts); LFM2's conv-only layers have no
+  recurrent state (``mixer="conv"``).
 - ``shared``  reuses another layer's KV: 0 bytes.
 
-Fields come from Hugging Face ``config.json`` names. ``head_dim`` is read from the config
-when present; only when absent is it ``hidden_size // num_attention_heads`` (the
-transformers default). Multimodal configs are unwrapped to their ``text_config``.
+Fields come from Hugging Face ``config.json`` names, resolved through transformers'
+config class when transformers knows the ``model_type`` (``kvgate.model.hf``: class
+defaults, attribute aliases, derived ``layer_types``, nested text configs). ``head_dim``
+is the config's when present; only when absent is it ``hidden_size //
+num_attention_heads`` (the transformers default).
 A config that lacks a needed field raises :class:`ConfigError` naming the field.
 """
 
@@ -49,6 +55,9 @@ class LayerSpec:
         ssm_values: values of the recurrent / SSM state (``linear`` only).
         mixer: which recurrent mixer (``mamba``, ``mamba2``, ``gated_delta_net``), for
             engine layouts that size each differently; ``None`` otherwise.
+        index_dim: DeepSeek sparse-attention indexer key width per position
+            (``index_head_dim``; ``mla`` layers of ``deepseek_v32`` / ``glm_moe_dsa``):
+            transformers keeps ``indexer_keys [B, L, index_head_dim]`` in the model dtype.
         chunked: a ``sliding`` layer that is chunked-local attention (Llama-4
             ``chunked_attention``, window = ``attention_chunk_size``): vLLM sizes it
             without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
@@ -67,6 +76,7 @@ class LayerSpec:
     ssm_values: int = 0
     mixer: str | None = None
     chunked: bool = False
+    index_dim: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
@@ -74,7 +84,7 @@ class LayerSpec:
         # Every size is a non-negative int: a string, float, bool or negative value from a
         # config or a hand-edited record is an error here, never a wrong byte count later.
         for name in ("num_kv_heads", "head_dim", "v_head_dim", "latent_dim", "state_values", "state_heads",
-                     "conv_dim", "conv_kernel", "ssm_values"):
+                     "conv_dim", "conv_kernel", "ssm_values", "index_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{_FIELD_NAMES.get(name, name)} must be a non-negative integer, got {v!r}")

@@ -1,0 +1,202 @@
+"""Resolve a config.json through transformers' own config classes (no torch needed).
+
+``CONFIG_MAPPING[model_type].from_dict(config)`` is what ``AutoConfig.from_pretrained``
+does with a checkpoint's config.json. The class fills what the file leaves out, exactly
+as the model will run in transformers:
+
+- class defaults (``Gemma3TextConfig``: ``head_dim`` 256, ``sliding_window_pattern`` 6);
+- attribute aliases (``attribute_map``: GPT-2 / GPT-J / GPTBigCode ``n_layer``,
+  ``n_head``, ``n_embd``, …) — read back under the standard names;
+- derived fields (``layer_types`` from sliding patterns, Jamba's period / offset,
+  Nemotron-H's ``hybrid_override_pattern``, Mamba's all-recurrent list);
+- nested text configs (``get_text_config(decoder=True)``).
+
+The per-layer cache type list follows ``transformers.cache_utils.get_layer_types_and_kwargs``
+(transformers 5.24; that module needs torch, so its few lines are mirrored here): the
+config's ``layer_types``; else per layer ``sliding_attention`` when ``sliding_window`` is
+set, ``chunked_attention`` when ``attention_chunk_size`` is, else ``full_attention``;
+``kv_sharing_modes == "reuse"`` and ``moe`` / ``mlp`` layers become ``dummy`` (no cache).
+
+A ``model_type`` transformers does not have (remote code) is returned unresolved, and the
+caller reads the raw JSON (with a note saying so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvgate.model.spec import ConfigError
+
+
+@dataclass
+class Resolved:
+    """A config after transformers' config class.
+
+    Attributes:
+        config: the (text) config as a plain dict: every field of the class (defaults
+            included) plus the standard names of aliased attributes.
+        layer_types: transformers' per-layer cache type (one string per layer), or
+            ``None`` when transformers was not used (raw JSON).
+        per_layer: for heterogeneous configs (Gemma-4, Step-3.7: ``per_layer_config``),
+            each layer's own config dict (its head_dim, KV heads, …); else ``None``.
+        config_class: the transformers class name, or ``None``.
+        notes: what was assumed (shown to users in ``ModelSpec.notes``).
+    """
+
+    config: dict[str, Any]
+    layer_types: list[str] | None = None
+    per_layer: list[dict[str, Any]] | None = None
+    config_class: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# Cache-shaping fields: when the config leaves one out and the class fills it, the note
+# says so (the user sees what kvgate did not read from the file).
+CACHE_FIELDS = (
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size",
+    "sliding_window", "sliding_window_pattern", "attention_chunk_size", "attn_layer_period", "attn_layer_offset",
+    "kv_lora_rank", "qk_rope_head_dim", "index_head_dim", "conv_L_cache", "linear_conv_kernel_dim",
+    "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "mamba_d_state", "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "num_kv_shared_layers",
+    "global_head_dim", "num_global_key_value_heads",
+)
+
+
+def _config_mapping() -> Any:
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:  # pragma: no cover - transformers is a core dependency
+        return None
+    return CONFIG_MAPPING
+
+
+def transformers_version() -> str | None:
+    """The installed transformers version, or ``None``."""
+    try:
+        import transformers
+    except ImportError:  # pragma: no cover
+        return None
+    return str(transformers.__version__)
+
+
+def known_model_type(model_type: str) -> bool:
+    """True when the installed transformers has a config class for ``model_type``."""
+    mapping = _config_mapping()
+    return mapping is not None and model_type in mapping
+
+
+def _dtype_name(v: Any) -> str | None:
+    if v is None:
+        return None
+    s = str(v)
+    return s[len("torch."):] if s.startswith("torch.") else s
+
+
+def _as_dict(text: Any) -> dict[str, Any]:
+    d: dict[str, Any] = dict(text.to_dict())
+    # Aliased attributes: to_dict keeps the class's own names (n_layer); kvgate reads
+    # the standard ones (num_hidden_layers).
+    for std in getattr(text, "attribute_map", {}) or {}:
+        try:
+            d[std] = getattr(text, std)
+        except Exception:  # noqa: BLE001 - a missing alias, or one that differs per layer
+            continue
+    for k in ("dtype", "torch_dtype"):
+        if k in d:
+            d[k] = _dtype_name(d[k])
+    if d.get("dtype") is None and getattr(text, "dtype", None) is not None:
+        d["dtype"] = _dtype_name(text.dtype)
+    return d
+
+
+def layer_types_of(text: Any) -> list[str]:
+    """transformers' per-layer cache type list for a (text) config object (see module doc)."""
+    types = getattr(text, "layer_types", None)
+    if types is None:
+        n = int(text.num_hidden_layers)
+        layer_cfgs = text.per_layer_config if getattr(text, "is_heterogeneous", False) else [text] * n
+        types = []
+        for lc in layer_cfgs:
+            if getattr(lc, "sliding_window", None) is not None:
+                types.append("sliding_attention")
+            elif getattr(lc, "attention_chunk_size", None) is not None:
+                types.append("chunked_attention")
+            else:
+                types.append("full_attention")
+    types = [str(t) for t in types]
+    modes = getattr(text, "kv_sharing_modes", None)
+    if modes is not None:
+        types = ["dummy" if m == "reuse" else t for t, m in zip(types, modes)]
+    return ["dummy" if t in ("moe", "mlp") else t for t in types]
+
+
+def _given_text_fields(raw: dict[str, Any]) -> set[str]:
+    """Keys the file itself sets, at the top level or in a nested text config."""
+    keys = set(raw)
+    for sub in ("text_config", "llm_config", "language_config"):
+        if isinstance(raw.get(sub), dict):
+            keys |= set(raw[sub])
+    return keys
+
+
+def _aliased(text: Any, key: str, given: set[str]) -> bool:
+    alias = (getattr(text, "attribute_map", {}) or {}).get(key)
+    return alias is not None and alias in given
+
+
+def resolve(raw: dict[str, Any]) -> Resolved:
+    """Resolve ``raw`` (a config.json dict) through transformers when it knows the model type.
+
+    Returns:
+        :class:`Resolved`; ``layer_types`` is ``None`` when the config was not resolved
+        (no ``model_type``, or one transformers does not have).
+
+    Raises:
+        ConfigError: transformers' config class rejects the config (its message kept).
+    """
+    model_type = raw.get("model_type")
+    mapping = _config_mapping()
+    if not isinstance(model_type, str) or mapping is None or model_type not in mapping:
+        return Resolved(config=raw)
+    cls = mapping[model_type]
+    try:
+        obj = cls.from_dict(dict(raw))
+        text = obj.get_text_config(decoder=True)
+        n = text.num_hidden_layers
+    except ConfigError:
+        raise
+    except Exception as exc:  # transformers' own validation: keep its words
+        raise ConfigError(f"transformers' {cls.__name__} rejects this config: {type(exc).__name__}: {exc}",
+                          hint="the config must load with transformers.AutoConfig") from exc
+    types = layer_types_of(text)
+    if n is None:  # NemotronHConfig: deprecated, the layer list decides
+        n = len(types)
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise ConfigError(f"model config field 'num_hidden_layers' must be a positive integer, got {n!r}")
+    cfg = _as_dict(text)
+    cfg["num_hidden_layers"] = n
+    per_layer = None
+    if getattr(text, "is_heterogeneous", False):
+        per_layer = [_as_dict(lc) for lc in text.per_layer_config]
+        for d in per_layer:
+            d["num_hidden_layers"], d["model_type"] = n, cfg.get("model_type") or model_type
+    if cfg.get("dtype") is None and cfg.get("torch_dtype") is None:
+        top = _dtype_name(raw.get("torch_dtype") or raw.get("dtype"))
+        if top is not None:
+            cfg["dtype"] = top
+    cfg["model_type"] = getattr(text, "model_type", None) or model_type
+    if per_layer is not None:
+        for d in per_layer:
+            d["model_type"] = cfg["model_type"]
+    notes = []
+    given = _given_text_fields(raw)
+    filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS
+              if k not in given and not _aliased(text, k, given) and cfg.get(k) is not None]
+    if "layer_types" not in given and "layers_block_type" not in given and len(set(types)) > 1:
+        counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
+        filled.append(f"layer_types ({counts})")
+    if filled:
+        notes.append(f"{', '.join(filled)} taken from transformers' {type(text).__name__} defaults "
+                     "(the config leaves them out)")
+    return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__)

@@ -1,0 +1,179 @@
+"""Conformance: kvgate's ``contiguous`` bytes against transformers' own ``StaticCache``.
+
+For every config in ``tests/data/configs/`` and every bundled preset, transformers builds
+the model on the **meta** device (no memory, no weights), a ``StaticCache(config,
+max_cache_len=L)`` is passed to one forward pass of B × 1 tokens (transformers allocates
+cache tensors lazily, on the first update), and the bytes of every tensor each cache layer
+holds (K, V, indexer keys, conv and recurrent states: shape × element size, as allocated)
+are compared, layer by layer, with ``B × KVGeometry(spec, "bf16").layer_bytes(i, L)``.
+The model is built in bfloat16, so the cache is in bf16 and kvgate is asked for bf16.
+
+The truth here is transformers' own allocation, not a number kvgate printed. Configs
+transformers has no class for (remote code) and the types kvgate refuses are listed in
+``NOT_COMPARED`` with the reason; each is checked for the note or the error kvgate gives.
+
+Run as a script for the table in ``benchmarks/RESULTS.md``:
+``.venv/bin/python tests/test_conformance_transformers.py``.
+
+Skipped cleanly when torch is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "tests" / "data" / "configs"
+PRESETS = REPO / "src" / "kvgate" / "model" / "presets"
+
+# Not divisible by any window or chunk in the configs, and below the smallest
+# max_position_embeddings that matters; two sequences so a batch dimension is checked.
+MAX_CACHE_LEN = 10_000
+BATCH = 2
+
+# name -> (what kvgate does, a string its note or error must contain)
+# "refused": kvgate raises an error containing the string; "remote code": transformers
+# 5.24 has no class, kvgate reads the raw JSON and its note names the model type.
+NOT_COMPARED: dict[str, tuple[str, str]] = {
+    "deepseek-v4-flash": ("refused", "compressed_sparse_attention"),
+    "llama-3.3-nemotron-super-49b-v1": ("refused", "unknown model_type 'nemotron-nas'"),
+    "mimo-7b-base": ("refused", "unknown model_type 'mimo'"),
+    "kimi-k2-instruct": ("remote code", "kimi_k2"),
+}
+
+
+def all_configs() -> list[tuple[str, Path]]:
+    """(name, path) of every conformance config: test data first, then presets."""
+    out = [(p.stem, p) for p in sorted(CONFIGS.glob("*.json"))]
+    out += [(f"preset:{p.stem}", p) for p in sorted(PRESETS.glob("*.json"))]
+    return out
+
+
+def _tensors(obj: Any) -> list[Any]:
+    """Every tensor of ≥ 2 dimensions an object holds (attributes, lists, dicts); 0/1-D
+    bookkeeping such as ``cumulative_length`` is not cache."""
+    import torch
+
+    out: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(v: Any, depth: int = 0) -> None:
+        if isinstance(v, torch.Tensor):
+            if v.dim() >= 2 and id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+        elif isinstance(v, (list, tuple)) and depth < 2:
+            for x in v:
+                visit(x, depth + 1)
+        elif isinstance(v, dict) and depth < 2:
+            for x in v.values():
+                visit(x, depth + 1)
+
+    for v in vars(obj).values():
+        visit(v)
+    return out
+
+
+def transformers_layer_bytes(raw: dict[str, Any], max_cache_len: int = MAX_CACHE_LEN,
+                             batch: int = BATCH) -> tuple[list[int], list[str]]:
+    """Per-layer bytes of transformers' ``StaticCache`` after one forward on meta, and the
+    cache layer class names. Quantization configs are dropped (they change weights, not
+    the cache)."""
+    import torch
+    import transformers
+
+    cfg_dict = {k: v for k, v in raw.items() if k != "quantization_config"}
+    config = transformers.CONFIG_MAPPING[cfg_dict["model_type"]].from_dict(cfg_dict)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        except ValueError:  # composite configs (Qwen3-VL): the base model takes input_ids too
+            model = transformers.AutoModel.from_config(config, dtype=torch.bfloat16)
+    cache = transformers.StaticCache(config=model.config, max_cache_len=max_cache_len)
+    ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model(input_ids=ids, cache=cache, use_cache=True)
+    sizes = [sum(t.numel() * t.element_size() for t in _tensors(layer)) for layer in cache.layers]
+    return sizes, [type(layer).__name__ for layer in cache.layers]
+
+
+def kvgate_layer_bytes(path: Path, max_cache_len: int = MAX_CACHE_LEN, batch: int = BATCH) -> list[int]:
+    from kvgate.geometry import KVGeometry
+    from kvgate.model import load_model
+
+    g = KVGeometry(load_model(path), "bf16")
+    return [batch * g.layer_bytes(i, max_cache_len) for i in range(g.model.num_layers)]
+
+
+def compare(name: str, path: Path) -> dict[str, Any]:
+    """One conformance row: ``status`` exact / off / refused / remote code / error."""
+    from kvgate.errors import KvgateError
+
+    row: dict[str, Any] = {"name": name, "model_type": json.loads(path.read_text()).get("model_type")}
+    try:
+        ours = kvgate_layer_bytes(path)
+    except KvgateError as exc:
+        row.update(status="kvgate error", detail=exc.message)
+        return row
+    try:
+        theirs, classes = transformers_layer_bytes(json.loads(path.read_text()))
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        row.update(status="transformers error", detail=f"{type(exc).__name__}: {str(exc)[:200]}", kvgate=sum(ours))
+        return row
+    off = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    if len(ours) != len(theirs):
+        off.append(-1)
+    row.update(status="exact" if not off else "off", kvgate=sum(ours), transformers=sum(theirs), layers=len(theirs),
+               off_layers=off[:8], classes=sorted(set(classes)))
+    return row
+
+
+# --------------------------------------------------------------------------- tests
+
+CASES = [(n, p) for n, p in all_configs() if n not in NOT_COMPARED]
+
+
+@pytest.mark.parametrize("name,path", CASES, ids=[n for n, _ in CASES])
+def test_contiguous_equals_transformers_static_cache(name: str, path: Path) -> None:
+    pytest.importorskip("torch")
+    theirs, classes = transformers_layer_bytes(json.loads(path.read_text()))
+    ours = kvgate_layer_bytes(path)
+    assert len(ours) == len(theirs)
+    assert [(i, c, b) for i, (c, b) in enumerate(zip(classes, ours))] == \
+        [(i, c, b) for i, (c, b) in enumerate(zip(classes, theirs))]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_COMPARED))
+def test_not_compared_configs_say_why(name: str) -> None:
+    from kvgate.errors import KvgateError
+    from kvgate.model import load_model
+
+    what, needle = NOT_COMPARED[name]
+    path = CONFIGS / f"{name}.json"
+    if what == "refused":
+        with pytest.raises(KvgateError) as e:
+            load_model(path)
+        assert needle in e.value.message
+    else:
+        spec = load_model(path)
+        assert any(needle in n and "not in transformers" in n for n in spec.notes), spec.notes
+
+
+def test_config_count() -> None:
+    """At least 30 published configs (beside the presets) are checked or explained."""
+    assert len(list(CONFIGS.glob("*.json"))) >= 30
+
+
+if __name__ == "__main__":  # the conformance table
+    names = sys.argv[1:]
+    rows = [compare(n, p) for n, p in all_configs() if not names or n in names]
+    for r in rows:
+        print(json.dumps(r), flush=True)
