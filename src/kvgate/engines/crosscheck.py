@@ -116,6 +116,12 @@ def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: in
 def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None) -> dict[str, Any]:
     block = block_size or pool.flags.get("block_size") or 16
     version = pool.version
+    note = None
+    if pool.max_model_len is None and model.max_position_embeddings and pool.pool_tokens is not None:
+        # vLLM's default max_model_len is the config's (ModelConfig.get_and_verify_max_len)
+        pool = replace(pool, max_model_len=model.max_position_embeddings)
+        note = (f"max_model_len not logged: vLLM's default, the config's max_position_embeddings "
+                f"{model.max_position_embeddings:,}, is assumed")
     if pool.max_model_len is None or pool.pool_tokens is None:
         return {"status": "cannot-check", "unit": "block", "lines": [
             "the log has no 'GPU KV cache size' / 'Maximum concurrency for L tokens' line to check"], "causes": []}
@@ -123,6 +129,13 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
         parse_version(version)
     except Exception:  # noqa: BLE001 - dev builds like 0.7.4.dev713: newest rules
         version = None
+    res = _vllm_check(pool, model, fmt, tp, block, version)
+    if note:
+        res["lines"].insert(0, note)
+    return res
+
+
+def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: int, version: str | None) -> dict[str, Any]:
     sol = _vllm_solve(model, pool, fmt, tp, block, version)
     avail = pool.pool_bytes
     logged = {"gpu_kv_cache_tokens": pool.pool_tokens, "max_concurrency": pool.flags.get("max_concurrency"),
@@ -131,7 +144,10 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
         lines = [f"agrees to the block: {sol['num_blocks']:,} blocks of {sol['pool_bytes_per_block']:,} B "
                  f"(block size {sol['block_size']}, {sol['groups']} group(s)) give the logged "
                  f"{pool.pool_tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
-        if avail is not None:
+        if avail is None:
+            lines.append("the log has no 'Available KV cache memory' line: the block count is checked, "
+                         "the bytes per block (KV format, TP split) are not")
+        else:
             lines.append(f"those blocks need {sol['budget_low']:,} … {sol['budget_high']:,} B of budget; "
                          f"the log's {avail.text} is {avail.low:,} … {avail.high:,} B")
         return {"status": "agrees", "unit": "block", "expected": sol, "logged": logged,
@@ -147,6 +163,11 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
                     if s is not None and (avail is None or (s["budget_low"] <= avail.high and s["budget_high"] >= avail.low)):
                         causes.append(f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
                                       + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
+    ranks = pool.parsed.get("available_kv_by_rank") or {}
+    if sol is not None and avail is not None and sol["budget_high"] < avail.low and tp > 1 and len(ranks) <= 1:
+        causes.insert(0, f"another rank had less: vLLM sizes every rank's pool by the smallest rank's budget "
+                         f"(get_kv_cache_configs), and this log shows one rank's ({avail.text}); the pool implies "
+                         f"{sol['budget_low']:,} … {sol['budget_high']:,} B on the smallest rank")
     lines = [f"differs: no block count under kv format {fmt}, tp {tp}, block {block} gives the logged "
              f"{pool.pool_tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
              + (f" within {avail.text}" if avail else "")]

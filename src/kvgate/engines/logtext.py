@@ -153,3 +153,36 @@ def logged(number: str, unit_bytes: int, unit_name: str) -> Logged:
 def to_int(s: str) -> int:
     """``"75,840"`` → 75840."""
     return int(s.replace(",", "").replace("_", ""))
+
+
+_LAUNCH = re.compile(r"(?:vllm serve|sglang\.launch_server|llama-server|vllm\.entrypoints\.openai\.api_server)\b(.*)")
+
+
+def launch_flags(text: str) -> dict[str, str]:
+    """``--flag value`` pairs of a launch command pasted with the log (``vllm serve M
+    --tensor-parallel-size 4``, ``python -m sglang.launch_server --tp 4``,
+    ``llama-server -c 8192 -np 4``); a flag without a value maps to ``"true"``; a
+    positional model after ``vllm serve`` to ``"model"``. Continuation backslashes are
+    joined first."""
+    joined = re.sub(r"\\\s*\n", " ", text)
+    out: dict[str, str] = {}
+    for m in _LAUNCH.finditer(joined):
+        toks = m.group(1).split()
+        i = 0
+        if "vllm serve" in m.group(0) and toks and not toks[0].startswith("-"):
+            out["model"] = toks[0]
+            i = 1
+        while i < len(toks):
+            t = toks[i]
+            if t.startswith("-"):
+                key = t.lstrip("-").replace("-", "_")
+                if "=" in key:
+                    key, val = key.split("=", 1)
+                    out[key] = val
+                elif i + 1 < len(toks) and not toks[i + 1].startswith("-"):
+                    out[key] = toks[i + 1].strip("'\"")
+                    i += 1
+                else:
+                    out[key] = "true"
+            i += 1
+    return out

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kvgate.engines.logtext import GIB, Line, logged
+from kvgate.engines.logtext import GIB, Line, launch_flags, logged
 
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -92,4 +92,14 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         r["kv_store_dtype"] = best.get("dtype")
     if r["max_total_num_tokens"] is None:
         r["max_total_num_tokens"] = r["tokens"]
+    cmd = launch_flags("\n".join(ln.text for ln in lines))
+    for key, names, conv in (("tp_size", ("tp", "tp_size"), int), ("mem_fraction_static", ("mem_fraction_static",), str),
+                             ("model", ("model", "model_path"), str), ("kv_cache_dtype", ("kv_cache_dtype",), str),
+                             ("page_size", ("page_size",), int), ("context_length", ("context_length",), int)):
+        for n in names:
+            if r[key] is None and n in cmd:
+                try:
+                    r[key] = conv(cmd[n])
+                except ValueError:
+                    pass
     return r

@@ -30,7 +30,7 @@ import ast
 import re
 from typing import Any
 
-from kvgate.engines.logtext import GIB, Line, Logged, logged, to_int
+from kvgate.engines.logtext import GIB, Line, Logged, launch_flags, logged, to_int
 
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -170,6 +170,22 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
     for k in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size", "max_num_seqs"):
         if r[k] is not None:
             r[k] = _int(r[k])
+    cmd = launch_flags("\n".join(ln.text for ln in lines))
+    for key, names in (("model", ("model",)), ("tensor_parallel_size", ("tensor_parallel_size", "tensor_parallel", "tp")),
+                       ("max_model_len", ("max_model_len",)), ("kv_cache_dtype", ("kv_cache_dtype",)),
+                       ("block_size", ("block_size",)), ("gpu_memory_utilization", ("gpu_memory_utilization",)),
+                       ("max_num_seqs", ("max_num_seqs",)), ("enable_prefix_caching", ("enable_prefix_caching",)),
+                       ("max_num_batched_tokens", ("max_num_batched_tokens",))):
+        for n in names:
+            if r[key] is None and n in cmd:
+                r[key] = cmd[n]
+    for k in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size", "max_num_seqs"):
+        if r[k] is not None:
+            r[k] = _int(r[k])
+    if isinstance(r["enable_prefix_caching"], str):
+        r["enable_prefix_caching"] = _bool(r["enable_prefix_caching"])
+    if r["max_num_batched_tokens"] is not None:
+        r["max_num_batched_tokens"] = _int(r["max_num_batched_tokens"])
     if r["max_model_len"] is None and r["concurrency_len"] is not None:
         r["max_model_len"] = r["concurrency_len"]
     return r

@@ -1,0 +1,67 @@
+"""``kvgate import-log``: an engine startup log (vLLM, SGLang, llama.cpp) → the KV pool
+it built, as a kvgate measurement, cross-checked against the model."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvgate.atomicio import check_writable, write_json_atomic
+from kvgate.engines import ENGINES, crosscheck, read_engine_log
+from kvgate.engines.report import model_from_log, render_check, render_pool
+from kvgate.measure.measurement import measurement_file
+from kvgate.output import emit
+
+NAME = "import-log"
+HELP = "read a vLLM / SGLang / llama.cpp startup log into a KV pool measurement, cross-checked against the model"
+DESCRIPTION = """\
+Read the startup log an engine printed (pasted from a terminal, docker compose or an
+issue: process tags, timestamps and terminal wraps are handled) and report the KV pool
+it built, per tensor-parallel rank, in bytes with the interval its printed rounding
+leaves. vLLM: "Available KV cache memory" (minimum over ranks), "GPU KV cache size",
+"Maximum concurrency"; SGLang: "KV Cache is allocated. #tokens: N, K size: X GB" (SGLang's
+GB is 2^30 bytes); llama.cpp: every "llama_kv_cache: size = … MiB (N cells, L layers,
+S/S seqs)" line.
+
+With --model (or when the log names a local model directory / GGUF), kvgate recomputes the
+pool from the model under that engine's rules and says "agrees to the block/cell/token"
+or shows the difference and its likely cause. --requested-kv-format names the cache type
+you asked for (e.g. q4_0) so a request the engine silently did not apply is reported.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", help="the engine's startup log (text file)")
+    p.add_argument("--engine", choices=ENGINES, default=None, help="the engine (default: detected)")
+    p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
+    p.add_argument("--kv-format", default=None, help="KV format when the log does not say (vLLM: bf16, fp8 …)")
+    p.add_argument("--tp", type=int, default=None, help="tensor-parallel size when the log does not say")
+    p.add_argument("--block-size", type=int, default=None, help="vLLM block size when not the default 16")
+    p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
+    p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
+    p.add_argument("--force", action="store_true", help="overwrite --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out:
+        check_writable(args.out, force=args.force)
+    pool = read_engine_log(args.log, engine=args.engine)
+    model = model_from_log(pool, args.model)
+    check = None
+    if model is not None:
+        check = crosscheck(pool, model, kv_format=args.kv_format, tp=args.tp, block_size=args.block_size,
+                           requested_kv_format=args.requested_kv_format)
+    exact = check["pool_bytes"] if check and check.get("pool_bytes") else None
+    doc = None
+    if exact or pool.pool_bytes is not None:
+        m = pool.measurement(total_bytes=exact)
+        doc = measurement_file([m], command=None)
+        if args.out:
+            write_json_atomic(args.out, doc, force=args.force)
+    payload = {"pool": pool.to_dict(), "crosscheck": check, "measurement": doc, "out": args.out}
+    text = render_pool(pool) + "\n" + render_check(check)
+    if exact:
+        text += f"\npool (exact, from the model): {exact:,} B per rank"
+    if args.out:
+        text += f"\nwrote {args.out}"
+    emit(args, payload, text)
+    return 0 if check is None or check["status"] != "differs" else 1

@@ -1,0 +1,56 @@
+"""Text rendering of an imported engine log, its cross-check and its gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvgate.engines.pool import EnginePool
+from kvgate.units import fmt_gib, fmt_mib
+
+
+def model_from_log(pool: EnginePool, model_ref: str | None):
+    """The model for the cross-check: ``model_ref`` (``--model``), else the log's model
+    path when it is a local directory or GGUF file; ``None`` when neither is at hand."""
+    from kvgate.model import load_model  # noqa: PLC0415
+
+    if model_ref:
+        return load_model(model_ref)
+    if pool.model and Path(pool.model).expanduser().exists():
+        return load_model(str(Path(pool.model).expanduser()))
+    return None
+
+
+def render_pool(pool: EnginePool) -> str:
+    """The pool as lines of text, every byte figure with its rounding interval."""
+    out = [f"engine      {pool.engine} {pool.version or '(version not logged)'}"
+           + (f", commit {pool.flags['commit']}" if pool.flags.get("commit") else ""),
+           f"model       {pool.model or 'not logged'}",
+           f"KV format   {pool.kv_format or 'not logged'}",
+           f"TP / PP     {pool.tp or 'not logged'} / {pool.pp or 'not logged'}",
+           f"max length  {pool.max_model_len:,}" if pool.max_model_len else "max length  not logged"]
+    if pool.pool_bytes is not None:
+        pb = pool.pool_bytes
+        what = "KV budget (per rank)" if pool.pool_is_budget else "KV pool (per rank)"
+        out.append(f"{what:<20} {pb.bytes:,} B = {fmt_gib(pb.bytes)}; logged {pb.text} → "
+                   f"{pb.low:,} … {pb.high:,} B")
+    if pool.pool_tokens is not None:
+        unit = "cells" if pool.engine == "llama.cpp" else "tokens"
+        out.append(f"pool size   {pool.pool_tokens:,} {unit}")
+    if pool.weights is not None:
+        out.append(f"weights     {pool.weights.text} ({pool.weights.low:,} … {pool.weights.high:,} B)")
+    for c in pool.parsed.get("caches", []) if pool.engine == "llama.cpp" else []:
+        out.append(f"  {c['kind']:<9} {c['cells'] or '?':>8} cells {c['layers'] if c['layers'] is not None else '?':>3} "
+                   f"layers {c['k_type']}/{c['v_type']}: {fmt_mib(c['size'].bytes, 2)}"
+                   + (f" ({c['swa']})" if c["swa"] else ""))
+    flags = {k: v for k, v in pool.flags.items() if not isinstance(v, dict)}
+    if flags:
+        out.append("flags       " + ", ".join(f"{k}={v}" for k, v in flags.items()))
+    out += [f"note        {n}" for n in pool.notes]
+    return "\n".join(out)
+
+
+def render_check(check: dict[str, Any] | None) -> str:
+    if check is None:
+        return "cross-check: no model (pass --model config.json / model dir / .gguf)"
+    return "\n".join([f"cross-check: {check['status']}"] + [f"  {line}" for line in check["lines"]])
