@@ -87,3 +87,28 @@ def test_gate_smi_cli_gates_on_gpu1(data_dir, tmp_path, capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["measurement"]["basis"]["domain"] == "gpu:1"
     assert rec["measurement"]["peak_used_bytes"] == peak_mib * MiB
+
+
+def test_only_gpus_the_command_used_gate_when_nvml_lists_processes():
+    from kvgate.measure.measurement import Basis
+
+    def m(dom, peak, procs):
+        return Measurement(total_bytes=1000 * MiB, peak_used_bytes=peak * MiB, basis=Basis(domain=dom),
+                           processes=procs)
+    mine = [{"domain": "gpu:1", "pid": 42, "name": "python", "peak_used_bytes": 500 * MiB}]
+    # gpu:0 is fuller (another user's job) but the command ran on gpu:1 only
+    sel = select_domain([m("gpu:0", 900, None), m("gpu:1", 600, mine)])
+    assert sel.domain == "gpu:1"
+    assert any("gpu:0: no process of the command seen there" in w for w in sel.warnings)
+    # no per-process information anywhere (an nvidia-smi log): all GPUs compete
+    assert select_domain([m("gpu:0", 900, None), m("gpu:1", 600, None)]).domain == "gpu:0"
+
+
+def test_measure_defaults_to_every_gpu():
+    import argparse
+
+    from kvgate.measure.cli_common import add_measure_arguments
+
+    p = argparse.ArgumentParser()
+    add_measure_arguments(p)
+    assert p.parse_args([]).gpu == "all"

@@ -19,7 +19,9 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) 
     """``--gpu --domain --interval --settle --kill-leftovers [--out --plot --force]`` and
     ``-- CMD ARGS...``."""
     g = p.add_argument_group("measurement")
-    g.add_argument("--gpu", default="0", help="GPU index, list (0,1) or all (default 0)")
+    g.add_argument("--gpu", default="all",
+                   help="GPU index, list (0,1) or all (default all: every GPU is shown; the one with the least "
+                        "headroom among those the command used gates)")
     g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
                    help="gpu: NVML total − free; host: system RAM and the command's RSS (default gpu)")
     g.add_argument("--interval", default=None,

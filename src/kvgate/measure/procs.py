@@ -215,3 +215,23 @@ def stop_leftovers(procs: list[dict[str, Any]], pgid: int, grace_s: float = 5.0)
     _, alive = psutil.wait_procs(alive, timeout=1.0)
     time.sleep(0)  # let the kernel reap
     return [h.pid for h in alive]
+
+
+def note_leftovers(measurements: list[Any], left: list[dict[str, Any]], still: list[int] | None) -> str:
+    """Record ``left`` in each measurement's ``extra`` (``leftover_processes``,
+    ``leftovers_stopped``) and return the note saying which processes CMD left running
+    and whether they were stopped (``still``: ``None`` = not asked to, else the pids
+    that survived :func:`stop_leftovers`)."""
+    names = ", ".join(f"pid {p['pid']} ({p.get('name') or '?'}, {p['how']})" for p in left[:5])
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    if still is None:
+        what = ("still running after it exited; memory they hold now is not in this measurement "
+                "(--kill-leftovers stops them)")
+    elif still:
+        what = f"stopped with SIGTERM/SIGKILL, but {len(still)} still run: {', '.join(map(str, still))}"
+    else:
+        what = "stopped (--kill-leftovers: SIGTERM, then SIGKILL after the grace period)"
+    for m in measurements:
+        m.extra["leftover_processes"] = [dict(p) for p in left]
+        m.extra["leftovers_stopped"] = still is not None and not still
+    return f"the workload left {len(left)} process(es): {names}{more}; {what}"

@@ -306,26 +306,9 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
     outcome = _outcome(cmd, probe, sampler, proc.returncode, stopped, start_iso, end_iso,
                        gpu_procs if procs_available else None, nvml_pids_seen)
     if left:
-        _note_leftovers(outcome, left, still)
+        outcome.notes.append(procs.note_leftovers(outcome.measurements, left, still))
+        outcome.document["domains"] = [m.to_dict() for m in outcome.measurements]
     return outcome
-
-
-def _note_leftovers(o: RunOutcome, left: list[dict[str, Any]], still: list[int] | None) -> None:
-    """Say which processes CMD left running (and whether they were stopped)."""
-    names = ", ".join(f"pid {p['pid']} ({p.get('name') or '?'}, {p['how']})" for p in left[:5])
-    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
-    if still is None:
-        what = ("still running after it exited; memory they hold now is not in this measurement "
-                "(--kill-leftovers stops them)")
-    elif still:
-        what = f"stopped with SIGTERM/SIGKILL, but {len(still)} still run: {', '.join(map(str, still))}"
-    else:
-        what = "stopped (--kill-leftovers: SIGTERM, then SIGKILL after the grace period)"
-    o.notes.append(f"the workload left {len(left)} process(es): {names}{more}; {what}")
-    for m in o.measurements:
-        m.extra["leftover_processes"] = [dict(p) for p in left]
-        m.extra["leftovers_stopped"] = still is not None and not still
-    o.document["domains"] = [m.to_dict() for m in o.measurements]
 
 
 def _group_kwargs(stdout_to_stderr: bool = False) -> dict[str, Any]:
@@ -430,7 +413,7 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
         processes = None
         if probe.host is not None:
             tree = sampler.channels[1]
-            extra.update(_host_extra(probe.host, sampler, tree))
+            extra.update(hostmod.run_extra(probe.host, sampler, tree))
             processes = probe.host.processes() or None
         elif gpu_procs is not None:
             mine = [dict(v) for (d, _), v in sorted(gpu_procs.items(), key=lambda kv: kv[0][1]) if d == b.domain]
@@ -443,7 +426,7 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
             extra["processes_note"] = "NVML cannot list processes here: per-process memory not available"
         peak, peak_t = min(peak, total), _round(sampler.rel(ch.peak_t))
         if probe.host is not None:
-            peak, peak_t = _host_peak(probe.host, extra, ch, peak, peak_t, total, notes)
+            peak, peak_t = hostmod.gate_peak(probe.host, extra, ch, peak, peak_t, total, notes)
         measurements.append(Measurement(
             total_bytes=total, peak_used_bytes=peak, idle_used_bytes=ch.idle_value(),
             basis=b, peak_time_s=peak_t, reserved_bytes=probe.reserved[i],
@@ -454,45 +437,7 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
                       signal.Signals(stopped).name if stopped is not None else None, error, notes)
 
 
-def _host_peak(h: hostmod.HostProbe, extra: dict[str, Any], ch: Any, system_peak: int, system_t: float | None,
-               total: int, notes: list[str]) -> tuple[int, float | None]:
-    """The host peak to gate on (:func:`kvgate.measure.host.best_host_peak`), its time,
-    and the rule and warnings recorded in ``extra`` / ``notes``."""
-    tree = [v for v in (extra.get("tree_rss_peak_bytes"), extra.get("vmhwm_max_bytes")) if v is not None]
-    tree_peak = max(tree) if tree else None
-    idle = ch.idle_value()
-    peak, rule, warns = hostmod.best_host_peak(
-        system_peak=system_peak, idle=idle, tree_peak=tree_peak, cgroup_peak=extra.get("cgroup_peak_bytes"),
-        cgroup_kind=extra.get("cgroup"), limited=h.limited, total=total)
-    extra.update({"peak_rule": rule, "system_peak_bytes": system_peak, "system_peak_time_s": system_t,
-                  "tree_peak_bytes": tree_peak})
-    if warns:
-        extra.setdefault("warnings", []).extend(warns)
-        notes.extend(warns)
-    notes.append(f"host peak P = {rule}: {peak:,} B (system figure {system_peak:,} B)")
-    if rule.startswith("idle"):
-        return peak, extra.get("tree_rss_peak_time_s")
-    return peak, system_t if rule.startswith(("system", "cgroup working")) else None
-
-
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-def _host_extra(h: hostmod.HostProbe, sampler: Sampler, tree: Any) -> dict[str, Any]:
-    # The tree channel reads 0 until CMD's RSS is first read (before attach, or when CMD
-    # exited between samples): with no RSS ever read, the peak is unknown, not 0.
-    sampled = bool(h.rss_peak)
-    return {
-        "used_rule": ("cgroup working set: memory.current - inactive_file" if h.limited
-                      else "MemTotal - MemAvailable (/proc/meminfo)"),
-        "total_rule": f"{h.cgroup.kind} cgroup memory limit (below MemTotal)" if h.limited else "MemTotal",
-        "tree_rss_peak_bytes": tree.peak if sampled else None,
-        "tree_rss_peak_time_s": _round(sampler.rel(tree.peak_t)) if sampled else None,
-        "tree_rss_timeline": ({"t_s": sampler.timeline(1)["t_s"], "rss_bytes": sampler.timeline(1)["used_bytes"]}
-                              if sampled else None),
-        "vmhwm_max_bytes": max(h.vmhwm.values()) if h.vmhwm else None,
-        "cgroup": h.cgroup.kind,
-        "cgroup_peak_bytes": h.cgroup.peak(),
-        "cgroup_peak_note": "the whole cgroup's peak since it was created, not only CMD's",
-    }

@@ -3,7 +3,9 @@
 ``nvidia-smi --query-gpu=...`` logs every GPU by default and ``kvgate measure --gpu all``
 samples every GPU, so a measurement often holds several domains (``gpu:0`` … ``gpu:7``).
 The GPU that runs out first decides whether a target fits, so by default the domain with
-the least headroom H = T − P gates (ties: the first in file order). Every domain's
+the least headroom H = T − P gates (ties: the first in file order). When NVML's
+per-process listing (``kvgate measure``) saw the command on some GPUs only, the choice is
+among those: another user's job on a GPU the command never touched does not gate it. Every domain's
 figures are kept for display (:meth:`Selection.notes`), so the choice is never silent.
 
 Under tensor parallelism (``--tp N``) every rank holds its share of the KV: all ranks are
@@ -15,10 +17,11 @@ All figures are ``int`` bytes (:class:`~kvgate.measure.measurement.Measurement`)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from kvgate.measure.measurement import Measurement, MeasurementError, SCHEMA
+from kvgate.measure.measurement import SCHEMA, Measurement, MeasurementError
 from kvgate.units import fmt_mib, fmt_pct
 
 
@@ -29,7 +32,8 @@ class Selection:
     Attributes:
         measurement: the chosen domain (it gates).
         measurements: every domain, in file order.
-        rule: ``"only domain"``, ``"--domain"`` or ``"least headroom"``.
+        rule: ``"only domain"``, ``"--domain"`` or ``"least headroom"`` (among the GPUs
+            the command used, when that is known).
         tp: the tensor-parallel size the choice was made for (``None``: not given).
         warnings: e.g. fewer GPU domains than ``--tp`` ranks.
     """
@@ -100,7 +104,14 @@ def select_domain(measurements: Sequence[Measurement], *, domain: str | None = N
                                hint="leave --domain out to gate on the domain with the least headroom")
     if len(ms) == 1:
         return Selection(ms[0], ms, "only domain", tp, warnings)
-    chosen = min(ms, key=lambda x: x.headroom_bytes)  # min keeps the first of equals
+    pool = ms
+    used = [m for m in gpus if m.processes]  # NVML saw the command's processes there (kvgate measure)
+    if used and len(used) < len(gpus):
+        pool = used
+        idle = [m.domain for m in gpus if not m.processes]
+        warnings.append(f"{', '.join(idle)}: no process of the command seen there (NVML per-process listing); "
+                        "shown, not gating")
+    chosen = min(pool, key=lambda x: x.headroom_bytes)  # min keeps the first of equals
     return Selection(chosen, ms, "least headroom", tp, warnings)
 
 
