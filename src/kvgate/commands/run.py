@@ -29,10 +29,26 @@ give a fitted marginal bytes per sequence (KV plus per-sequence activations), sh
 beside the KV-only slot bytes S, and the target is projected both ways. The gate uses
 the run at --slots-measured if it is one of the levels, else the largest level.
 
-If a run fails (non-zero exit, a signal) or is interrupted, its measurement is saved
-marked so, later levels are not run, and the record says no-verdict with the exit code:
-never a verdict from partial data. Exit status: 0, 3 for no-verdict, 128 + signal when
-kvgate itself was stopped.
+With three or more levels the output shows the fit's residuals, the marginal per
+sequence between levels and the projected interval at --slots (lowest to highest
+marginal seen); the conservative end is compared with the gate limit, and when it fits
+on the card the advice names the --concurrency list that measures the target itself.
+A fit whose marginal per sequence is below the KV slot bytes S (a negative per-sequence
+overhead: the figure does not see each sequence's KV) is refused: exit 2, no verdict,
+the measurements kept. On the host each level is fitted on its process-tree peak.
+
+Every GPU is measured by default (--gpu all) and shown; the one with the least headroom
+among those the workload used gates (under --tp N all ranks are shown, the worst gates).
+
+If a run fails (non-zero exit, a signal) or is interrupted (Ctrl-C, SIGTERM, SIGHUP), its
+measurement is saved marked so, later levels are not run, and the record says no-verdict
+with the exit code: never a verdict from partial data. If kvgate is killed outright the
+workload is killed too. Every output place is probed before the first level runs; a
+measurement that cannot be written at the end goes to $XDG_STATE_HOME/kvgate/ (or
+<tmp>/kvgate-<uid>/) with a WARNING saying where. With --json the workload's standard
+output goes to kvgate's standard error: standard output is one JSON document.
+Exit status: 0, 2 for an error, 3 for no-verdict, 128 + signal when kvgate itself was
+stopped.
 """
 
 
@@ -42,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--concurrency", default=None,
                    help="comma list of concurrency levels, e.g. 2,4; {n} in CMD is replaced by each")
     r.add_argument("--measurement-out", default=None,
-                   help="measurement JSON (default kvgate-run-<UTC time>.json; -n<level> added per level)")
+                   help="measurement JSON (default kvgate-run-<UTC time>.<µs>-p<pid>.json; -n<level> added per level)")
     r.add_argument("--plot", default=None, help="PNG of the gated run with the projected peaks at --slots")
     add_measure_arguments(p, with_out=False)
 
