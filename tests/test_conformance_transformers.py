@@ -39,8 +39,12 @@ BATCH = 2
 
 # name -> (what kvgate does, a string its note or error must contain)
 # "refused": kvgate raises an error containing the string; "remote code": transformers
-# 5.24 has no class, kvgate reads the raw JSON and its note names the model type.
+# 5.24 has no class, kvgate reads the raw JSON and its note names the model type;
+# "flat": transformers' composite class ignores the flat file's layer fields (its own
+# StaticCache then fails: "Could not find a sliding_window"), kvgate reads them into the
+# text class and says so.
 NOT_COMPARED: dict[str, tuple[str, str]] = {
+    "step-3.7-flash": ("flat", "the config is flat"),
     "deepseek-v4-flash": ("refused", "compressed_sparse_attention"),
     "llama-3.3-nemotron-super-49b-v1": ("refused", "unknown model_type 'nemotron-nas'"),
     "mimo-7b-base": ("refused", "unknown model_type 'mimo'"),
@@ -164,7 +168,9 @@ def test_not_compared_configs_say_why(name: str) -> None:
         assert needle in e.value.message
     else:
         spec = load_model(path)
-        assert any(needle in n and "not in transformers" in n for n in spec.notes), spec.notes
+        assert any(needle in n for n in spec.notes), spec.notes
+        if what == "remote code":
+            assert any("not in transformers" in n for n in spec.notes)
 
 
 def test_config_count() -> None:

@@ -375,10 +375,10 @@ def test_unknown_model_type_is_named_not_guessed():
 
 def test_unknown_and_refused_layer_types():
     c = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-         "layer_types": ["full_attention", "hybrid"]}
+         "layer_types": ["full_attention", "hybrid_sliding"]}
     with pytest.raises(ConfigError) as e:
         spec_from_config(c, name="x", source="t")
-    assert "'hybrid'" in e.value.message
+    assert "'hybrid_sliding'" in e.value.message
     with pytest.raises(ConfigError) as e:
         load_model(DATA / "deepseek-v4-flash.json")
     assert "compressed_sparse_attention" in e.value.message
@@ -414,3 +414,18 @@ def test_config_with_infinity_loads():
     """Mamba-2 configs publish ``time_step_limit: [0.0, Infinity]``; transformers reads it."""
     m = load_model(DATA / "mamba-codestral-7b.json")
     assert m.kinds() == {"linear": 64}
+
+
+def test_falcon_h1_hybrid_layer_holds_kv_and_mamba2_state():
+    """Falcon-H1 ``hybrid`` layers: K, V (2 KV heads × 64) and a Mamba-2 state in the same
+    layer: conv [B, 1536 + 2·1·128 = 1792, 4] bf16 and recurrent [B, 24, 64, 128] fp32
+    (modeling_falcon_h1.py FalconH1Mixer: conv_dim = intermediate + 2·groups·d_state)."""
+    m = load_model(DATA / "falcon-h1-0.5b-reconstructed.json")
+    l0 = m.layers[0]
+    assert (l0.kind, l0.num_kv_heads, l0.head_dim, l0.conv_dim, l0.conv_kernel) == ("full", 2, 64, 1792, 4)
+    g = KVGeometry(m, "bf16")
+    assert g.layer_bytes(0, 1000) == 2 * 2 * 64 * 2 * 1000 + 1792 * 4 * 2 + 24 * 64 * 128 * 4
+    with pytest.raises(ConfigError) as e:
+        spec_from_config({"model_type": "zamba2", "num_hidden_layers": 2, "hidden_size": 64,
+                          "num_attention_heads": 4, "layers_block_type": ["mamba", "hybrid"]}, name="z", source="t")
+    assert "zamba2" in e.value.message

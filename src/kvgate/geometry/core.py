@@ -63,7 +63,7 @@ def _state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
     The state is split over ``state_heads`` across TP ranks (vLLM shards Mamba heads);
     with ``state_heads == 1`` it is replicated on every rank.
     """
-    if layer.kind != "linear" or not layer.state_values:
+    if not layer.state_values:
         return 0
     values = layer.state_values
     if layer.state_heads > 1 and g.tp > 1:
@@ -72,7 +72,8 @@ def _state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
 
 
 def _layout_state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
-    if layer.kind != "linear":
+    # linear layers, and attention layers that also hold a recurrent state (Falcon-H1)
+    if layer.kind != "linear" and not (layer.conv_dim or layer.ssm_values or layer.state_values):
         return 0
     b = g.layout.state_bytes(g, layer)
     return _state_bytes(g, layer) if b is None else b

@@ -23,8 +23,10 @@ caller reads the raw JSON (with a note saying so).
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from kvgate.model.spec import ConfigError
 
@@ -131,6 +133,28 @@ def layer_types_of(text: Any) -> list[str]:
     return ["dummy" if t in ("moe", "mlp") else t for t in types]
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' config classes log and warn about fields they rename or ignore;
+    kvgate's output stays its own (what matters is in ``ModelSpec.notes``)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _flat(raw: dict[str, Any]) -> bool:
+    """The file sets its layer count at the top level and nests no text config."""
+    return raw.get("num_hidden_layers") is not None and not any(
+        isinstance(raw.get(k), dict) for k in ("text_config", "llm_config", "language_config"))
+
+
 def _given_text_fields(raw: dict[str, Any]) -> set[str]:
     """Keys the file itself sets, at the top level or in a nested text config."""
     keys = set(raw)
@@ -160,9 +184,17 @@ def resolve(raw: dict[str, Any]) -> Resolved:
     if not isinstance(model_type, str) or mapping is None or model_type not in mapping:
         return Resolved(config=raw)
     cls = mapping[model_type]
+    notes: list[str] = []
     try:
-        obj = cls.from_dict(dict(raw))
-        text = obj.get_text_config(decoder=True)
+        with _quiet():
+            obj = cls.from_dict(dict(raw))
+            text = obj.get_text_config(decoder=True)
+            if text is not obj and _flat(raw):
+                # A composite class (Step3p7Config nests a text config) given a flat file
+                # (the remote-code layout): the file's layer fields are the text model's.
+                text = type(text).from_dict({k: v for k, v in raw.items() if k != "model_type"})
+                notes.append(f"the config is flat but transformers' {cls.__name__} nests its text config: "
+                             f"the top-level fields were read as {type(text).__name__}")
         n = text.num_hidden_layers
     except ConfigError:
         raise
@@ -189,10 +221,10 @@ def resolve(raw: dict[str, Any]) -> Resolved:
     if per_layer is not None:
         for d in per_layer:
             d["model_type"] = cfg["model_type"]
-    notes = []
     given = _given_text_fields(raw)
+    unused = {"head_dim"} if cfg.get("kv_lora_rank") is not None else set()  # MLA sizes by its latent
     filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS
-              if k not in given and not _aliased(text, k, given) and cfg.get(k) is not None]
+              if k not in given and k not in unused and not _aliased(text, k, given) and cfg.get(k) is not None]
     if "layer_types" not in given and "layers_block_type" not in given and len(set(types)) > 1:
         counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
         filled.append(f"layer_types ({counts})")

@@ -19,14 +19,16 @@ transformers type              kvgate layer           cache tensors (``StaticCac
                                                       state (fp32 for the gated delta net)
 ``conv``                       ``linear`` (mixer      LFM2 ``Lfm2ShortConv``: conv ``[B, hidden,
                                ``conv``)              conv_L_cache]``, no recurrent state
+``hybrid`` (Falcon-H1)         ``full`` with a        K, V as full, plus the Mamba-2 conv and
+                               recurrent state        recurrent state of the same layer
 ``dummy`` (KV sharing          ``shared``             none
 ``reuse``, ``moe``, ``mlp``)
 =============================  =====================  ================================================
 
 Refused, with an error naming the type: DeepSeek-V4's ``compressed_sparse_attention`` /
 ``heavily_compressed_attention`` (its compressor state and compressed positions are sized
-from compression ratios at run time), ``hybrid`` / ``hybrid_sliding`` (one layer holding
-attention KV and a recurrent state: Falcon-H1, Zamba, Zaya), ``minimax_m3_sparse``,
+from compression ratios at run time), ``hybrid`` layers other than Falcon-H1's (Zamba,
+Zamba2, Zaya: not checked against transformers yet), ``hybrid_sliding``, ``minimax_m3_sparse``,
 ``reference_sliding_attention``, and any type kvgate does not know.
 """
 
@@ -47,14 +49,17 @@ _REFUSED = {
     "compressed_sparse_attention": "DeepSeek-V4 compressed sparse attention (compressor state and compressed "
                                    "positions sized from compression ratios at run time)",
     "heavily_compressed_attention": "DeepSeek-V4 heavily compressed attention (compressor state sized at run time)",
-    "hybrid": "a layer holding both attention KV and a recurrent state (Falcon-H1, Zamba, Zaya)",
     "hybrid_sliding": "a layer holding both sliding attention KV and a recurrent state (Zaya)",
     "minimax_m3_sparse": "MiniMax-M3 lightning-index sparse attention",
     "reference_sliding_attention": "UnlimitedOCR reference sliding attention (prefill kept in full)",
 }
 
 KNOWN_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "indexed_attention",
-               "linear_attention", "conv", "dummy")
+               "linear_attention", "conv", "hybrid", "dummy")
+
+# Model types whose ``hybrid`` layers (attention KV and a Mamba-2 state in one layer) are
+# sized here and checked against transformers (tests/test_conformance_transformers.py).
+HYBRID_MODEL_TYPES = ("falcon_h1",)
 
 
 def _mla(cfg: dict[str, Any], index_dim: int = 0) -> LayerSpec:
@@ -121,6 +126,14 @@ def layers_from_types(cfg: dict[str, Any], types: list[str], notes: list[str],
             spec = linear_state(cfg)
         elif t == "conv":
             spec = _conv_only(cfg)
+        elif t == "hybrid":
+            if cfg.get("model_type") not in HYBRID_MODEL_TYPES:
+                raise ConfigError(f"hybrid layers of {cfg.get('model_type')!r} (attention KV and a recurrent state "
+                                  f"in one layer) are not sized by kvgate (known: {', '.join(HYBRID_MODEL_TYPES)})")
+            st = linear_state(cfg)
+            spec = replace(_attention(cfg, "full"), conv_dim=st.conv_dim, conv_kernel=st.conv_kernel,
+                           ssm_values=st.ssm_values, state_values=st.state_values, state_heads=st.state_heads,
+                           mixer=st.mixer)
         else:  # dummy
             spec = LayerSpec(kind="shared")
         return spec
