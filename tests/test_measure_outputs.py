@@ -120,3 +120,20 @@ def test_json_is_one_document_whatever_the_workload_prints(tmp_path):
     doc = json.loads(p.stdout)
     assert doc["schema"] == "kvgate.measurement/1" and doc["measurement_path"] == str(tmp_path / "m.json")
     assert "hello from the workload\n" in p.stderr  # the workload's stdout went to stderr
+
+
+def test_save_record_falls_back_and_writes_both_files(tmp_path, monkeypatch, capsys):
+    from kvgate.measure.fallback import save_record
+
+    assert main(["gate", "--model", "qwen3-30b-a3b", "--max-seq", "8192", "--slots-measured", "4", "--slots", "8",
+                 "--total", "32607MiB", "--idle", "936MiB", "--peak", "19625MiB", "--no-record", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    rec.pop("record_path", None)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    s = save_record(rec, str(blocker / "records"))
+    p = Path(s.path)
+    assert p.parent == tmp_path / "state" / "kvgate" and p.suffix == ".json"
+    assert json.loads(p.read_text())["verdicts"] == rec["verdicts"] and p.with_suffix(".md").exists()
+    assert "decision record was saved to" in s.warning
