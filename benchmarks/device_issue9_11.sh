@@ -20,11 +20,11 @@ NGPU=$(nvidia-smi -L | wc -l)
 log "start, $NGPU GPU(s), $(nproc) cores"
 
 if has cost; then
-  timeout 90 $PY benchmarks/sampler_cost.py --out $R/sampler_cost.json --intervals 1,2 --seconds 3 >> $R/log.txt 2>&1
+  timeout 90 $PY benchmarks/sampler_cost.py --out $R/sampler_cost.json --intervals ${COST_IV:-1,2} --seconds 3 >> $R/log.txt 2>&1
   pack "sampler_cost rc=$?"
 fi
 if has spike; then
-  timeout 120 $PY benchmarks/spike_capture.py --out $R/spike_capture.json --intervals 0.5,1,2 --smi-log $R/spikes_smi.csv >> $R/log.txt 2>&1
+  timeout 120 $PY benchmarks/spike_capture.py --out $R/spike_capture.json --intervals ${SPIKE_IV:-0.5,1,2} --reps ${SPIKE_REPS:-12} --smi-log $R/spikes_smi.csv >> $R/log.txt 2>&1
   pack "spike_capture rc=$?"
 fi
 if has wall; then

@@ -92,6 +92,47 @@ def c_sleep_cost(interval_s: float, seconds: float) -> dict | None:
     return out
 
 
+def host_costs(seconds: float) -> list[dict]:
+    """The host sampler's thread CPU at its 10 ms default, attached to a small process tree
+    (a shell with three sleeping children): as before issue 9 (full /proc/meminfo parse and
+    every member's /proc/PID/status each sample, tree re-listed every 0.1 s) and now."""
+    import subprocess
+
+    from kvgate.measure import host as hostmod
+
+    child = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sleep 60 & wait"])
+    out = []
+    try:
+        time.sleep(0.2)
+        for name in ("host, before (every sample: meminfo parse + tree status)", "host, now (tree every 0.1 s)"):
+            if "before" in name:
+                h = hostmod.HostProbe(refresh_s=0.1, tree_every_s=0.0)
+
+                def old_used() -> int:
+                    m = hostmod.read_meminfo()
+                    return m["MemTotal"] - m.get("MemAvailable", m.get("MemFree", 0))
+
+                h.used = old_used  # the per-sample system figure as it was
+                saved = hostmod.descendants
+                hostmod.descendants = hostmod._descendants_psutil  # the tree listing as it was
+            else:
+                h = hostmod.HostProbe()
+            h.attach(child.pid)
+            try:
+                r = thread_cost(h.read, 0.01, seconds)
+            finally:
+                if "before" in name:
+                    hostmod.descendants = saved
+            r["variant"] = name
+            r["tree_pids"] = len(h._pids)
+            out.append(r)
+    finally:
+        child.kill()
+        subprocess.run(["pkill", "-P", str(child.pid)], check=False)
+        child.wait()
+    return out
+
+
 def pynvml_reader(mod, handles):
     """The reader as it was before issue 9: pynvml's own call per GPU per sample."""
     query, args = mod.nvmlDeviceGetMemoryInfo, (mod.nvmlMemory_v2,)
@@ -159,12 +200,19 @@ def probe(out: str, seconds: float, gpu: int, slow_s: float = 0.005) -> int:
     return 0
 
 
+def _print_host(rows: list[dict]) -> None:
+    for t in rows:
+        print(f"{t['variant']:<58} 10 ms: {t['cpu_share_of_one_core'] * 100:.2f}% of one core, "
+              f"{t['cpu_s'] / max(1, t['samples']) * 1e6:.1f} µs/sample ({t['tree_pids']} processes in the tree)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="kvgate sampler cost")
     ap.add_argument("--out")
     ap.add_argument("--seconds", type=float, default=3.0, help="per interval (default 3)")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--intervals", default=None, help="comma list of intervals in ms (default 0.25,0.5,1,2,10,500)")
+    ap.add_argument("--host-only", action="store_true", help="only the host sampler's cost (no GPU needed)")
     ap.add_argument("--probe-out", default=None, help="run the bare NVML probe instead, writing here")
     ap.add_argument("--probe-seconds", type=float, default=30.0)
     a = ap.parse_args(argv)
@@ -173,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     if not a.out:
         ap.error("--out is required")
     sys.setswitchinterval(0.0005)  # as kvgate measure does
+    if a.host_only:
+        res = {"host": host_costs(max(a.seconds, 3.0))}
+        with open(a.out, "w") as fh:
+            json.dump(res, fh, indent=2)
+        _print_host(res["host"])
+        return 0
     nv = session()
     h = nv.handle(a.gpu)
     mod = nv._init()
@@ -198,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     res["fixed_reader_threads"] = [thread_cost(lambda: fixed, i, a.seconds) for i in (0.001, 0.002)]
     res["sleep_only"] = [sleep_cost(i, a.seconds) for i in (0.001, 0.002)]
     res["c_sleep_only"] = [c_sleep_cost(i, a.seconds) for i in (0.001, 0.002)]
+    res["host"] = host_costs(max(a.seconds, 3.0))
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=2)
     print(f"{info.name}, driver {res['driver_version']}: one NVML memory query v2 "
@@ -216,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{t['interval_s'] * 1e3:g} ms, per sample: fixed-int reader, Python loop "
               f"{t['cpu_s'] / max(1, t['samples']) * 1e6:.1f} µs CPU; bare time.sleep loop {z['cpu_us_per_wake']:.1f} µs; "
               f"bare C clock_nanosleep loop {c['cpu_us_per_wake'] if c else float('nan'):.1f} µs")
+    _print_host(res["host"])
     d = [t for t in res["threads"] if t["interval_s"] == DEFAULT_INTERVAL_S]
     if d:
         share = d[0]["cpu_share_of_one_core"]

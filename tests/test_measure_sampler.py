@@ -189,3 +189,104 @@ def test_gaps_top_five_with_times_values_and_long_count():
     assert row["gap_s"] == 0.105 and row["used_before_bytes"] == 22 * 2**20 and row["used_after_bytes"] == 23 * 2**20
     assert row["at_s"] == round(times[19] - s.start_t, 6)
     assert s.gap_summary(1)["largest"][0]["used_before_bytes"] == 7
+
+
+# --- the native C loop (kvgate.measure.native), driven by a ctypes stand-in for NVML -----
+
+import ctypes  # noqa: E402
+
+import pytest  # noqa: E402
+
+from kvgate.measure import native  # noqa: E402
+
+
+class _Mem2(ctypes.Structure):  # nvmlMemory_v2_t, as in nvidia-ml-py's c_nvmlMemory_v2_t
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def _native_or_skip():
+    lib = native.load()
+    if lib is None:
+        pytest.skip(f"no native sampler here: {native.build_error}")
+    return lib
+
+
+def test_native_loop_counts_every_sample_keeps_exact_peak_idle_and_the_long_gap():
+    _native_or_skip()
+    total = 1000 * 2**20
+    calls = {"n": 0}
+    seen: list[tuple[int, int]] = []  # (call number, used) as the fake NVML returned them
+    started = {"call": None}
+
+    def mem(dev, m):  # 1 MiB per device index; a 300 MiB spike for calls 201..204; a 40 ms stall at 300
+        calls["n"] += 1
+        n = calls["n"]
+        if n == 300:
+            time.sleep(0.04)
+        used = (dev or 0) * 2**20 + (300 * 2**20 if 200 < n < 205 else 0)
+        m.contents.total, m.contents.free = total, total - used
+        seen.append((n, used))
+        return 0
+
+    cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Mem2))(mem)
+
+    def reader():  # the Python path (the final sample in stop())
+        return [3 * 2**20]
+
+    reader.native_spec = native.NativeSpec(ctypes.cast(cb, ctypes.c_void_p).value, True, 0x02000028, [3])
+    s = Sampler(reader, 1, interval_s=0.001)
+    s.log = []
+    s.start()
+    time.sleep(0.08)
+    s.mark_start()
+    started["call"] = calls["n"]
+    time.sleep(0.5)
+    s.stop()
+    assert s.mode == "native"
+    ch = s.channels[0]
+    # every sample the C loop took is counted once, plus the final Python sample
+    assert s.samples == calls["n"] + 1 == ch.run_samples + len(ch.idle)
+    assert ch.peak == 303 * 2**20  # the 4-sample spike, exactly
+    assert ch.idle_value() == 3 * 2**20
+    assert s.max_gap_s >= 0.04 and s.long_gaps >= 1  # the 40 ms stall is seen
+    assert 303 * 2**20 in s.timeline(0)["used_bytes"]
+    # the C loop pushes far fewer entries than samples once running (unchanged values)
+    assert len(s.log) < s.samples / 2
+
+
+def test_native_loop_stops_on_an_nvml_error_and_raises_through_the_python_reader():
+    _native_or_skip()
+    calls = {"n": 0}
+
+    def mem(dev, m):
+        calls["n"] += 1
+        m.contents.total, m.contents.free = 100, 90
+        return 15 if calls["n"] > 20 else 0  # NVML_ERROR_GPU_IS_LOST after 20 samples
+
+    cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Mem2))(mem)
+
+    class Lost(Exception):
+        pass
+
+    def reader():
+        raise Lost("GPU is lost")
+
+    reader.native_spec = native.NativeSpec(ctypes.cast(cb, ctypes.c_void_p).value, True, 0x02000028, [0])
+    s = Sampler(reader, 1, interval_s=0.001)
+    s.start()
+    s.mark_start()
+    deadline = time.monotonic() + 2
+    while s.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    assert isinstance(s.error, Lost)
+    assert calls["n"] == 21  # the loop stopped at the first failing query
+    assert s.channels[0].peak == 10
+
+
+def test_no_native_loop_for_a_fake_clock_or_a_reader_without_spec():
+    s = Sampler(lambda: [1], 1, interval_s=0.001)
+    s.start()
+    s.stop()
+    assert s.mode == "python" and s.samples >= 1

@@ -5,7 +5,10 @@ Python sampling thread costs ~47–58 µs of CPU per sample (5–6% of one core)
 bare ``time.sleep`` wake-up, ~10 µs kvgate's bookkeeping and ~25–30 µs the NVML query
 through pynvml when the thread wakes cold. A C thread that only wakes, queries and stores
 the sample in a ring buffer, drained by the Python thread every :data:`DRAIN_S`, keeps the
-wake-up + query and moves the bookkeeping to one Python wake-up per 20 samples.
+wake-up + query; the C loop pushes only what the Python bookkeeping needs (every idle
+sample, every change of value, every gap above the sampler's current gap floor; the
+samples in between only add to a count), so the Python thread wakes every
+:data:`DRAIN_S` and has almost nothing to do.
 
 What the C loop does, nothing more: every ``interval_ns`` (deadline-based, absolute
 ``clock_nanosleep`` on ``CLOCK_MONOTONIC``, the clock of Python's ``time.monotonic``), call
@@ -35,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DRAIN_S = 0.02  # the Python thread drains the ring this often
+DRAIN_S = 0.05  # the Python thread drains the ring this often
 RING = 1 << 16  # samples held between drains (65 s at 1 ms)
 MAX_CHANNELS = 16
 NATIVE_MAX_INTERVAL_S = 0.05  # above this the Python loop costs < 0.1% of a core anyway
@@ -56,11 +59,23 @@ typedef struct { unsigned long long total, free, used; } mem1_t;
 
 typedef struct {
   memfn_t fn; int v2; unsigned int version; int n; void *dev[MAXCH];
-  int64_t interval_ns; uint64_t cap; int64_t *ts; int64_t *vals;
+  int64_t interval_ns; uint64_t cap; int64_t *ts, *pts, *cnt, *vals;
   uint64_t head, tail, dropped; int stop, rc, running;
+  int64_t start_ns, floor_ns;  /* written by Python: the workload start, the gap floor */
   int64_t peak[MAXCH], peak_t[MAXCH];
   pthread_t th;
 } kv_loop;
+
+/* one ring entry: sample time, the time of the sample before it, how many samples it
+   stands for (itself and the unchanged ones not pushed before it), the values */
+static void push(kv_loop *p, int64_t t, int64_t pt, int64_t cnt, const int64_t *v) {
+  uint64_t h = p->head, tl = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
+  if (h - tl >= p->cap) { __atomic_add_fetch(&p->dropped, 1, __ATOMIC_RELAXED); return; }
+  uint64_t k = h & (p->cap - 1);
+  p->ts[k] = t; p->pts[k] = pt; p->cnt[k] = cnt;
+  memcpy(p->vals + k * p->n, v, sizeof(int64_t) * p->n);
+  __atomic_store_n(&p->head, h + 1, __ATOMIC_RELEASE);
+}
 
 static int64_t now_ns(void) {
   struct timespec s; clock_gettime(CLOCK_MONOTONIC, &s);
@@ -69,32 +84,44 @@ static int64_t now_ns(void) {
 
 static void *run(void *arg) {
   kv_loop *p = (kv_loop *)arg;
-  int64_t next = now_ns(), v[MAXCH];
+  int64_t next = now_ns(), v[MAXCH], last_v[MAXCH], last_t = 0, prev_last_t = 0, pending = 0;
+  int have_last = 0, last_pushed = 0;
   mem2_t m2; mem1_t m1;
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
     for (int i = 0; i < p->n; i++) {
       int rc;
       if (p->v2) { m2.version = p->version; rc = p->fn(p->dev[i], &m2); v[i] = (int64_t)(m2.total - m2.free); }
       else { rc = p->fn(p->dev[i], &m1); v[i] = (int64_t)(m1.total - m1.free); }
-      if (rc) { __atomic_store_n(&p->rc, rc, __ATOMIC_RELEASE); return NULL; }
+      if (rc) { __atomic_store_n(&p->rc, rc, __ATOMIC_RELEASE); goto out; }
     }
     int64_t t = now_ns();
     for (int i = 0; i < p->n; i++)
       if (v[i] > p->peak[i] || p->peak_t[i] == 0) { p->peak[i] = v[i]; p->peak_t[i] = t; }
-    uint64_t h = p->head, tl = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
-    if (h - tl < p->cap) {
-      uint64_t k = h & (p->cap - 1);
-      p->ts[k] = t;
-      memcpy(p->vals + k * p->n, v, sizeof(int64_t) * p->n);
-      __atomic_store_n(&p->head, h + 1, __ATOMIC_RELEASE);
-    } else {
-      __atomic_add_fetch(&p->dropped, 1, __ATOMIC_RELAXED);
+    /* Push what the Python side needs, skip the rest: every idle sample (the idle
+       median), the first after the start, every change of value (with the unchanged
+       sample before it, so steps stay steps), every gap above the floor; an unchanged
+       sample only adds to the next entry's count. */
+    pending++;
+    int64_t st = __atomic_load_n(&p->start_ns, __ATOMIC_ACQUIRE), fl = __atomic_load_n(&p->floor_ns, __ATOMIC_ACQUIRE);
+    int changed = !have_last || memcmp(v, last_v, sizeof(int64_t) * p->n) != 0;
+    int must = !have_last || st == 0 || t < st || last_t < st || changed || t - last_t > fl;
+    if (must) {
+      if (changed && have_last && !last_pushed && pending > 1) {
+        push(p, last_t, prev_last_t, pending - 1, last_v);
+        pending = 1;
+      }
+      push(p, t, have_last ? last_t : 0, pending, v);
+      pending = 0;
     }
+    last_pushed = must; prev_last_t = last_t; last_t = t; have_last = 1;
+    memcpy(last_v, v, sizeof(int64_t) * p->n);
     next += p->interval_ns;
     if (next <= t) { next = t; continue; }  /* fell behind: no burst to catch up */
     struct timespec d = { next / 1000000000LL, next % 1000000000LL };
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL) == EINTR) {}
   }
+out:
+  if (have_last && !last_pushed && pending > 0) push(p, last_t, prev_last_t, pending, last_v);
   return NULL;
 }
 
@@ -104,16 +131,21 @@ kv_loop *kv_create(void *fn, int v2, unsigned int version, int n, void **dev, in
   if (!p) return NULL;
   p->fn = (memfn_t)fn; p->v2 = v2; p->version = version; p->n = n; p->interval_ns = interval_ns; p->cap = cap;
   for (int i = 0; i < n; i++) p->dev[i] = dev[i];
-  p->ts = malloc(sizeof(int64_t) * cap); p->vals = malloc(sizeof(int64_t) * cap * n);
-  if (!p->ts || !p->vals) { free(p->ts); free(p->vals); free(p); return NULL; }
+  p->ts = malloc(sizeof(int64_t) * cap); p->pts = malloc(sizeof(int64_t) * cap);
+  p->cnt = malloc(sizeof(int64_t) * cap); p->vals = malloc(sizeof(int64_t) * cap * n);
+  if (!p->ts || !p->pts || !p->cnt || !p->vals) {
+    free(p->ts); free(p->pts); free(p->cnt); free(p->vals); free(p); return NULL;
+  }
   return p;
 }
 int kv_start(kv_loop *p) { int e = pthread_create(&p->th, NULL, run, p); if (!e) p->running = 1; return e; }
-uint64_t kv_drain(kv_loop *p, int64_t *ts, int64_t *vals, uint64_t max) {
+void kv_set_start(kv_loop *p, int64_t ns) { __atomic_store_n(&p->start_ns, ns, __ATOMIC_RELEASE); }
+void kv_set_floor(kv_loop *p, int64_t ns) { __atomic_store_n(&p->floor_ns, ns, __ATOMIC_RELEASE); }
+uint64_t kv_drain(kv_loop *p, int64_t *ts, int64_t *pts, int64_t *cnt, int64_t *vals, uint64_t max) {
   uint64_t tl = p->tail, h = __atomic_load_n(&p->head, __ATOMIC_ACQUIRE), k = 0;
   for (; tl + k < h && k < max; k++) {
     uint64_t j = (tl + k) & (p->cap - 1);
-    ts[k] = p->ts[j];
+    ts[k] = p->ts[j]; pts[k] = p->pts[j]; cnt[k] = p->cnt[j];
     memcpy(vals + k * p->n, p->vals + j * p->n, sizeof(int64_t) * p->n);
   }
   __atomic_store_n(&p->tail, tl + k, __ATOMIC_RELEASE);
@@ -131,7 +163,7 @@ int64_t kv_cpu_ns(kv_loop *p) {
   if (!p->running || pthread_getcpuclockid(p->th, &c) || clock_gettime(c, &s)) return -1;
   return (int64_t)s.tv_sec * 1000000000LL + s.tv_nsec;
 }
-void kv_free(kv_loop *p) { if (p) { kv_stop(p); free(p->ts); free(p->vals); free(p); } }
+void kv_free(kv_loop *p) { if (p) { kv_stop(p); free(p->ts); free(p->pts); free(p->cnt); free(p->vals); free(p); } }
 
 /* The wake-up alone, for the benchmark: CPU ns of a thread that only sleeps to deadlines. */
 int64_t kv_sleep_loop_cpu_ns(int64_t interval_ns, int64_t count) {
@@ -222,7 +254,9 @@ def _prototypes(lib: Any) -> None:
     lib.kv_create.argtypes = [c.c_void_p, c.c_int, c.c_uint, c.c_int, c.POINTER(c.c_void_p), c.c_int64, c.c_uint64]
     lib.kv_start.argtypes = [c.c_void_p]
     lib.kv_drain.restype = c.c_uint64
-    lib.kv_drain.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_uint64]
+    lib.kv_drain.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_uint64]
+    lib.kv_set_start.argtypes = [c.c_void_p, c.c_int64]
+    lib.kv_set_floor.argtypes = [c.c_void_p, c.c_int64]
     lib.kv_stop.argtypes = [c.c_void_p]
     lib.kv_rc.argtypes = [c.c_void_p]
     lib.kv_dropped.restype = c.c_uint64
@@ -267,28 +301,37 @@ class NativeLoop:
             raise OSError("kv_create failed")
         self._max = 4096
         self._ts = array("q", bytes(8 * self._max))
+        self._pts = array("q", bytes(8 * self._max))
+        self._cnt = array("q", bytes(8 * self._max))
         self._vals = array("q", bytes(8 * self._max * n))
         if lib.kv_start(self._p) != 0:
             lib.kv_free(self._p)
             self._p = None
             raise OSError("cannot start the native sampling thread")
 
-    def drain(self) -> tuple[list[float], list[list[int]]]:
-        ts_out: list[float] = []
-        vs_out: list[list[int]] = []
+    def drain(self) -> list[tuple[float, float | None, int, list[int]]]:
+        """The entries pushed since the last drain, oldest first: ``(t_s, prev_t_s or None,
+        count, values)``. ``count`` samples are represented (this one and the unchanged
+        ones before it that the loop did not push); ``prev_t_s`` is the time of the sample
+        taken right before this one."""
+        out: list[tuple[float, float | None, int, list[int]]] = []
         n = self.n
-        ts_addr, _ = self._ts.buffer_info()
-        vs_addr, _ = self._vals.buffer_info()
+        addr = [b.buffer_info()[0] for b in (self._ts, self._pts, self._cnt, self._vals)]
         while True:
-            k = self.lib.kv_drain(self._p, ts_addr, vs_addr, self._max)
-            ts, vs = self._ts, self._vals
-            ts_out.extend(ts[i] * 1e-9 for i in range(k))
-            if n == 1:
-                vs_out.extend([vs[i]] for i in range(k))
-            else:
-                vs_out.extend(vs[i * n:(i + 1) * n].tolist() for i in range(k))
+            k = self.lib.kv_drain(self._p, *addr, self._max)
+            ts, pts, cnt, vs = self._ts, self._pts, self._cnt, self._vals
+            for i in range(k):
+                out.append((ts[i] * 1e-9, pts[i] * 1e-9 if pts[i] else None, cnt[i], vs[i * n:(i + 1) * n].tolist()))
             if k < self._max:
-                return ts_out, vs_out
+                return out
+
+    def set_start(self, t_s: float) -> None:
+        """Tell the loop when the workload started (``time.monotonic`` seconds)."""
+        self.lib.kv_set_start(self._p, int(t_s * 1e9))
+
+    def set_floor(self, floor_s: float) -> None:
+        """Gaps longer than this are always pushed (the sampler's current gap floor)."""
+        self.lib.kv_set_floor(self._p, max(0, int(floor_s * 1e9)))
 
     def rc(self) -> int:
         """The NVML return code that stopped the loop, 0 while it runs."""

@@ -243,19 +243,24 @@ class Sampler:
         values = self.reader()
         self._ingest(self.clock(), values)
 
-    def _ingest(self, t: float, values: Sequence[int]) -> None:
-        """Account one sample taken at ``t`` (by the Python loop or drained from the C loop)."""
+    def _ingest(self, t: float, values: Sequence[int], count: int = 1, prev_t: float | None = None) -> None:
+        """Account one sample taken at ``t`` (by the Python loop or drained from the C loop).
+
+        From the C loop an entry may stand for ``count`` samples (this one and the
+        unchanged samples before it that the loop did not push: same values, no gap above
+        the floor), and ``prev_t`` is the time of the sample taken right before it.
+        """
         if self.log is not None:
             self.log.append((t, list(values)))
         start = self.start_t
-        prev = self._prev_t
+        prev = self._prev_t if prev_t is None else prev_t
         running = start is not None and t >= start
         if running:
             if prev is not None and prev >= start and t - prev > self._gap_floor:
                 self._note_gap(prev, t, values)
             for ch, v in zip(self.channels, values):
                 v = int(v)
-                ch.run_samples += 1
+                ch.run_samples += count
                 peak = ch.peak
                 if peak is None or v > peak:
                     ch.peak, ch.peak_t = v, t
@@ -266,7 +271,7 @@ class Sampler:
                 ch.add(t, int(v), False)
         self._prev_t = t
         self._prev_v = values
-        self.samples += 1
+        self.samples += count
 
     def _note_gap(self, t0: float, t1: float, values: Sequence[int]) -> None:
         """Off the hot path: a gap above the floor (the smallest kept or the long limit)."""
@@ -331,13 +336,12 @@ class Sampler:
                 stopping = self._stopping
                 if stopping:
                     nat.stop()  # no sample after this; this drain takes the rest
-                ts, vs = nat.drain()
-                for t, v in zip(ts, vs):
-                    self._ingest(t, v)
+                for t, pt, c, v in nat.drain():
+                    self._ingest(t, v, c, pt)
+                nat.set_floor(self._gap_floor)
                 if nat.rc():
-                    ts, vs = nat.drain()
-                    for t, v in zip(ts, vs):
-                        self._ingest(t, v)
+                    for t, pt, c, v in nat.drain():
+                        self._ingest(t, v, c, pt)
                     self.reader()  # the same query through the Python path raises it typed
                     raise RuntimeError(f"NVML memory query failed with code {nat.rc()}")
                 if stopping:
@@ -358,6 +362,8 @@ class Sampler:
     def mark_start(self) -> float:
         """Mark the workload start: later samples count toward peak and gaps."""
         self.start_t = self.clock()
+        if self.native is not None:
+            self.native.set_start(self.start_t)
         return self.start_t
 
     def stop(self) -> None:
