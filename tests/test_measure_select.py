@@ -112,3 +112,12 @@ def test_measure_defaults_to_every_gpu():
     p = argparse.ArgumentParser()
     add_measure_arguments(p)
     assert p.parse_args([]).gpu == "all"
+
+
+def test_import_smi_names_the_gpu_a_gate_would_use(data_dir, tmp_path, capsys):
+    p, *_ = _four_gpu_log(data_dir, tmp_path)
+    assert main(["import-smi", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "a gate on this log uses gpu:1, the domain with the least headroom" in out
+    assert main(["import-smi", str(p), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["least_headroom_domain"] == "gpu:1"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
-from kvgate.measure.smi_csv import load_smi_csv
 from kvgate.measure.measurement import Measurement
+from kvgate.measure.select import select_domain
+from kvgate.measure.smi_csv import load_smi_csv
 from kvgate.output import emit
 
 NAME = "import-smi"
@@ -54,14 +55,18 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from kvgate.measure.plot import plot_measurement
 
-        plot_path = plot_measurement(min(ms, key=lambda m: m.headroom_bytes), args.plot, force=args.force,
+        plot_path = plot_measurement(select_domain(ms).measurement, args.plot, force=args.force,
                                      title=f"kvgate import-smi: {args.log}"[:90])
     from kvgate.measure.report import render_measurement
 
     warnings = list(dict.fromkeys(w for m in ms for w in m.extra.get("warnings") or []))  # skipped lines: once
+    sel = select_domain(ms)
     text = "\n\n".join([render_measurement(m) for m in ms]
+                       + (["\n".join(sel.notes()).replace("gated on", "a gate on this log uses", 1)]
+                          if len(ms) > 1 else [])
                        + (["\n".join(f"WARNING: {w}" for w in warnings)] if warnings else [])
                        + ([f"measurement written to {path}"] if path else [])
                        + ([f"plot written to {plot_path}"] if plot_path else []))
-    emit(args, {**doc, "warnings": warnings, "measurement_path": path, "plot_path": plot_path}, text)
+    emit(args, {**doc, "warnings": warnings, "measurement_path": path, "plot_path": plot_path,
+                "least_headroom_domain": sel.domain}, text)
     return 0
