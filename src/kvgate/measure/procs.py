@@ -97,7 +97,8 @@ class Watchdog:
         self._send("done\n")
         if self.proc is not None:
             try:
-                self.proc.stdin.close()
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
             except OSError:
                 pass
             try:

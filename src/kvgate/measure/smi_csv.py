@@ -61,8 +61,8 @@ from datetime import datetime
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.measure.sampler import DEFAULT_TIMELINE_POINTS, Timeline
 from kvgate.measure.measurement import Basis, Measurement, measurement_file
+from kvgate.measure.sampler import DEFAULT_TIMELINE_POINTS, Timeline
 from kvgate.units import parse_bytes
 
 ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_index": "index"}
@@ -226,7 +226,7 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
         if len(row) != len(header):
             skipped.append((lineno, f"{len(row)} fields, the header has {len(header)}"))
             continue
-        get = lambda n: row[col[n]].strip() if n in col else None  # noqa: E731
+        get = lambda n, row=row: row[col[n]].strip() if n in col else None  # noqa: E731
         try:
             t = _time(get("timestamp"), at) if "timestamp" in col else None
             total, free = _cells(row, header, col, at, ("memory.total", "memory.free"))
