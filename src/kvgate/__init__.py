@@ -7,6 +7,8 @@ Library API (no torch anywhere in the core):
 - :mod:`kvgate.geometry`  KV formats x layer kinds -> bytes per token / slot
 - :mod:`kvgate.gate.verdict`      verdicts, candidates, flip boundaries (pure functions)
 - :mod:`kvgate.gate.record`    decision records (JSON + Markdown), atomic, recheck
+- :mod:`kvgate.options`   typed options (engine, gate, measure, replay), built once
+- :mod:`kvgate.session`   ``decide_from_options`` / ``GatePlan``: the API ``kvgate gate`` uses
 """
 
 from typing import Any

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_KV_FORMAT = "bf16"
 DEFAULT_MARGIN = Fraction(1, 10)
 DEFAULT_SENSITIVITY = Fraction(1, 10)
+DEFAULT_SLOTS_MEASURED = 1
 DEFAULT_PAGE_SIZE = 16  # the replay's page (vLLM's default --block-size)
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per live sequence (kvgate.replay.simulate)
 LLAMACPP_PAD = 256  # GGML_PAD(n_ctx, 256), src/llama-context.cpp
@@ -208,7 +209,7 @@ class GateOptions:
     """
 
     slots_target: int
-    slots_measured: int = 1
+    slots_measured: int = DEFAULT_SLOTS_MEASURED
     max_seq_measured: int | None = None
     margin: Fraction = DEFAULT_MARGIN
     sensitivity: Fraction = DEFAULT_SENSITIVITY

@@ -199,7 +199,7 @@ def replay_notes(replay: dict[str, Any], trace: str) -> list[str]:
     """Notes for the record: bound vs measured reclaim, ratio, warnings, attribution."""
     from kvgate.units import fmt_mib
 
-    bound, got = replay.get("bound_bytes"), replay.get("measured_reclaim_bytes")
+    bound, got = int(replay["bound_bytes"]), int(replay["measured_reclaim_bytes"])
     ratio = replay.get("ratio")
     notes = [
         f"paging reclaim measured by replaying {trace}: {fmt_mib(got)} "

@@ -20,7 +20,10 @@ from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,
     DEFAULT_KV_FORMAT,
+    DEFAULT_MARGIN,
     DEFAULT_PAGE_SIZE,
+    DEFAULT_SENSITIVITY,
+    DEFAULT_SLOTS_MEASURED,
     EngineOptions,
     GateOptions,
     MeasureOptions,
@@ -235,13 +238,18 @@ def _same_format(a: str, b: str) -> bool:
 
 # -- gate ------------------------------------------------------------------------------
 
+def _pct(x: Any) -> str:
+    """Fraction(1, 10) → ``10%`` (a flag's default, shown in --help and in labels)."""
+    return f"{float(x * 100):g}%"
+
+
 def add_gate_flags(p: argparse.ArgumentParser) -> None:
     """``--max-seq-measured --slots-measured --candidates --quant-to --margin
     --sensitivity --weights-*`` and the record's ``--out --no-record --force``."""
     p.add_argument("--max-seq-measured", type=positive_int, default=None,
                    help="max_seq L0 when the peak was measured (default: --max-seq)")
-    p.add_argument("--slots-measured", type=nonneg_int, default=None,
-                   help="slots n allocated at the measured peak (default 1)")
+    p.add_argument("--slots-measured", type=nonneg_int, default=DEFAULT_SLOTS_MEASURED,
+                   help=f"slots n allocated at the measured peak (default {DEFAULT_SLOTS_MEASURED})")
     from kvgate.gate.verdict import CANDIDATES
     from kvgate.gate.weights_policy import POLICIES
 
@@ -249,8 +257,8 @@ def add_gate_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--candidates", default=None,
                    help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
     g.add_argument("--quant-to", default=None, help="target KV format for kv-quant (default fp8)")
-    g.add_argument("--margin", default=None, help="safety margin as a share of total (default 10%%)")
-    g.add_argument("--sensitivity", default=None, help="flag when N·S / headroom exceeds this (default 10%%)")
+    g.add_argument("--margin", default=_pct(DEFAULT_MARGIN), help="safety margin as a share of total (default %(default)s)")
+    g.add_argument("--sensitivity", default=_pct(DEFAULT_SENSITIVITY), help="flag when N·S / headroom exceeds this (default %(default)s)")
     g.add_argument("--weights-policy", choices=POLICIES, default=None,
                    help="fixed (default): weights don't move with card size; half-free: the write-up engine's "
                         "wcache rule (half of free, cap 24 GiB, floor 256 MiB, VLLM_CUDA_WCACHE_MB)")

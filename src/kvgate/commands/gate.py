@@ -144,8 +144,11 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
 
 
 def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOptions) -> int:
-    """Write the record (unless ``--no-record``), print it. Returns the exit status
-    (0; 3 for no-verdict)."""
+    """Write the record (unless ``--no-record``), print it. Returns the exit status:
+    :data:`~kvgate.errors.EXIT_OK`, or :data:`~kvgate.errors.EXIT_NO_VERDICT` when the
+    measured workload failed."""
+    from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
+
     from kvgate.gate.record import write_record
     from kvgate.gate.render import render_text
 
@@ -156,12 +159,12 @@ def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOption
     payload = dict(rec)
     payload["record_path"] = path
     emit(args, payload, render_text(rec, record_path=path))
-    return 0 if rec["status"] == "ok" else 3
+    return EXIT_OK if rec["status"] == "ok" else EXIT_NO_VERDICT
 
 
 def gate_from_args(args: argparse.Namespace, measurement: Measurement, *, fit_points=None,
                    measurement_doc: dict[str, Any] | None = None, notes: list[str] | None = None) -> int:
-    """Compute, print and record a decision. Returns the exit status (0; 3 for no-verdict)."""
+    """Compute, print and record a decision. Returns the exit status (see :func:`emit_decision`)."""
     plan = plan_from_args(args)
     d = plan.decide(measurement, fit_points=fit_points, notes=notes, measurement_doc=measurement_doc)
     return emit_decision(args, d, plan.gate)

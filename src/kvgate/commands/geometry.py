@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if geo.layout.name == "contiguous" and rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
         rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),
                         fmt_human(rep["marginal_bytes_at_max_seq"])])
-    if hasattr(geo.layout, "cache_bytes"):
+    from kvgate.geometry import LlamaCpp
+
+    if isinstance(geo.layout, LlamaCpp):
         rep["engine_cache_bytes"] = geo.layout.cache_bytes(geo, max_seq)
         rows.append([f"llama.cpp whole cache (n_seq {geo.layout.n_seq}{', unified' if geo.layout.unified else ''})" + per,
                      fmt_bytes(rep["engine_cache_bytes"]), fmt_human(rep["engine_cache_bytes"])])

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kvgate.atomicio import read_json
 from kvgate.argtypes import nonneg_int, positive_int
+from kvgate.atomicio import read_json
 from kvgate.errors import KvgateError
+from kvgate.gate.record import recheck_exit_code, recheck_path
+from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
 from kvgate.measure.measurement import load_measurement_file
 from kvgate.output import emit, table
-from kvgate.gate.record import load_record, recheck
-from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
 from kvgate.units import fmt_gib, fmt_mib, parse_bytes
 
 _LABELS = {
@@ -43,7 +43,9 @@ apart. A new measurement (--measurement / --smi) is applied only on the same bas
   kvgate recheck kvgate-records/qwen3-30b-a3b-....json --total 24GiB
   kvgate recheck decisions/ --max-seq 40960          # every record in a directory
 
-Exit status: 0 verdicts unchanged, 1 a verdict changed, 3 different basis.
+Exit status: 0 every record reproduced unchanged, 4 a verdict or recomputed figure
+changed, 3 different basis, 2 a record that could not be read (the most urgent over all
+files; `--json` prints a list, one result per file).
 """
 
 
@@ -85,20 +87,19 @@ def _new_measurement(args: argparse.Namespace):
     return None
 
 
-def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], str]:
-    rec = load_record(path)
-    res = recheck(rec, new_measurement=new_m, **_what_if(args))
-    stored = rec["verdicts"]
-    recomputed = res["recorded"]["verdicts"]
-    lines = [f"record  {path}"]
+def _text(res: dict[str, Any]) -> str:
+    """One recheck result (see :func:`kvgate.gate.record.recheck_path`) as text."""
+    lines = [f"record  {res['record']}"]
     if res["status"] == "different-basis":
         lines.append("different basis: re-measure (the recorded decision is not applied to this measurement)")
         show = lambda f, v: fmt_mib(v) if f == "total_bytes" and isinstance(v, int) else ("not available" if v is None else str(v))
         lines.append(table([[d["field"], show(d["field"], d["recorded"]), show(d["field"], d["new"])]
                             for d in res["basis_differences"]],
                            header=["basis field", "recorded", "new"], align="lll"))
-        return res, "\n".join(lines)
-    sc = rec["inputs"]["scenario"]
+        return "\n".join(lines)
+    stored = res["stored"]["verdicts"]
+    recomputed = res["recorded"]["verdicts"]
+    sc = res["inputs"]["scenario"]
     lines.append(f"measured  total {fmt_mib(sc['total_bytes'])}, peak {fmt_mib(sc['peak_bytes'])} with "
                  f"{sc['slots_measured']} slots at max_seq {sc['max_seq_measured']:,}")
     if recomputed != stored:
@@ -111,7 +112,7 @@ def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], s
             lines.append(sensitivity_line(res["recorded"]))
             lines += ["flips with:"] + [f"  {s}" for s in boundary_lines(res["recorded"])]
             lines += [f"  {s}" for s in candidate_limit_lines(res["recorded"])]
-        return res, "\n".join(lines)
+        return "\n".join(lines)
     ch = ", ".join(_change(k, v) for k, v in res["changes"].items())
     lines.append(f"what-if   {ch}")
     rows = [[name, recomputed[name], res["what_if"]["verdicts"][name]] for name in recomputed]
@@ -121,38 +122,25 @@ def _one(path: Path, args: argparse.Namespace, new_m) -> tuple[dict[str, Any], s
         lines.append(sensitivity_line(res["what_if"]))
         lines += ["what-if flips with:"] + [f"  {s}" for s in boundary_lines(res["what_if"])]
         lines += [f"  {s}" for s in candidate_limit_lines(res["what_if"])]
-    return res, "\n".join(lines)
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit status: the most urgent over all files (2 > 3 > 4 > 0; :mod:`kvgate.errors`)."""
+    import sys
+
     new_m = _new_measurement(args)
-    p = Path(args.record)
-    skipped: list[str] = []
-    if p.is_dir():
-        paths = []
-        for cand in sorted(p.glob("*.json")):  # measurements etc. may sit beside records
-            try:
-                doc = read_json(cand, what="file")
-            except KvgateError:
-                doc = None
-            if isinstance(doc, dict) and doc.get("schema") == "kvgate.decision/1":
-                paths.append(cand)
-            else:
-                skipped.append(cand.name)
-        if not paths:
-            raise KvgateError(f"no decision records (schema kvgate.decision/1) in {p} (subfolders are not searched)")
-    else:
-        paths = [p]
-    results, texts = [], []
+    results = recheck_path(args.record, new_measurement=new_m, **_what_if(args))
+    if not Path(args.record).is_dir() and results[0]["status"] == "error":
+        raise KvgateError(results[0]["error"])  # one file: one ERROR line, as for any bad input
+    texts: list[str] = []
+    skipped = [Path(r["record"]).name for r in results if r["status"] == "skipped"]
     if skipped:
         texts.append(f"skipped {len(skipped)} JSON file(s) that are not decision records: {', '.join(skipped)}")
-    for path in paths:
-        res, text = _one(path, args, new_m)
-        results.append({"record": str(path), **res})
-        texts.append(text)
-    payload: Any = results[0] if len(results) == 1 else results
-    emit(args, payload, "\n\n".join(texts))
-    statuses = {r["status"] for r in results}
-    if "different-basis" in statuses:
-        return 3
-    return 1 if "changed" in statuses else 0
+    for r in results:
+        if r["status"] == "error":
+            print(f"ERROR: {r['record']}: {r['error']}", file=sys.stderr)
+        elif r["status"] != "skipped":
+            texts.append(_text(r))
+    emit(args, results, "\n\n".join(texts))
+    return recheck_exit_code(results)

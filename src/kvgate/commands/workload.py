@@ -49,7 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--tokens", type=int, default=64, help="decode steps per stream (default 64)")
     s.add_argument("--layout", choices=("contiguous", "paged"), default="contiguous", help="KV layout (default contiguous)")
     s.add_argument("--slot-cap", type=int, default=DEFAULT_SLOT_CAP, help=f"most slots / sequences (default {DEFAULT_SLOT_CAP})")
-    s.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help=f"paged: positions per block (default {DEFAULT_BLOCK_SIZE})")
+    s.add_argument("--page-size", "--block-size", dest="block_size", type=int, default=DEFAULT_BLOCK_SIZE,
+                   help=f"paged: positions per page (default {DEFAULT_BLOCK_SIZE})")
     s.add_argument("--pool-blocks", type=int, help="paged: blocks in the pool (default: what the run writes)")
     s.add_argument("--weights", default="random", help="'random' (default) or a local model directory")
     s.add_argument("--device", default="cuda", help="torch device (default cuda)")
@@ -65,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--model", default="qwen3-30b-a3b", help="take heads / kv_heads / head_dim from this model (default qwen3-30b-a3b)")
     c.add_argument("--length", type=int, default=576, help="positions (default 576 = 512 + 64)")
     c.add_argument("--batch", type=int, default=4, help="sequences (default 4)")
-    c.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE)
+    c.add_argument("--page-size", "--block-size", dest="block_size", type=int, default=DEFAULT_BLOCK_SIZE,
+                   help=f"paged: positions per page (default {DEFAULT_BLOCK_SIZE})")
     c.add_argument("--device", default="cuda")
     c.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
     c.add_argument("--seed", type=int, default=0)
