@@ -715,6 +715,7 @@ def test_chunk_boundaries_change_nothing(monkeypatch):
     results = []
     for ev, req in ((1 << 30, 1 << 30), (257, 131)):
         monkeypatch.setattr(timeline, "EVENT_CHUNK", ev)
+        monkeypatch.setattr(timeline, "EPOCH_CHUNK", max(1, req - 24))
         monkeypatch.setattr(allocators, "CHUNK", req)
         for extra in (dict(slots=4), dict(budget_bytes=6 * 2048 * 16)):
             r = replay(t, **kw, **extra)

@@ -90,21 +90,26 @@ class ReplayResult:
     fixed_bytes: int = 0
     decode_rate: float = DEFAULT_DECODE_RATE
 
-    def reserved_bytes(self, allocator: str, which: str = "last") -> np.ndarray:
+    def reserved_bytes(self, allocator: str, which: str = "last", lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Reserved bytes per epoch of ``allocator`` (``"contiguous"``, ``"paged"``, or
         ``"contiguous-as-paged"``: the contiguous schedule laid out in blocks), at the
-        epoch's first or last step. int64 (object dtype if it would overflow)."""
+        epoch's first or last step, for epochs ``lo .. hi - 1`` (default all). int64
+        (object dtype if it would overflow)."""
         tl = self.timelines["contiguous" if allocator == "contiguous-as-paged" else allocator]
         if allocator == "contiguous":
-            return _mul(tl.live, self.slot_bytes)
-        blocks = tl.blocks_last if which == "last" else tl.blocks_first
-        return _mul(tl.live, self.fixed_bytes) + _mul(blocks, self.block_bytes)
+            return _mul(tl.live[lo:hi], self.slot_bytes)
+        blocks = (tl.blocks_last if which == "last" else tl.blocks_first)[lo:hi]
+        return _mul(tl.live[lo:hi], self.fixed_bytes) + _mul(blocks, self.block_bytes)
 
-    def written_bytes(self, allocator: str, which: str = "last") -> np.ndarray:
-        """Written bytes per epoch (``n·fixed + ⌊positions·block_bytes/B⌋``)."""
+    def written_bytes(self, allocator: str, which: str = "last", lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Written bytes per epoch (``n·fixed + ⌊positions·block_bytes/B⌋``), epochs
+        ``lo .. hi - 1`` (default all)."""
         tl = self.timelines["contiguous" if allocator == "contiguous-as-paged" else allocator]
-        pos = tl.positions_last if which == "last" else tl.positions_first
-        return _mul(tl.live, self.fixed_bytes) + _mul(pos, self.block_bytes) // self.block_size
+        live = tl.live[lo:hi]
+        pos = tl.positions_first[lo:hi]
+        if which == "last":
+            pos = pos + live * (tl.end_of(lo, hi) - 1 - tl.start[lo:hi])
+        return _mul(live, self.fixed_bytes) + _mul(pos, self.block_bytes) // self.block_size
 
     def to_dict(self) -> dict:
         return {
@@ -136,9 +141,13 @@ def _time_mean(
     """
     if t_end <= 0 or len(tl) == 0:
         return 0, 0
-    length = tl.end - tl.start
-    pos_sum = _dot(tl.positions_first + tl.positions_last, length) // 2
-    seq_steps = _dot(tl.live, length)
+    pos_sum = seq_steps = 0
+    for lo, hi in tl.chunks():
+        length = tl.end_of(lo, hi) - tl.start[lo:hi]
+        first = tl.positions_first[lo:hi]
+        pos_sum += _dot(first + first + tl.live[lo:hi] * (length - 1), length)
+        seq_steps += _dot(tl.live[lo:hi], length)
+    pos_sum //= 2
     fixed = seq_steps * res.fixed_bytes
     written = Fraction(fixed, t_end) + Fraction(pos_sum * res.block_bytes, res.block_size * t_end)
     if contiguous:
@@ -160,19 +169,31 @@ def allocator_result(
     over_budget: int,
 ) -> AllocatorResult:
     rate = res.decode_rate
-    reserved = res.reserved_bytes(name)
-    written = res.written_bytes(name)
     if len(tl):
-        peak = int(reserved.max())
-        at_peak = np.flatnonzero(reserved == peak)
-        j = int(at_peak[np.argmax(written[at_peak])])
-        first_peak = int(at_peak[0])
+        # Chunk by chunk over the epochs (bounded memory): the peak, the first epoch that
+        # reaches it, the most written while it holds, the most written at all.
+        peak = written_at_peak = peak_written = None
+        first_peak = 0
+        for lo, hi in tl.chunks():
+            reserved = res.reserved_bytes(name, lo=lo, hi=hi)
+            written = res.written_bytes(name, lo=lo, hi=hi)
+            top = reserved.max()
+            w_top = written.max()
+            peak_written = w_top if peak_written is None or w_top > peak_written else peak_written
+            if peak is not None and top < peak:
+                continue
+            at = np.flatnonzero(reserved == top)
+            w_at = written[at].max()
+            if peak is None or top > peak:
+                peak, first_peak, written_at_peak = top, lo + int(at[0]), w_at
+            elif w_at > written_at_peak:
+                written_at_peak = w_at
+        assert peak is not None and written_at_peak is not None and peak_written is not None
+        peak, written_at_peak, peak_written = int(peak), int(written_at_peak), int(peak_written)
         if name == "contiguous":
             peak_time = float(tl.start[first_peak] / rate)
         else:
-            peak_time = float((tl.end[first_peak] - 1) / rate)
-        written_at_peak = int(written[j])
-        peak_written = int(written.max())
+            peak_time = float((tl.end_of(first_peak, first_peak + 1)[0] - 1) / rate)
         max_conc = int(tl.live.max())
     else:
         peak, peak_time, written_at_peak, peak_written, max_conc = 0, None, 0, 0, 0

@@ -268,8 +268,9 @@ def replay(
 def _summary(res: ReplayResult, K: int, S: int) -> dict:
     c = res.contiguous
     bound = K * S
-    as_paged = res.reserved_bytes("contiguous-as-paged")
-    paged_footprint_peak = int(as_paged.max()) if len(as_paged) else 0
+    tl = res.timelines["contiguous"]
+    paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max()) for lo, hi in tl.chunks()),
+                               default=0)  # fmt: skip
     measured = c.peak_reserved_bytes - paged_footprint_peak
     return {
         "bound_bytes": bound,

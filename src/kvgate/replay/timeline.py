@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 EVENT_CHUNK = 1 << 18  # events per chunk of the running sums
+EPOCH_CHUNK = 1 << 20  # epochs per chunk when results are reduced over a timeline
 _CHUNK = 1 << 12  # events per sub-chunk when counting residues (small: stays in cache)
 
 
@@ -26,19 +27,48 @@ class Timeline:
     Epoch j covers steps ``start[j] .. end[j] - 1`` with ``live[j]`` sequences. Written
     positions and taken blocks are non-decreasing inside an epoch, so the ``*_first``
     values (at step ``start``) and ``*_last`` values (at step ``end - 1``) are its
-    minimum and maximum. Arrays are int64.
+    minimum and maximum. Arrays are int64. Stored: ``start``, ``live``,
+    ``positions_first``, ``blocks_first``, ``blocks_last`` and the last epoch's end;
+    ``end`` (the next epoch's start) and ``positions_last``
+    (``positions_first + live·(end − 1 − start)``) are computed when read, so a timeline
+    costs 40 bytes per epoch, not 56.
     """
 
     start: np.ndarray
-    end: np.ndarray
     live: np.ndarray
     positions_first: np.ndarray
-    positions_last: np.ndarray
     blocks_first: np.ndarray
     blocks_last: np.ndarray
+    final_end: int = 0
 
     def __len__(self) -> int:
         return len(self.start)
+
+    @property
+    def end(self) -> np.ndarray:
+        """int64 step after each epoch's last (the next epoch's start)."""
+        return self.end_of(0, len(self))
+
+    def end_of(self, lo: int, hi: int | None = None) -> np.ndarray:
+        """``end[lo:hi]`` without building the whole array."""
+        hi = len(self) if hi is None else min(hi, len(self))
+        out = np.empty(max(hi - lo, 0), dtype=np.int64)
+        if len(out):
+            out[:-1] = self.start[lo + 1 : hi]
+            out[-1] = self.start[hi] if hi < len(self) else self.final_end
+        return out
+
+    @property
+    def positions_last(self) -> np.ndarray:
+        """int64 written positions at each epoch's last step."""
+        return self.positions_first + self.live * (self.end - 1 - self.start)
+
+    def chunks(self, size: int | None = None):
+        """``(lo, hi)`` epoch ranges of at most ``size`` (default :data:`EPOCH_CHUNK`)
+        epochs, to reduce over in pieces."""
+        size = size or EPOCH_CHUNK
+        for lo in range(0, len(self), size):
+            yield lo, min(lo + size, len(self))
 
 
 def mul_exact(a: np.ndarray, k: int) -> np.ndarray:
@@ -100,7 +130,7 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
     m = len(s)
     if m == 0:
         z = np.zeros(0, dtype=np.int64)
-        return Timeline(z, z, z, z, z, z, z)
+        return Timeline(z, z, z, z, z, 0)
     order, ticks = _events(s, s + o)
     last = np.flatnonzero(ticks[1:] != ticks[:-1])  # last event of each step group but the final
     start = ticks[last]
@@ -156,13 +186,16 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
         ge_last[g:g_end][h_last == 0] = 0
         g = g_end
     del order
-    pos_first = sum_c + live * start
-    pos_last = sum_c + live * (end - 1)
+    final_end = int(end[-1]) if n_ep else 0
+    live64 = live.astype(np.int64)
+    pos_first = sum_c + live64 * start
     del sum_c
-    blocks_first = sum_q + live * (start // B) + ge_first
+    blocks_first = sum_q + live64 * (start // B) + ge_first
     del ge_first
-    blocks_last = sum_q + live * ((end - 1) // B) + ge_last
-    return Timeline(start, end, live, pos_first, pos_last, blocks_first, blocks_last)
+    end -= 1
+    end //= B
+    blocks_last = sum_q + live64 * end + ge_last
+    return Timeline(start, live, pos_first, blocks_first, blocks_last, final_end)
 
 
 def block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> int:
