@@ -123,3 +123,32 @@ def test_gate_with_trace_uses_measured_reclaim(shared_dir, capsys):
     assert paging["measured"] is True and tiering["measured"] is False
     assert 0 < paging["reclaim_bytes"] < tiering["reclaim_bytes"] == 8 * 415_236_096
     assert any("Splitwise" in n for n in d["notes"])
+
+
+def test_unknown_command_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bogus"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    for name in ("demo", "geometry", "gate", "recheck", "measure", "run", "import-smi", "replay", "weights"):
+        assert f"'{name}'" in err
+
+
+def test_no_command_prints_the_full_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(f"    {name} " in out for name in ("demo", "geometry", "gate", "replay", "run"))
+
+
+@pytest.mark.parametrize("command", ["geometry", "gate", "replay", "run"])
+def test_engine_flags_are_the_same_in_every_command(command):
+    """Each flag is spelled once (kvgate.commands._args): every command that takes an
+    engine takes the engines' spellings too."""
+    from kvgate.cli import build_parser
+
+    p = build_parser(command)
+    sub = next(a for a in p._actions if a.dest == "command").choices[command]
+    flags = {s for a in sub._actions for s in a.option_strings}
+    assert {"--max-seq", "--max-model-len", "--max-num-seqs", "--kv-cache-dtype", "-tp", "--block-size",
+            "-c", "-np", "-ctk", "-ctv", "-ub", "-fa", "--swa-full", "-kvu", "--kv-format", "--tp", "--layout"} <= flags
+    assert ("--page-size" in flags) == (command != "geometry")

@@ -100,11 +100,11 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
                    help="sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; llama.cpp: "
                         "--swa-full)")
     v = p.add_argument_group("vLLM flags (imply --layout vllm)")
-    v.add_argument("--max-model-len", dest="vllm_max_model_len", type=positive_int, default=None, help="= --max-seq")
-    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", type=positive_int, default=None, help="= --slots")
-    v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", default=None,
+    v.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=positive_int, default=None, help="= --max-seq")
+    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", metavar="N", type=positive_int, default=None, help="= --slots")
+    v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
                    help="= --kv-format (auto: the model's dtype)")
-    v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", type=positive_int, default=None, help="= --tp")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", metavar="N", type=positive_int, default=None, help="= --tp")
     v.add_argument("--block-size", type=positive_int, default=None, help="tokens per KV block (default 16)")
     v.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
                    help="scheduler token budget (sliding-window blocks)")
@@ -117,15 +117,15 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
     v.add_argument("--mamba-ssm-dtype", default=None, help="SSM state dtype")
     v.add_argument("--mamba-cache-dtype", default=None, help="Mamba conv state dtype")
     l = p.add_argument_group("llama.cpp flags (imply --layout llama.cpp)")
-    l.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", type=nonneg_int, default=None,
+    l.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", metavar="N", type=nonneg_int, default=None,
                    help="WHOLE context of all sequences, as llama.cpp means it; per sequence: pad256(c) / -np "
                         "(0 = the model's)")
-    l.add_argument("-np", "--parallel", dest="lcpp_parallel", type=positive_int, default=None,
+    l.add_argument("-np", "--parallel", dest="lcpp_parallel", metavar="N", type=positive_int, default=None,
                    help="parallel sequences: = --slots and the cache's sequences")
     l.add_argument("--n-seq", type=positive_int, default=None, help="the cache's sequences only (what-if: --slots apart)")
-    l.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", default=None, help="K type (default f16)")
-    l.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", default=None, help="V type (default f16)")
-    l.add_argument("-ub", "--ubatch-size", "--n-ubatch", dest="n_ubatch", type=positive_int, default=None,
+    l.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", metavar="TYPE", default=None, help="K type (default f16)")
+    l.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
+    l.add_argument("-ub", "--ubatch-size", "--n-ubatch", dest="n_ubatch", metavar="N", type=positive_int, default=None,
                    help="physical batch (default 512)")
     l.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
                    default=None, help="flash attention on|off|auto")
