@@ -7,6 +7,7 @@ public configs and the engines' own formulas, never copied from kvgate's output.
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -204,3 +205,98 @@ def test_llamacpp_iswa_line_with_seqs():
     (c,) = p.parsed["caches"]
     assert (c["cells"], c["layers"], c["seqs"], c["seqs_max"], c["swa"]) == (393_216, 0, 4, 1, "non-swa")
     assert c["k_type"] == "f16" and (c["size"].low, c["size"].high) == (0, MIB // 200)
+
+
+# ------------------------------------------------------------------ the gate for a fixed pool
+
+def _qwen3_30b():
+    p = Path("/work/shared/cases/configs/qwen3-30b-a3b.json")
+    if not p.exists():
+        pytest.skip("shared configs not present")
+    return load_model(p)
+
+
+def test_engine_gate_qwen3_30b_tp4_by_hand():
+    pool, model = log("vllm_0.8.5_qwen3-30b-a3b_tp4.log"), _qwen3_30b()
+    C = 12_424 * 393_216  # the cross-checked pool per rank
+    g = gate_from_engine_log(pool, model, slots=32, max_seq=8192, kv_format="bf16", tp=4, pool_bytes=C)
+    S = 512 * 393_216  # cdiv(8192, 16) blocks of 393,216 B
+    assert g["slot_bytes"] == S and g["demand_bytes"] == 32 * S and g["verdict"] == "does-not-fit"
+    by = {c["name"]: c for c in g["candidates"]}
+    assert by["kv-quant:fp8"]["verdict"] == "pays" and by["kv-quant:fp8"]["demand_bytes"] == 32 * S // 2
+    assert by["fewer slots"]["slots_fit"] == C // S == 24
+    # 32 slots × cdiv(L, 16) blocks ≤ 12,424 → cdiv(L, 16) ≤ 388 → L ≤ 6,208
+    assert by["max-model-len cut"]["max_seq_fits"] == 388 * 16 == 6208
+    assert by["host offload"]["verdict"] == "pays-if" and by["host offload"]["reclaim_bytes"] == 32 * S - C
+    # the gate's own record: T = pool, P = 0, margin 0, same verdict for kv-quant
+    rec = g["record"]
+    assert rec["verdicts"]["kv-quant"] == "pays" and rec["projection"]["used_bytes"] == 32 * S
+    assert rec["projection"]["limit_bytes"] == C
+
+
+def test_engine_gate_fits_says_not_a_bottleneck():
+    pool, model = log("vllm_0.8.5_qwen3-30b-a3b_tp4.log"), _qwen3_30b()
+    g = gate_from_engine_log(pool, model, slots=24, max_seq=8192, kv_format="bf16", tp=4,
+                             pool_bytes=12_424 * 393_216)
+    assert g["verdict"] == "not-a-bottleneck"
+    assert {c["verdict"] for c in g["candidates"] if c["name"] != "more TP (4→8)"} == {"not-a-bottleneck"}
+
+
+def test_requested_q4_0_not_applied_is_a_difference():
+    p = LOGS / "llamacpp_tiny-llama_server.log"
+    if not p.exists():
+        pytest.skip("llama-server log not captured yet")
+    pool = read_engine_log(p)
+    model = _tiny_llama(tmp=p.parent)
+    cc = crosscheck(pool, model, requested_kv_format="q4_0")
+    assert cc["status"] == "differs" and "q4_0 was requested" in cc["causes"][0]
+
+
+def _tiny_llama(tmp: Path):
+    from kvgate.model.config import spec_from_config as sfc
+
+    # benchmarks/llama_server_live.py CFG: 4 layers, 2 KV heads of 64
+    return sfc(dict(num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64, hidden_size=256,
+                    torch_dtype="float16"), name="tiny-llama", source="test")
+
+
+def test_llama_server_log_agrees_to_the_cell():
+    p = LOGS / "llamacpp_tiny-llama_server.log"
+    if not p.exists():
+        pytest.skip("llama-server log not captured yet")
+    pool = read_engine_log(p)
+    assert pool.engine == "llama.cpp" and pool.kv_format == "fp16" and pool.slots == 4
+    (c,) = pool.parsed["caches"]
+    # -c 2048 -np 4: 2,048 cells (4 streams of 512) × 4 layers × 2 heads × 64 × 2 B, K and V alike
+    k = 2048 * 4 * 2 * 64 * 2
+    assert (c["cells"], c["layers"]) == (2048, 4) and c["k_size"].contains(k) and c["v_size"].contains(k)
+    cc = crosscheck(pool, _tiny_llama(p.parent))
+    assert cc["status"] == "agrees" and cc["pool_bytes"] == 2 * k
+
+
+# ------------------------------------------------------------------ CLI
+
+def test_cli_import_log_writes_a_measurement(tmp_path, capsys):
+    from kvgate.cli import main
+    from kvgate.measure.measurement import load_measurement_file
+
+    out = tmp_path / "pool.json"
+    code = main(["import-log", str(LOGS / "sglang_gemma3-4b.log"), "--out", str(out), "--json"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    m, _ = load_measurement_file(doc)
+    lo, hi = interval("54.12", GIB)
+    assert m.basis.domain == "kv-pool" and m.peak_used_bytes == 0
+    assert m.total_bytes == 2 * round(Fraction("54.12") * GIB) and m.extra["pool_tokens"] == 834_615
+    assert m.extra["pool_bytes_interval"]["low"] == 2 * lo
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["pool"]["engine"] == "sglang" and payload["crosscheck"] is None
+
+
+def test_cli_import_log_bad_file_is_one_error(tmp_path, capsys):
+    from kvgate.cli import main
+
+    bad = tmp_path / "x.log"
+    bad.write_text("nothing here\n")
+    assert main(["import-log", str(bad)]) == 2
+    assert "no vLLM, SGLang or llama.cpp" in capsys.readouterr().err
