@@ -89,11 +89,13 @@ def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: in
                 version: str | None) -> dict[str, Any] | None:
     """The ``num_blocks`` (and its pool) that reproduce the logged lines, or None."""
     L = pool.max_model_len
+    if L is None:
+        return None
     geo = KVGeometry(model, fmt, tp=tp, layout=_vllm_layout(pool, block, version))
     base = vllm_kv_cache_report(geo, 0, L)
     per_block, per_req, groups = base["pool_bytes_per_block"], base["blocks_per_request"], len(base["groups"])
     min_block = min(g["block_size"] for g in base["groups"])
-    lay = geo.layout
+    lay: VLLM = geo.layout  # type: ignore[assignment]
     tokens, conc_txt = pool.pool_tokens, pool.flags.get("max_concurrency")
     if tokens is None:
         return None
@@ -202,18 +204,22 @@ def _sglang_rows(model: ModelSpec, fmt: str, tp: int) -> tuple[int, int, bool]:
 def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
     p = pool.parsed
     page = p.get("page_size") or 1
+    if pool.pool_tokens is None or pool.pool_bytes is None:
+        return {"status": "cannot-check", "unit": "token", "causes": [], "pool_bytes": None,
+                "lines": ["the log has no 'KV Cache is allocated. #tokens: …' line"]}
     n = pool.pool_tokens + page
+    logged_text = pool.pool_bytes.text
 
     def check(f: str, t: int) -> tuple[bool, int, int]:
         k, v, mla = _sglang_rows(model, f, t)
         if mla or p.get("k_size") is None:
             kv = n * (k + v)
-            return (p.get("kv_size") or p.get("k_size")).contains(kv), kv, 0
+            return bool(pool.pool_bytes and pool.pool_bytes.contains(kv)), kv, 0
         return p["k_size"].contains(n * k) and p["v_size"].contains(n * v), n * k, n * v
 
     ok, kb, vb = check(fmt, tp)
     lines = [f"(#tokens {pool.pool_tokens:,} + page {page}) × per-token K {kb // n:,} B"
-             + (f", V {vb // n:,} B" if vb else "") + f" = {kb + vb:,} B; logged {pool.pool_bytes.text}"]
+             + (f", V {vb // n:,} B" if vb else "") + f" = {kb + vb:,} B; logged {logged_text}"]
     if ok:
         return {"status": "agrees", "unit": "token", "pool_bytes": kb + vb, "causes": [],
                 "expected": {"k_bytes": kb, "v_bytes": vb}, "lines": ["agrees to the token: " + lines[0]]}
