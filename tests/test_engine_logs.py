@@ -300,3 +300,20 @@ def test_cli_import_log_bad_file_is_one_error(tmp_path, capsys):
     bad.write_text("nothing here\n")
     assert main(["import-log", str(bad)]) == 2
     assert "no vLLM, SGLang or llama.cpp" in capsys.readouterr().err
+
+
+def test_llamacpp_recurrent_state_qwen35_9b_agrees():
+    cfg = Path("/work/shared/cases/turn2/qwen3.5-9b.json")
+    if not cfg.exists():
+        pytest.skip("shared configs not present")
+    pool = log("llamacpp_qwen3.5-9b_recurrent.log")
+    (c,) = pool.parsed["caches"]
+    assert (c["kind"], c["cells"], c["layers"], c["k_type"], c["v_type"]) == ("recurrent", 1, 32, "f32", "f32")
+    # 24 gated-delta-net layers (every 4th of 32 is full attention):
+    # R = 24 × (conv kernel 4 − 1) × conv channels (2·16·128 + 32·128 = 8,192) × 4 B
+    # S = 24 × 32 value heads × 128 × 128 × 4 B
+    r, s = 24 * 3 * 8192 * 4, 24 * 32 * 128 * 128 * 4
+    assert (r, s) == (2_359_296, 50_331_648)
+    assert c["k_size"].contains(r) and c["v_size"].contains(s) and c["size"].contains(r + s)
+    cc = crosscheck(pool, load_model(cfg))
+    assert cc["status"] == "agrees" and cc["pool_bytes"] == r + s

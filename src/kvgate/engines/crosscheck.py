@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.engines.pool import EnginePool
-from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
+from kvgate.geometry import KVGeometry, get_format, state_values_per_rank, vllm_kv_cache_report
 from kvgate.geometry.llamacpp import LlamaCpp
 from kvgate.geometry.vllm import VLLM, parse_version
 from kvgate.model.spec import ModelSpec
@@ -235,11 +235,24 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
 def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
     ctx = pool.flags
     kv = [c for c in pool.parsed.get("caches", []) if c["kind"] == "kv"]
-    if not kv:
+    rs = [c for c in pool.parsed.get("caches", []) if c["kind"] == "recurrent"]
+    if not kv and not rs:
         return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
                 "lines": ["the log has no 'llama_kv_cache: size = …' line"]}
     total = 0
     lines, ok = [], True
+    for c in rs:
+        # llama-memory-recurrent.cpp: R = n_embd_r × cells, S = n_embd_s × cells, both f32 (4 B)
+        lin = [l for l in model.layers if l.kind == "linear"]
+        conv = sum(state_values_per_rank(l, 1)[0] for l in lin)
+        ssm = sum(state_values_per_rank(l, 1)[1] for l in lin)
+        rb, sb = c["cells"] * conv * 4, c["cells"] * ssm * 4
+        good = c["k_size"].contains(rb) and c["v_size"].contains(sb) and c["k_type"] == c["v_type"] == "f32"
+        ok &= good
+        total += rb + sb
+        lines.append(f"{'agrees to the cell' if good else 'differs'}: recurrent state, {c['cells']} cell(s) × "
+                     f"{len(lin)} linear layers: R (f32) {rb:,} B, S (f32) {sb:,} B; logged R {c['k_size'].text}, "
+                     f"S {c['v_size'].text}")
     for c in kv:
         sub = _layers_for(model, c)
         geo = KVGeometry(replace(model, layers=sub), c["k_type"], kv_format_v=c["v_type"],
