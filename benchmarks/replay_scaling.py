@@ -208,13 +208,15 @@ def make_files(n: int, folder: Path) -> dict[str, Path]:
     return paths
 
 
-def end_to_end(sizes: list[int], repeat: int, src: str | None, folder: Path) -> list[dict]:
+def end_to_end(sizes: list[int], repeat: int, src: str | None, folder: Path, kinds: list[str]) -> list[dict]:
     """Fresh-process timings of load_trace + replay on each file (best of ``repeat``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = src or str(HERE.parent / "src")
     rows = []
     for n in sizes:
         for kind, path in make_files(n, folder).items():
+            if kind not in kinds:
+                continue
             runs = []
             for _ in range(repeat if n <= 1_000_000 else 1):
                 out = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(S), str(BLOCK), str(MAX_SEQ), str(HEADROOM)],
@@ -269,6 +271,7 @@ def main() -> int:
     p.add_argument("--write", action="store_true", help="update the '## Trace replay' section of RESULTS.md")
     p.add_argument("--end-to-end", action="store_true", help="time load_trace + replay on files, fresh processes")
     p.add_argument("--readers", action="store_true", help="time pyarrow, polars and the Python reader (read only)")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"files for --end-to-end, of {', '.join(KINDS)}")
     p.add_argument("--src", help="another checkout's src/ for --end-to-end (the 'before' column)")
     p.add_argument("--files", default=str(Path(tempfile.gettempdir()) / "kvgate-replay-bench"), help="cache of files")
     a = p.parse_args()
@@ -279,7 +282,7 @@ def main() -> int:
         if a.readers:
             readers(sizes, folder)
         if a.end_to_end:
-            end_to_end(sizes, a.repeat, a.src, folder)
+            end_to_end(sizes, a.repeat, a.src, folder, a.kinds.split(","))
         return 0
     rows = run([int(x) for x in a.sizes.split(",")], a.repeat)
     text = markdown(rows, a.repeat)

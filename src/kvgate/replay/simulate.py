@@ -208,28 +208,29 @@ def replay(
             f"the budget ({budget:,} B) holds only {fit} of the {slots} slots asked for; contiguous capped at {fit}"
         )
 
-    arrive_all = arrival_steps(trace.arrival_s, speed=speed, decode_rate=rate)
-    p_all, o_all = trace.prompt_tokens, trace.output_tokens
-    w_all = p_all + o_all
-    ok = w_all <= L
+    arrive = arrival_steps(trace.arrival_s, speed=speed, decode_rate=rate)
+    p, o = trace.prompt_tokens, trace.output_tokens
+    ok = (p + o) <= L
     too_long = int(np.count_nonzero(~ok))
-    if too_long:
+    if too_long:  # (arrays are copied only when something is left out: memory)
         warns.append(f"{too_long} request(s) longer than max_seq {L:,} (prompt + output) rejected by both allocators")
-    arrive, p, o = arrive_all[ok], p_all[ok], o_all[ok]
+        arrive, p, o = arrive[ok], p[ok], o[ok]
+    del ok
 
     # Contiguous: K identical slots, FIFO.
     admit_c = schedule_contiguous(arrive, o, K)
+    tl_c = build_timeline(admit_c, p, o, B)
     # Paged: logical reservation of the whole request's blocks against the budget.
-    need = (p + o + (B - 1)) // B
-    cost_arr = _mul(need, bb) + fixed
+    cost_arr = _mul((p + o + (B - 1)) // B, bb) + fixed
     fits = np.asarray(cost_arr <= budget, dtype=bool)
     over = int(np.count_nonzero(~fits))
+    arrive_p, p_p, o_p = arrive, p, o
     if over:
         warns.append(f"{over} request(s) need more blocks than the whole budget holds; rejected by paged")
-    arrive_p, p_p, o_p = arrive[fits], p[fits], o[fits]
-    admit_p = schedule_budget(arrive_p, o_p, cost_arr[fits], budget)
-
-    tl_c = build_timeline(admit_c, p, o, B)
+        arrive_p, p_p, o_p, cost_arr = arrive[fits], p[fits], o[fits], cost_arr[fits]
+    del fits
+    admit_p = schedule_budget(arrive_p, o_p, cost_arr, budget)
+    del cost_arr
     tl_p = build_timeline(admit_p, p_p, o_p, B)
     res = ReplayResult(
         inputs={

@@ -133,15 +133,13 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
         return Timeline(z, z, z, z, z, 0)
     order, ticks = _events(s, s + o)
     last = np.flatnonzero(ticks[1:] != ticks[:-1])  # last event of each step group but the final
-    start = ticks[last]
-    end = ticks[last + 1]
-    del ticks
     n_ep = len(last)
+    final_end = int(ticks[-1])
+    start = np.empty(n_ep, dtype=np.int64)
     live = np.empty(n_ep, dtype=np.int64)
-    sum_c = np.empty(n_ep, dtype=np.int64)
-    sum_q = np.empty(n_ep, dtype=np.int64)
-    ge_first = np.zeros(n_ep, dtype=np.int64)
-    ge_last = np.zeros(n_ep, dtype=np.int64)
+    pos_first = np.empty(n_ep, dtype=np.int64)
+    blocks_first = np.empty(n_ep, dtype=np.int64)
+    blocks_last = np.empty(n_ep, dtype=np.int64)
     # ge[k, h] = live sequences with residue ≥ h after event k: each event adds its sign
     # to columns 0..r (a row of a small table), then a running sum down the rows.
     pattern = np.tril(np.ones((B, B), dtype=np.int32))  # pattern[r, h] = 1 if h <= r
@@ -163,11 +161,13 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
         carry_n, carry_c, carry_q = int(n_run[-1]), int(c_run[-1]), int(q_run[-1])
         g_end = int(np.searchsorted(last, b, side="left"))
         rows = last[g:g_end] - a
-        live[g:g_end] = n_run[rows]
-        sum_c[g:g_end] = c_run[rows]
-        sum_q[g:g_end] = q_run[rows]
-        h_first = (B - start[g:g_end] % B) % B  # τ = 0 → h = B → count 0; column 0 is "all": masked below
-        h_last = (B - (end[g:g_end] - 1) % B) % B
+        st = ticks[last[g:g_end]]  # the epoch's first step
+        t_last = ticks[last[g:g_end] + 1] - 1  # its last step
+        lv = n_run[rows]
+        h_first = (B - st % B) % B  # τ = 0 → h = B → count 0; column 0 is "all": masked below
+        h_last = (B - t_last % B) % B
+        ge_first = np.zeros(g_end - g, dtype=np.int64)
+        ge_last = np.zeros(g_end - g, dtype=np.int64)
         key = r + np.where(fin, B, 0)
         lo = 0
         for a2 in range(0, b - a, _CHUNK):
@@ -179,22 +179,17 @@ def build_timeline(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, bl
             hi = int(np.searchsorted(rows, b2, side="left"))
             if hi > lo:
                 rr = rows[lo:hi] - a2
-                ge_first[g + lo : g + hi] = buf[rr, h_first[lo:hi]]
-                ge_last[g + lo : g + hi] = buf[rr, h_last[lo:hi]]
+                ge_first[lo:hi] = buf[rr, h_first[lo:hi]]
+                ge_last[lo:hi] = buf[rr, h_last[lo:hi]]
             lo = hi
-        ge_first[g:g_end][h_first == 0] = 0
-        ge_last[g:g_end][h_last == 0] = 0
+        ge_first[h_first == 0] = 0
+        ge_last[h_last == 0] = 0
+        start[g:g_end] = st
+        live[g:g_end] = lv
+        pos_first[g:g_end] = c_run[rows] + lv * st
+        blocks_first[g:g_end] = q_run[rows] + lv * (st // B) + ge_first
+        blocks_last[g:g_end] = q_run[rows] + lv * (t_last // B) + ge_last
         g = g_end
-    del order
-    final_end = int(end[-1]) if n_ep else 0
-    live64 = live.astype(np.int64)
-    pos_first = sum_c + live64 * start
-    del sum_c
-    blocks_first = sum_q + live64 * (start // B) + ge_first
-    del ge_first
-    end -= 1
-    end //= B
-    blocks_last = sum_q + live64 * end + ge_last
     return Timeline(start, live, pos_first, blocks_first, blocks_last, final_end)
 
 
