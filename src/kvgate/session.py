@@ -66,6 +66,7 @@ class GatePlan:
             if not engine.model:
                 raise KvgateError("no model", hint="give --model (config.json, model directory, GGUF file or preset)")
             model = load_model(engine.model)
+        self.loaded_model = model  # as loaded, before this plan's notes
         max_seq = engine.max_seq_for(model)
         if max_seq is None:
             raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")

@@ -128,10 +128,23 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
 
 
 def plan_from_args(args: argparse.Namespace) -> GatePlan:
-    """A :class:`kvgate.session.GatePlan` from parsed options (model loaded once)."""
+    """A :class:`kvgate.session.GatePlan` from parsed options.
+
+    Callers that come back with the same ``args`` (``run``: check, plot, decide) get the
+    same plan while the options are unchanged (the trace replayed once), and the same
+    model while ``--model`` is unchanged (loaded once): both are kept on ``args``.
+    """
     from kvgate.session import GatePlan
 
-    return GatePlan(*options_from_args(args))
+    engine, gate, replay = options_from_args(args)
+    key = repr((engine, gate, replay))
+    cached = getattr(args, "_kvgate_plan", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    model = cached[1].loaded_model if cached is not None and cached[1].engine.model == engine.model else None
+    plan = GatePlan(engine, gate, replay, model=model)
+    args._kvgate_plan = (key, plan)
+    return plan
 
 
 def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=None) -> DecisionInputs:
