@@ -161,7 +161,6 @@ def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOption
     :data:`~kvgate.errors.EXIT_OK`, or :data:`~kvgate.errors.EXIT_NO_VERDICT` when the
     measured workload failed."""
     from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
-
     from kvgate.gate.record import write_record
     from kvgate.gate.render import render_text
 
