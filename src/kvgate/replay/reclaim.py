@@ -114,8 +114,15 @@ def paging_reclaim(
     if L is None:
         raise KvgateError("--trace needs max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
     k, v = engine.formats_for(model)
-    geo = replay_geometry(model, max_seq=L, kv_format=k, kv_format_v=v, tp=engine.tp,
-                          block_size=replay.page_size, sliding_full=sliding_full_of(engine))
+    geo = replay_geometry(
+        model,
+        max_seq=L,
+        kv_format=k,
+        kv_format_v=v,
+        tp=engine.tp,
+        block_size=replay.page_size,
+        sliding_full=sliding_full_of(engine),
+    )
     if trace is None:
         from kvgate.replay.trace import load_trace
 
@@ -141,14 +148,24 @@ def reclaim_for_gate(args: Any, model: Any) -> int:
     ``rate``, ``seed``, ``sliding_full``): how much lower the peak of N contiguous slots
     is when the trace's sequences are laid out in blocks instead. New code calls
     :func:`paging_reclaim` with typed options."""
+
     def get(name: str, default: Any = None) -> Any:
         v = getattr(args, name, None)
         return default if v is None else v
 
-    engine = EngineOptions(kv_format=get("kv_format", "bf16"), kv_format_v=get("kv_format_v"), tp=get("tp", 1),
-                           layout_options={"sliding_full": True} if get("sliding_full") else {},
-                           max_seq=get("max_seq"))
-    replay = ReplayOptions(trace=str(args.trace), page_size=get("page_size") or get("block_size", DEFAULT_BLOCK_SIZE),
-                           decode_rate=get("decode_rate", DEFAULT_DECODE_RATE), speed=get("speed", 1.0),
-                           rate=get("rate"), seed=get("seed", 0))
+    engine = EngineOptions(
+        kv_format=get("kv_format", "bf16"),
+        kv_format_v=get("kv_format_v"),
+        tp=get("tp", 1),
+        layout_options={"sliding_full": True} if get("sliding_full") else {},
+        max_seq=get("max_seq"),
+    )
+    replay = ReplayOptions(
+        trace=str(args.trace),
+        page_size=get("page_size") or get("block_size", DEFAULT_BLOCK_SIZE),
+        decode_rate=get("decode_rate", DEFAULT_DECODE_RATE),
+        speed=get("speed", 1.0),
+        rate=get("rate"),
+        seed=get("seed", 0),
+    )
     return int(paging_reclaim(model, engine, replay, slots=int(args.slots))["measured_reclaim_bytes"])
