@@ -97,9 +97,9 @@ def transformers_layer_bytes(raw: dict[str, Any], max_cache_len: int = MAX_CACHE
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         try:
-            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, trust_remote_code=False)
         except ValueError:  # composite configs (Qwen3-VL): the base model takes input_ids too
-            model = transformers.AutoModel.from_config(config, dtype=torch.bfloat16)
+            model = transformers.AutoModel.from_config(config, dtype=torch.bfloat16, trust_remote_code=False)
     cache = transformers.StaticCache(config=model.config, max_cache_len=max_cache_len)
     ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
     with torch.no_grad(), warnings.catch_warnings():
@@ -122,6 +122,10 @@ def compare(name: str, path: Path) -> dict[str, Any]:
     from kvgate.errors import KvgateError
 
     row: dict[str, Any] = {"name": name, "model_type": json.loads(path.read_text()).get("model_type")}
+    if name in NOT_COMPARED:
+        what, needle = NOT_COMPARED[name]
+        row.update(status=what, detail=needle)
+        return row
     try:
         ours = kvgate_layer_bytes(path)
     except KvgateError as exc:

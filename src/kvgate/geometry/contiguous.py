@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from kvgate.geometry.base import Layout, state_values_per_rank
 from kvgate.geometry.formats import KVFormat, get_format
@@ -48,7 +49,7 @@ class Contiguous(Layout):
     def positions(self, layer: LayerSpec, max_seq: int) -> int:
         return _CONTIGUOUS_POSITIONS[layer.kind](layer, max_seq, self.sliding_full)
 
-    def state_formats(self, geometry: "KVGeometry") -> tuple[KVFormat, KVFormat]:
+    def state_formats(self, geometry: KVGeometry) -> tuple[KVFormat, KVFormat]:
         """``(conv format, ssm format)``: the geometry's overrides, else transformers'
         defaults: conv in the model dtype (the cache's own float format, else the
         config's ``dtype``), recurrent state in ``ssm_format`` (fp32)."""
@@ -56,7 +57,7 @@ class Contiguous(Layout):
         ssm = geometry.fmt_ssm or get_format(self.ssm_format)
         return conv, ssm
 
-    def state_bytes(self, geometry: "KVGeometry", layer: LayerSpec) -> int | None:
+    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
         # NOTE: transformers' ``LinearAttentionLayer.lazy_initialization`` (cache_utils.py,
         # 5.24) allocates conv ``[B, conv_dim, conv_kernel]`` in the dtype of the hidden
         # states (the model dtype) and the recurrent state ``zeros_like`` the state the
@@ -75,7 +76,7 @@ class Contiguous(Layout):
 _DTYPE_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def _model_dtype_format(geometry: "KVGeometry") -> KVFormat:
+def _model_dtype_format(geometry: KVGeometry) -> KVFormat:
     """The model dtype as a format: the cache format when it is a plain float (in
     transformers the cache dtype is the model dtype), else the config's ``dtype``, else
     the geometry's ``state_format``."""

@@ -28,7 +28,8 @@ Layouts other than ``contiguous`` (engine rules for vLLM, llama.cpp) register in
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kvgate.geometry.base import GeometryError, Layout, _check_len, kv_heads_per_rank
 from kvgate.geometry.contiguous import Contiguous
@@ -36,19 +37,19 @@ from kvgate.geometry.formats import KVFormat, get_format
 from kvgate.model.spec import LayerSpec, ModelSpec
 
 
-def _attention_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
+def _attention_bytes(g: KVGeometry, layer: LayerSpec) -> int:
     h = kv_heads_per_rank(layer.num_kv_heads, g.tp)
     return g.fmt_k.row_bytes(h, layer.head_dim) + g.fmt_v.row_bytes(h, layer.v_head_dim or layer.head_dim)
 
 
-def _mla_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
+def _mla_bytes(g: KVGeometry, layer: LayerSpec) -> int:
     # NOTE: one latent per token, K format, no V; replicated on every TP rank. DeepSeek
     # sparse attention (deepseek_v32, glm_moe_dsa) adds its indexer keys of index_dim
     # values per token (transformers' StaticIndexedLayer: model dtype, as K here).
     return g.fmt_k.vector_bytes(layer.latent_dim) + (g.fmt_k.vector_bytes(layer.index_dim) if layer.index_dim else 0)
 
 
-_POSITION_BYTES: dict[str, Callable[["KVGeometry", LayerSpec], int]] = {
+_POSITION_BYTES: dict[str, Callable[[KVGeometry, LayerSpec], int]] = {
     "full": _attention_bytes,
     "sliding": _attention_bytes,
     "mla": _mla_bytes,
@@ -57,7 +58,7 @@ _POSITION_BYTES: dict[str, Callable[["KVGeometry", LayerSpec], int]] = {
 }
 
 
-def _state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
+def _state_bytes(g: KVGeometry, layer: LayerSpec) -> int:
     """Fixed state of a linear layer per sequence, per rank.
 
     The state is split over ``state_heads`` across TP ranks (vLLM shards Mamba heads);
@@ -71,7 +72,7 @@ def _state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
     return g.fmt_state.vector_bytes(values)
 
 
-def _layout_state_bytes(g: "KVGeometry", layer: LayerSpec) -> int:
+def _layout_state_bytes(g: KVGeometry, layer: LayerSpec) -> int:
     # linear layers, and attention layers that also hold a recurrent state (Falcon-H1)
     if layer.kind != "linear" and not (layer.conv_dim or layer.ssm_values or layer.state_values):
         return 0

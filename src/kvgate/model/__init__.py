@@ -10,9 +10,9 @@ Modules: ``spec`` (LayerSpec, ModelSpec), ``fields`` (config field readers),
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from kvgate.atomicio import read_json
 from kvgate.errors import KvgateError

@@ -6,11 +6,17 @@ they are tried in order and the first match wins. :func:`spec_from_config` runs 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from kvgate.model.fields import (
-    _attention, _int_field, _pattern_error, _positive_int, linear_state, pattern_fields_found, text_config,
+    _attention,
+    _pattern_error,
+    _positive_int,
+    linear_state,
+    pattern_fields_found,
+    text_config,
 )
 from kvgate.model.hf import Resolved, resolve, transformers_version
 from kvgate.model.layer_types import layers_from_types

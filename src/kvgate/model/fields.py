@@ -10,6 +10,7 @@ from typing import Any
 
 from kvgate.model.spec import ConfigError, LayerSpec
 
+
 def _get(cfg: dict[str, Any], key: str, what: str = "model config") -> Any:
     if cfg.get(key) is None:
         raise ConfigError(f"{what} is missing required field {key!r}")

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from kvgate.model.spec import ConfigError
 
