@@ -138,6 +138,17 @@ class EngineOptions:
         return llamacpp_max_seq(ctx, int(self.layout_options.get("n_seq") or 1),
                                 bool(self.layout_options.get("unified")))
 
+    def ctx_note(self, max_seq: int) -> str | None:
+        """What llama.cpp's ``-c`` became per sequence (for the notes), or ``None``."""
+        if self.ctx_size is None:
+            return None
+        n = int(self.layout_options.get("n_seq") or 1)
+        if self.layout_options.get("unified"):
+            return (f"llama.cpp -c {self.ctx_size} -np {n} -kvu: one unified cache of {_pad256(max_seq * n):,} cells; "
+                    f"max_seq {max_seq:,} is each sequence's share (one sequence may use up to all of it)")
+        return (f"llama.cpp -c {self.ctx_size} -np {n}: {max_seq:,} positions per sequence "
+                f"(n_ctx_seq, src/llama-context.cpp)")
+
     # -- formats
     def formats_for(self, model: ModelSpec | None = None) -> tuple[str, str | None]:
         """``(kv_format, kv_format_v)`` with vLLM's ``auto`` replaced by the model's dtype.

@@ -75,9 +75,9 @@ class GatePlan:
         mpe = model.max_position_embeddings
         if mpe and max_seq > mpe:
             notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings {mpe:,}")
-        if engine.ctx_size is not None:
-            notes.append(f"llama.cpp -c {engine.ctx_size}: {max_seq:,} positions per sequence "
-                         f"(n_ctx_seq, llama-context.cpp)")
+        ctx_note = engine.ctx_note(max_seq)
+        if ctx_note:
+            notes.append(ctx_note)
         self.model = replace(model, notes=notes)
         self.kv_format, self.kv_format_v = engine.formats_for(self.model)
         self.layout = engine.layout_dict()

@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if model.max_position_embeddings and max_seq > model.max_position_embeddings:
         model.notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings "
                            f"{model.max_position_embeddings:,}")
+    ctx_note = engine.ctx_note(max_seq)
+    if ctx_note:
+        model.notes.append(ctx_note)
     slots = engine.slots if engine.slots is not None else 1
     geo = engine.geometry(model)
     rep = geometry_report(geo, max_seq, slots, args.by_layer)
