@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -100,7 +102,8 @@ def host_costs(seconds: float) -> list[dict]:
 
     from kvgate.measure import host as hostmod
 
-    child = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sleep 60 & wait"])
+    child = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & sleep 60 & wait"], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = []
     try:
         time.sleep(0.2)
@@ -127,8 +130,7 @@ def host_costs(seconds: float) -> list[dict]:
             r["tree_pids"] = len(h._pids)
             out.append(r)
     finally:
-        child.kill()
-        subprocess.run(["pkill", "-P", str(child.pid)], check=False)
+        os.killpg(child.pid, signal.SIGKILL)  # the shell and its sleeps: its own session
         child.wait()
     return out
 

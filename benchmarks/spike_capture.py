@@ -234,11 +234,16 @@ def main(argv: list[str] | None = None) -> int:
     os.unlink(spikes_path)
     b0, b1 = child_log["baseline_window"]
     ref = logs[(DEFAULT_INTERVAL_S, True)]
-    baseline = int(statistics.median(v for t, v in ref if b0 + 0.2 <= t <= b1))
+    # the C loop logs only changes (and idle samples, gaps): the baseline is the median of
+    # the samples in the window, or the last value logged before its end
+    win = [v for t, v in ref if b0 + 0.2 <= t <= b1]
+    baseline = int(statistics.median(win)) if win else [v for t, v in ref if t <= b1][-1]
     spikes = child_log["spikes"]
     methods = {f"kvgate {i * 1e3:g} ms {samplers[(i, True)].mode}" + (" (default)" if i == DEFAULT_INTERVAL_S else ""):
                logs[(i, True)] for i in intervals}
     methods[f"kvgate {DEFAULT_INTERVAL_S * 1e3:g} ms pynvml (before)"] = logs[(DEFAULT_INTERVAL_S, False)]
+    by_name = {n: samplers[(i, True)] for n, i in zip(methods, intervals)}
+    by_name[f"kvgate {DEFAULT_INTERVAL_S * 1e3:g} ms pynvml (before)"] = samplers[(DEFAULT_INTERVAL_S, False)]
     if smi is not None:
         methods["nvidia-smi -lms 500"] = _smi_samples(smi_log)
     true_peak = baseline + max(SIZES)
@@ -248,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, samples in methods.items():
         ev = evaluate(list(samples), spikes, baseline)
         ev["peak_error_bytes"] = ev["peak_bytes"] - true_peak if ev["peak_bytes"] is not None else None
+        smp = by_name.get(name)
+        if smp is not None:  # the sampler's own gaps: its log skips unchanged samples
+            ev["max_gap_s"], ev["samples"] = smp.max_gap_s, smp.samples
         res["methods"][name] = ev
     res["spikes"] = spikes
     with open(a.out, "w") as fh:

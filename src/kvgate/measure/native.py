@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DRAIN_S = 0.05  # the Python thread drains the ring this often
+DRAIN_S = 0.1  # the Python thread drains the ring this often
 RING = 1 << 16  # samples held between drains (65 s at 1 ms)
 MAX_CHANNELS = 16
 NATIVE_MAX_INTERVAL_S = 0.05  # above this the Python loop costs < 0.1% of a core anyway
