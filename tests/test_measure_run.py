@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvgate.cli import main
+from kvgate.errors import EXIT_NO_VERDICT
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def test_failed_workload_gives_no_verdict_and_keeps_exit_code(tmp_path, capsys):
     rec, meas = tmp_path / "rec.json", tmp_path / "m.json"
     rc = main(["run", *GATE, "--slots-measured", "4", "--out", str(rec), "--measurement-out", str(meas), "--json",
                "--", PY, "-c", "import sys; sys.exit(5)"])
-    assert rc == 3
+    assert rc == EXIT_NO_VERDICT
     r = json.loads(rec.read_text())
     assert r["status"] == "no-verdict"
     assert set(r["verdicts"].values()) == {"no-verdict"}
@@ -45,7 +46,7 @@ def test_concurrency_stops_at_the_first_failed_level(tmp_path):
     code = f"import sys; open({str(marker)!r} + sys.argv[1], 'w'); sys.exit(1 if sys.argv[1] == '2' else 0)"
     rc = main(["run", *GATE, "--concurrency", "2,4", "--out", str(tmp_path / "rec.json"),
                "--measurement-out", str(tmp_path / "m.json"), "--", PY, "-c", code, "{n}"])
-    assert rc == 3
+    assert rc == EXIT_NO_VERDICT
     assert (tmp_path / "ran2").exists() and not (tmp_path / "ran4").exists()
     assert json.loads((tmp_path / "m-n2.json").read_text())["status"] == "failed"
     assert not (tmp_path / "m-n4.json").exists()
@@ -205,7 +206,7 @@ def test_failed_run_is_no_verdict_even_when_its_peak_is_small(tmp_path, capsys):
              "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "r.json"),
              "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c", "raise SystemExit(3)"])
     out = capsys.readouterr()
-    assert rc == 3, out.err
+    assert rc == EXIT_NO_VERDICT, out.err
     rec = json.loads((tmp_path / "r.json").read_text())
     assert rec["status"] == "no-verdict" and set(rec["verdicts"].values()) == {"no-verdict"}
 

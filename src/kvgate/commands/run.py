@@ -47,7 +47,7 @@ workload is killed too. Every output place is probed before the first level runs
 measurement that cannot be written at the end goes to $XDG_STATE_HOME/kvgate/ (or
 <tmp>/kvgate-<uid>/) with a WARNING saying where. With --json the workload's standard
 output goes to kvgate's standard error: standard output is one JSON document.
-Exit status: 0, 2 for an error, 3 for no-verdict, 128 + signal when kvgate itself was
+Exit status: 0, 2 for an error, 5 for no-verdict, 128 + signal when kvgate itself was
 stopped.
 """
 
