@@ -38,20 +38,22 @@ def first_blocked(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, cap
         k = first_blocked(arrive[:_PREFIX], service[:_PREFIX], cost[:_PREFIX], capacity)
         if k < _PREFIX:
             return k
-    ticks = np.concatenate([arrive + service, arrive])
-    # At one step: finishes of earlier admissions, then each admission in FIFO order, a
-    # request with service 0 freeing right after its own admission.
-    i = np.arange(m, dtype=np.int64)
-    sub = np.concatenate([np.where(service > 0, -1, 2 * i + 1), 2 * i])
-    order = np.lexsort((sub, ticks))
-    del ticks, sub, i
-    c = cost[order % m]
-    cum = np.cumsum(np.where(order < m, -c, c))
-    del c
-    over = np.flatnonzero(cum > capacity)
-    if len(over) == 0:
-        return m
-    return int(order[over[0]] - m)  # only an admission can push the sum up
+    # With everyone admitted at arrival, the memory in use as request i is admitted is
+    #   Σ_{j ≤ i} c_j − Σ_{j < i, service_j = 0} c_j − Σ_{service_j > 0, arrive_j + service_j ≤ arrive_i} c_j
+    # (at one step finishes free before admissions; a request with service 0 frees right
+    # after its own admission): one sort of the finishes, no sort of all events.
+    cost = np.asarray(cost, dtype=np.int64)
+    used = np.cumsum(cost)
+    zero = service == 0
+    if bool(zero.any()):
+        used -= np.cumsum(np.where(zero, cost, 0)) - np.where(zero, cost, 0)
+    busy = ~zero
+    fin = (arrive + service)[busy]
+    order = np.argsort(fin, kind="stable")
+    freed = np.concatenate([[0], np.cumsum(cost[busy][order])])
+    used -= freed[np.searchsorted(fin[order], arrive, side="right")]
+    over = np.flatnonzero(used > capacity)
+    return int(over[0]) if len(over) else m
 
 
 def schedule_contiguous(arrive: np.ndarray, service: np.ndarray, slots: int) -> np.ndarray:
