@@ -58,13 +58,19 @@ What the summary compares (the gate's paging candidate, DESIGN.md §3):
   value over the steps where the peak holds), the write-up's quantity measured;
 - ``ratio`` = measured / bound.
 
-Speed: the two admission schedules are one pass each over the requests with a heap
-(O(n log K) and O(n log n)); memory over time is computed from cumulative sums over the
-admission/finish events, exactly (integer steps; block rounding through per-residue
-counts of live sequences), with no per-token loop. Until the first request that has to
-wait, "admit at arrival" is checked vectorized and the loops start only there. 10^6
-requests replay through both allocators in about 1.5-2.5 s on two CPU cores
-(``benchmarks/replay_scaling.py``, ``benchmarks/RESULTS.md``).
+Code: :mod:`kvgate.replay.allocators` (the admission schedules: one pass each over the
+requests with a heap, O(n log K) and O(n log n), vectorized until the first request that
+has to wait), :mod:`kvgate.replay.timeline` (memory over time from cumulative sums over
+the admission/finish events, exactly: integer steps, block rounding through per-residue
+counts of live sequences, no per-token loop), :mod:`kvgate.replay.results` (the figures
+read off a timeline, reduced chunk by chunk), :mod:`kvgate.replay.series` (points to
+plot). This module checks the parameters and ties them together; it re-exports the names
+it always had (``Timeline``, ``build_timeline``, ``schedule_contiguous``, ``series``...).
+
+Speed and memory (``benchmarks/replay_scaling.py``, ``benchmarks/RESULTS.md`` "Speed
+(issue 9): replay"): 10^6 requests replay through both allocators in about 1.5-2.5 s on
+two CPU cores; memory is the request arrays plus about 40 bytes per epoch of each
+timeline (two epochs per request at most), a few hundred bytes per request in all.
 """
 
 from __future__ import annotations
