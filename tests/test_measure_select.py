@@ -121,3 +121,12 @@ def test_import_smi_names_the_gpu_a_gate_would_use(data_dir, tmp_path, capsys):
     assert "a gate on this log uses gpu:1, the domain with the least headroom" in out
     assert main(["import-smi", str(p), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["least_headroom_domain"] == "gpu:1"
+
+
+def test_selection_notes_carry_the_logs_warnings(data_dir, tmp_path):
+    p, *_ = _four_gpu_log(data_dir, tmp_path)
+    text = p.read_text()
+    p.write_text(text + "2026/11/29 11:24:30.0")  # a last line still being written
+    sel = select_measurement(load_smi_csv(str(p)))
+    assert sel.notes()[-1].startswith("measurement: 1 line(s) skipped: line 6578: no line end")
+    assert not any(n.startswith("measurement:") for n in sel.notes(measurement_warnings=False))

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         args.slots_measured = n
     sel = select_domain(o.measurements, tp=args.tp)
     m = sel.measurement
-    notes += sel.notes()
+    notes += sel.notes(measurement_warnings=False)  # the run's own warnings are in o.notes
     fit_points = None
     if levels and len(levels) > 1 and all(x.status == "ok" for _, x in outcomes):
         fit_points = [(k, _fit_peak(_same_domain(x, m.domain), m)) for k, x in outcomes]

@@ -60,16 +60,20 @@ class Selection:
                        f"H {fmt_mib(m.headroom_bytes)} ({fmt_pct(m.headroom_bytes, m.total_bytes)} of T){mark}")
         return out
 
-    def notes(self) -> list[str]:
+    def notes(self, *, measurement_warnings: bool = True) -> list[str]:
         """Lines for a record's notes / a command's output: which domain gates and why,
-        every domain's figures when there are several, and the warnings."""
+        every domain's figures when there are several, and the warnings — with
+        ``measurement_warnings`` also those the gating measurement carries in
+        ``extra["warnings"]`` (an nvidia-smi log's skipped lines, unsorted samples)."""
+        own = [f"measurement: {w}" for w in (self.measurement.extra.get("warnings") or [])
+               ] if measurement_warnings else []
         if len(self.measurements) == 1:
-            return list(self.warnings)
+            return list(self.warnings) + own
         why = {"--domain": "chosen with --domain",
                "least headroom": "the domain with the least headroom (it runs out first)"}.get(self.rule, self.rule)
         tp = f" of the {len(self.measurements)} measured; --tp {self.tp}: the worst rank gates" if self.tp and self.tp > 1 else ""
         head = f"gated on {self.domain}, {why}{tp}"
-        return [head] + [f"  {line}" for line in self.domain_lines()] + list(self.warnings)
+        return [head] + [f"  {line}" for line in self.domain_lines()] + list(self.warnings) + own
 
 
 def select_domain(measurements: Sequence[Measurement], *, domain: str | None = None,
