@@ -197,7 +197,7 @@ class Nvml:
     def shutdown(self) -> None:
         """``nvmlShutdown`` if initialised (registered with ``atexit``). Never raises."""
         with self._lock:
-            if self._initialised:
+            if self._initialised and self._mod is not None:
                 self._initialised = False
                 try:
                     self._mod.nvmlShutdown()

@@ -254,8 +254,7 @@ class Sampler:
             self.log.append((t, list(values)))
         start = self.start_t
         prev = self._prev_t if prev_t is None else prev_t
-        running = start is not None and t >= start
-        if running:
+        if start is not None and t >= start:
             if prev is not None and prev >= start and t - prev > self._gap_floor:
                 self._note_gap(prev, t, values)
             for ch, v in zip(self.channels, values):
@@ -404,7 +403,7 @@ class Sampler:
         "used_after_bytes"}, ...], "over_10x_interval": count, "long_gap_threshold_s"}``."""
         rows = []
         for g in self.gaps:
-            rows.append({"at_s": round(self.rel(g.t0), 6), "gap_s": round(g.length_s, 6),
+            rows.append({"at_s": round(g.t0 - (self.start_t or 0.0), 6), "gap_s": round(g.length_s, 6),
                          "used_before_bytes": g.before[i] if i < len(g.before) else None,
                          "used_after_bytes": g.after[i] if i < len(g.after) else None})
         return {"largest": rows, f"over_{LONG_GAP_FACTOR}x_interval": self.long_gaps,
