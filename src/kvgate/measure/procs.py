@@ -3,7 +3,7 @@
 - **Parent-death signal.** On Linux CMD's first process asks the kernel for SIGKILL when
   kvgate dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, ``man 2 prctl``), set between fork
   and exec (:func:`pdeathsig_preexec`). It covers only that one process.
-- **Watchdog.** A small process in its own session (so a terminal's SIGHUP/SIGINT do not
+- **Watchdog.** A small process (a fork of kvgate) in its own session (so a terminal's SIGHUP/SIGINT do not
   reach it) holds the read end of a pipe from kvgate. When kvgate exits in any way,
   SIGKILL included, the pipe closes; unless kvgate said ``done`` first, the watchdog sends
   SIGTERM to CMD's whole process group, then SIGKILL after a grace period
@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,11 +78,24 @@ def pdeathsig_preexec() -> Callable[[], None] | None:
 
 class Watchdog:
     """Stops CMD's process group if kvgate dies without saying :meth:`done` (see the
-    module docstring). Start before CMD, :meth:`arm` with CMD's pid (its process group),
-    :meth:`done` when kvgate has dealt with CMD itself."""
+    module docstring). Start it before CMD (and, for the cheap path, before any thread),
+    :meth:`arm` it with CMD's pid (its process group id), call :meth:`done` when kvgate
+    has dealt with CMD itself.
+
+    With only one thread running, the watchdog is a ``fork`` of kvgate that runs no
+    Python beyond a read loop and ``killpg`` (no interpreter start-up: about 1 ms);
+    otherwise a small ``python -c`` process (:data:`_WATCHDOG`). Either holds only the
+    pipe's read end (its standard streams are ``/dev/null``), in a session of its own.
+    """
 
     def __init__(self, grace_s: float = 5.0) -> None:
         self.proc: subprocess.Popen | None = None
+        self._pid: int | None = None  # the forked watchdog
+        self._wfd: int | None = None
+        if hasattr(os, "fork") and threading.active_count() == 1:
+            self._fork(grace_s)
+            if self._pid is not None:
+                return
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(grace_s)], stdin=subprocess.PIPE,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -89,12 +103,40 @@ class Watchdog:
         except OSError:
             self.proc = None  # the parent-death signal still covers CMD's first process
 
+    def _fork(self, grace_s: float) -> None:
+        try:
+            rfd, wfd = os.pipe()  # both close-on-exec: CMD never inherits the write end
+        except OSError:
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(rfd)
+            os.close(wfd)
+            return
+        if pid == 0:  # the watchdog
+            try:
+                _watch(rfd, wfd, grace_s)
+            finally:
+                os._exit(0)
+        os.close(rfd)
+        self._pid, self._wfd = pid, wfd
+
     def arm(self, pgid: int) -> None:
         self._send(f"{pgid}\n")
 
     def done(self) -> None:
         """kvgate handled CMD: the watchdog exits without signalling anything."""
         self._send("done\n")
+        if self._wfd is not None:
+            os.close(self._wfd)
+            self._wfd = None
+        if self._pid is not None:
+            try:
+                os.waitpid(self._pid, 0)
+            except ChildProcessError:
+                pass
+            self._pid = None
         if self.proc is not None:
             try:
                 if self.proc.stdin is not None:
@@ -108,17 +150,59 @@ class Watchdog:
             self.proc = None
 
     def _send(self, text: str) -> None:
-        if self.proc is None or self.proc.stdin is None:
-            return
         try:
-            self.proc.stdin.write(text.encode())
-            self.proc.stdin.flush()
+            if self._wfd is not None:
+                os.write(self._wfd, text.encode())
+            elif self.proc is not None and self.proc.stdin is not None:
+                self.proc.stdin.write(text.encode())
+                self.proc.stdin.flush()
         except (OSError, ValueError):
             pass
 
     @property
     def pid(self) -> int | None:
+        if self._pid is not None:
+            return self._pid
         return self.proc.pid if self.proc is not None else None
+
+
+def _watch(rfd: int, wfd: int, grace_s: float) -> None:
+    """The forked watchdog's body: read the pipe to its end, then stop the group unless
+    told ``done``. Runs in a process forked while kvgate had one thread."""
+    os.close(wfd)
+    os.setsid()  # a closed terminal's SIGHUP and Ctrl-C's SIGINT go to kvgate's group, not here
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)  # never hold kvgate's stdout/stderr open (a reader waits for their end)
+    os.closerange(3, rfd)
+    os.closerange(rfd + 1, 65536)
+    data = b""
+    while True:
+        chunk = os.read(rfd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    first, _, rest = data.partition(b"\n")
+    if not first.strip().isdigit() or b"done" in rest:
+        return
+    pg = int(first)
+    try:
+        os.killpg(pg, signal.SIGTERM)
+    except OSError:
+        return
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        try:
+            os.killpg(pg, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pg, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 class TreeTracker:

@@ -251,17 +251,19 @@ def measure_command(cmd: list[str], *, domain: str = "gpu", gpus: str = "0", int
     nvml_pids_seen: set[int] = set()
     try:
         with _Signals() as sigs:
+            watchdog = procs.Watchdog(grace_s)  # before the sampler's thread: a cheap fork
             sampler.start()
             settle_end = time.monotonic() + max(0.0, settle_s)
             while time.monotonic() < settle_end and sigs.received is None and sampler.error is None:
                 time.sleep(min(0.02, max(0.0, settle_end - time.monotonic())))
             if sigs.received is not None:
                 sampler.stop()
+                watchdog.done()
                 raise InterruptedBeforeStartError("interrupted during --settle; the command was not started")
             if sampler.error is not None:
                 sampler.stop()
+                watchdog.done()
                 raise _as_kvgate(sampler.error)
-            watchdog = procs.Watchdog(grace_s)
             start_iso = _utc_now()
             start_t = sampler.mark_start()
             try:
