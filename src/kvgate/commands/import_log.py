@@ -7,7 +7,7 @@ import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.report import model_from_log, render_check, render_pool
+from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
 from kvgate.measure.measurement import measurement_file
 from kvgate.output import emit
 
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out:
         check_writable(args.out, force=args.force)
-    pool = read_engine_log(args.log, engine=args.engine)
+    pool = apply_overrides(read_engine_log(args.log, engine=args.engine), kv_format=args.kv_format, tp=args.tp)
     model = model_from_log(pool, args.model)
     check = None
     if model is not None:

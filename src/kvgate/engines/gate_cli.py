@@ -10,7 +10,7 @@ from typing import Any
 from kvgate.engines.candidates import gate_from_engine_log
 from kvgate.engines.crosscheck import crosscheck
 from kvgate.engines.pool import EngineLogError, read_engine_log
-from kvgate.engines.report import model_from_log, render_check, render_pool
+from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
 from kvgate.units import parse_bytes
 
 
@@ -37,7 +37,8 @@ def run_engine_gate(args: Any) -> int:
     out = getattr(args, "out", None)
     if out:
         check_writable(out, force=getattr(args, "force", False))
-    pool = read_engine_log(args.engine_log)
+    pool = apply_overrides(read_engine_log(args.engine_log), kv_format=getattr(args, "kv_format", None),
+                           tp=getattr(args, "tp", None))
     model = model_from_log(pool, getattr(args, "model", None))
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",

@@ -54,3 +54,18 @@ def render_check(check: dict[str, Any] | None) -> str:
     if check is None:
         return "cross-check: no model (pass --model config.json / model dir / .gguf)"
     return "\n".join([f"cross-check: {check['status']}"] + [f"  {line}" for line in check["lines"]])
+
+
+def apply_overrides(pool: EnginePool, *, kv_format: str | None = None, tp: int | None = None) -> EnginePool:
+    """Fill what the log did not say from the command line, with a note (a value the
+    log did say and the command line contradicts is kept from the log and noted)."""
+    for key, value, flag in (("kv_format", kv_format, "--kv-format"), ("tp", tp, "--tp")):
+        if value is None:
+            continue
+        have = getattr(pool, key)
+        if have is None:
+            setattr(pool, key, value)
+            pool.notes.append(f"{key} {value} from {flag} (not in the log)")
+        elif have != value:
+            pool.notes.append(f"{flag} {value} differs from the log's {key} {have}: the cross-check uses {value}")
+    return pool
