@@ -429,3 +429,13 @@ def test_falcon_h1_hybrid_layer_holds_kv_and_mamba2_state():
         spec_from_config({"model_type": "zamba2", "num_hidden_layers": 2, "hidden_size": 64,
                           "num_attention_heads": 4, "layers_block_type": ["mamba", "hybrid"]}, name="z", source="t")
     assert "zamba2" in e.value.message
+
+
+def test_kimi_linear_kda_and_mla():
+    """Kimi-Linear: 7 MLA layers (512 + 64) and 20 KDA layers, each with one conv over q, k, v
+    [B, 3 · 32 · 128, 4] bf16 and a recurrent state [B, 32, 128, 128] fp32
+    (modeling_kimi_linear.py KimiDeltaAttention: conv_dim = 3 · qkv_dim)."""
+    m = load_model(DATA / "kimi-linear-48b-a3b-reconstructed.json")
+    assert [i for i, l in enumerate(m.layers) if l.kind == "mla"] == [3, 7, 11, 15, 19, 23, 26]
+    g = KVGeometry(m, "bf16")
+    assert g.slot_bytes(1000) == 7 * 576 * 2 * 1000 + 20 * (3 * 32 * 128 * 4 * 2 + 32 * 128 * 128 * 4)

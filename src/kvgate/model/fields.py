@@ -205,6 +205,16 @@ def _mamba2_state(cfg: dict[str, Any]) -> LayerSpec:
     return _linear("mamba2", d_inner + 2 * groups * d_state, k, heads * head_dim * d_state, heads)
 
 
+def _kda_state(cfg: dict[str, Any]) -> LayerSpec:
+    """Kimi-Linear delta attention (transformers ``KimiDeltaAttention``): one conv over
+    q, k and v, ``conv_dim = 3 · linear_num_heads · linear_head_dim``, kernel
+    ``linear_conv_kernel_dim``; recurrent state ``[heads, head_dim, head_dim]`` (fp32)."""
+    heads = _int_field(cfg, "linear_num_heads")
+    hd = _int_field(cfg, "linear_head_dim")
+    k = _int_field(cfg, "linear_conv_kernel_dim")
+    return _linear("kda", 3 * heads * hd, k, heads * hd * hd, heads)
+
+
 def linear_state(cfg: dict[str, Any]) -> LayerSpec:
     """The linear-layer :class:`LayerSpec` for a hybrid / SSM config, by which fields it has.
 
@@ -213,6 +223,8 @@ def linear_state(cfg: dict[str, Any]) -> LayerSpec:
     """
     if cfg.get("linear_num_value_heads") is not None:
         return _gated_delta_net_state(cfg)
+    if cfg.get("linear_num_heads") is not None and cfg.get("linear_head_dim") is not None:
+        return _kda_state(cfg)
     if any(cfg.get(k) is not None for k in ("mamba_n_heads", "mamba_num_heads")) or (
         cfg.get("model_type") == "mamba2"
     ):

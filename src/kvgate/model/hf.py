@@ -230,6 +230,6 @@ def resolve(raw: dict[str, Any]) -> Resolved:
         counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
         filled.append(f"layer_types ({counts})")
     if filled:
-        notes.append(f"{', '.join(filled)} taken from transformers' {type(text).__name__} defaults "
-                     "(the config leaves them out)")
+        notes.append(f"{', '.join(filled)} from transformers' {type(text).__name__} defaults or derived "
+                     "fields (the file does not state them under these names)")
     return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__)
