@@ -112,3 +112,62 @@ def test_no_leftovers_no_note(tmp_path, capsys):
     assert main(["measure", "--domain", "host", "--settle", "0s", "--out", str(out), "--", PY, "-c", "pass"]) == 0
     assert "leftover_processes" not in json.loads(out.read_text())["domains"][0]["extra"]
     assert "the workload left" not in capsys.readouterr().out
+
+
+def _drop_without_done(w) -> None:
+    """What kvgate's death does to the watchdog: its pipe closes, no "done" said."""
+    if w._wfd is not None:
+        os.close(w._wfd)
+        w._wfd = None
+    else:
+        w.proc.stdin.close()
+
+
+def _group_sleeper():
+    return subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], process_group=0)
+
+
+def test_watchdog_fork_and_subprocess_paths_stop_the_group():
+    import threading
+
+    from kvgate.measure.procs import Watchdog
+
+    single = threading.active_count() == 1
+    w = Watchdog(0.5)  # one thread here: the fork path
+    assert (w._wfd is not None and w.proc is None) if single else w.proc is not None
+    g = _group_sleeper()
+    w.arm(g.pid)
+    _drop_without_done(w)
+    g.wait(timeout=10)
+    if w._pid is not None:
+        os.waitpid(w._pid, 0)
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        w2 = Watchdog(0.5)  # another thread runs: no fork, the python -c watchdog
+        assert w2.proc is not None and w2._wfd is None
+        g2 = _group_sleeper()
+        w2.arm(g2.pid)
+        _drop_without_done(w2)
+        g2.wait(timeout=10)
+        w2.proc.wait(timeout=10)
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_watchdog_done_leaves_the_group_alone():
+    from kvgate.measure.procs import Watchdog
+
+    w = Watchdog(0.5)
+    g = _group_sleeper()
+    try:
+        w.arm(g.pid)
+        w.done()
+        time.sleep(0.3)
+        assert g.poll() is None
+    finally:
+        g.kill()
+        g.wait()
