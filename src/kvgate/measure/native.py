@@ -197,7 +197,7 @@ def _build(target: Path) -> None:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         raise OSError("no C compiler (cc, gcc or clang) on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, src = tempfile.mkstemp(suffix=".c", dir=target.parent)
     tmp = src[:-2] + ".so"
     try:
@@ -207,6 +207,7 @@ def _build(target: Path) -> None:
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise OSError(f"{cc} failed: {r.stderr.strip()[:300]}")
+        os.chmod(tmp, 0o755)
         os.replace(tmp, target)  # atomic: a concurrent kvgate sees the old file or the new one
     finally:
         for p in (src, tmp):
@@ -214,6 +215,20 @@ def _build(target: Path) -> None:
                 os.unlink(p)
             except OSError:
                 pass
+
+
+def _check_owner(p: Path) -> None:
+    """Refuse a cache directory or library that another user owns or everyone can write (the temp
+    directory fallback is shared): loading it would run their code as us.
+
+    Raises:
+        OSError: another owner, or writable by everyone.
+    """
+    if not hasattr(os, "getuid"):
+        return
+    st = p.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o002:
+        raise OSError(f"{p} is not ours alone (owner {st.st_uid}, mode {oct(st.st_mode & 0o777)})")
 
 
 def load() -> Any:
@@ -236,6 +251,8 @@ def load() -> Any:
         try:
             if not path.exists():
                 _build(path)
+            _check_owner(d)
+            _check_owner(path)
             lib = ctypes.CDLL(str(path))
         except (OSError, subprocess.SubprocessError) as exc:
             errors.append(f"{d}: {exc}")
