@@ -290,3 +290,13 @@ def test_no_native_loop_for_a_fake_clock_or_a_reader_without_spec():
     s.start()
     s.stop()
     assert s.mode == "python" and s.samples >= 1
+
+
+def test_native_cache_refuses_a_world_writable_library(tmp_path):
+    lib = tmp_path / "sampler-x.so"
+    lib.write_bytes(b"")
+    lib.chmod(0o755)
+    native._check_owner(lib)  # ours, not writable by others: accepted
+    lib.chmod(0o777)
+    with pytest.raises(OSError, match="not ours alone"):
+        native._check_owner(lib)
