@@ -31,12 +31,10 @@ def run_engine_gate(args: Any) -> int:
     Raises:
         EngineLogError: no model to size the slots with, or no targets.
     """
-    from kvgate.atomicio import check_writable, write_json_atomic  # noqa: PLC0415
+    from kvgate.gate.record import write_record  # noqa: PLC0415
     from kvgate.output import emit  # noqa: PLC0415
 
     out = getattr(args, "out", None)
-    if out:
-        check_writable(out, force=getattr(args, "force", False))
     pool = apply_overrides(read_engine_log(args.engine_log), kv_format=getattr(args, "kv_format", None),
                            tp=getattr(args, "tp", None))
     model = model_from_log(pool, getattr(args, "model", None))
@@ -58,9 +56,11 @@ def run_engine_gate(args: Any) -> int:
     res = gate_from_engine_log(pool, model, slots=int(slots), max_seq=int(max_seq), kv_format=kv_format, tp=tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,
                                host_bytes=parse_bytes(hb) if hb else None)
-    if out:
-        write_json_atomic(out, res["record"], force=getattr(args, "force", False))
+    path = None
+    if not getattr(args, "no_record", False):
+        path = str(write_record(res["record"], out, force=getattr(args, "force", False)))
+    res["record_path"] = path
     text = "\n".join([render_pool(pool), render_check(check), "", *res["lines"]]
-                     + ([f"wrote {out}"] if out else []))
+                     + ([f"record: {path}"] if path else []))
     emit(args, {"pool": pool.to_dict(), "crosscheck": check, **{k: v for k, v in res.items()}}, text)
     return 0
