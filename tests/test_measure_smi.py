@@ -7,8 +7,8 @@ import json
 import pytest
 
 from kvgate.cli import main
-from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv, parse_smi_csv
 from kvgate.measure.measurement import Measurement, load_measurement_file
+from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv, parse_smi_csv
 
 MiB = 2**20
 T = 143_771 * MiB

@@ -7,8 +7,8 @@ import csv
 
 import pytest
 
-from kvgate.measure.smi_csv import load_smi_csv
 from kvgate.measure.measurement import load_measurement_file
+from kvgate.measure.smi_csv import load_smi_csv
 
 MiB = 2**20
 
