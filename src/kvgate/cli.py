@@ -22,6 +22,8 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
 from kvgate.errors import KvgateError
 
@@ -63,7 +65,7 @@ def _module_names() -> list[str]:
     return [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
 
 
-def _commands(only: str | None = None) -> list:
+def _commands(only: str | None = None) -> list[ModuleType]:
     """Command modules, in ``kvgate --help`` order; ``only``: just that module."""
     names = [only] if only else _module_names()
     mods = [importlib.import_module(f"kvgate.commands.{n}") for n in names]
@@ -74,18 +76,20 @@ def _commands(only: str | None = None) -> list:
 
 def version() -> str:
     """kvgate's version from the installed package's metadata (``importlib.metadata``)."""
-    from kvgate import __version__
+    import kvgate
 
-    return __version__
+    return str(kvgate.__version__)
 
 
 class _VersionAction(argparse.Action):
     """``--version``: reads the package metadata only when asked."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
         parser.exit(0, f"kvgate {version()}\n")
 
 
