@@ -331,3 +331,21 @@ def test_geometry_imports_only_what_it_uses():
     mods = _imported(["geometry", "qwen3-0.6b", "--max-seq", "1024"])
     got = {m for m in mods for want in NOT_FOR_GEOMETRY if m == want or m.startswith(want + ".")}
     assert not got, sorted(got)
+
+
+def test_gate_with_engine_flags_is_the_gate_with_kvgates(capsys):
+    base = ["gate", "--model", "qwen3-30b-a3b", "--slots-measured", "4", "--total", "80GiB", "--peak", "30GiB",
+            "--no-record", "--json"]
+    out = []
+    for flags in (["-c", "65536", "-np", "8", "-ctk", "q8_0", "-ctv", "q8_0"],
+                  ["--layout", "llama.cpp", "--n-seq", "8", "--slots", "8", "--max-seq", "8192", "--kv-format", "q8_0"]):
+        assert main([*base, *flags]) == 0, capsys.readouterr().err
+        out.append(json.loads(capsys.readouterr().out))
+    cpp, ours = out
+    for key in ("geometry", "projection", "verdicts", "boundaries", "sensitivity"):
+        assert cpp[key] == ours[key], key
+    # 8192 positions × 48 layers × 2 × (512 // 32 × 34 B) per slot
+    assert cpp["geometry"]["slot_bytes"] == 8192 * 48 * 2 * 544 == 427_819_008
+    assert "llama.cpp -c 65536 -np 8: 8,192 positions per sequence (n_ctx_seq, src/llama-context.cpp)" in cpp["notes"]
+    unified = geometry(["qwen3-30b-a3b", "-c", "10000", "-np", "3", "-kvu"], capsys)
+    assert any("one unified cache of 10,240 cells" in n for n in unified["notes"])
