@@ -176,15 +176,15 @@ KINDS = {
 }
 
 
-def make_files(n: int, folder: Path) -> dict[str, Path]:
-    """The resampled trace of ``n`` requests in each of :data:`KINDS` (cached in ``folder``)."""
+def make_files(n: int, folder: Path, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, Path]:
+    """The resampled trace of ``n`` requests in each of ``kinds`` (cached in ``folder``)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     from kvgate.replay.trace import load_trace, resample
 
-    paths = {k: folder / name.format(n=n) for k, (name, _) in KINDS.items()}
+    paths = {k: folder / name.format(n=n) for k, (name, _) in KINDS.items() if k in kinds}
     if all(p.exists() for p in paths.values()):
         return paths
     tr = resample(load_trace(TRACE), n, seed=1)
@@ -194,11 +194,15 @@ def make_files(n: int, folder: Path) -> dict[str, Path]:
         ("azure-csv", "TIMESTAMP,ContextTokens,GeneratedTokens", pa.array(ns)),
         ("seconds-csv", "arrival_time,prompt_tokens,output_tokens", pa.array(tr.arrival_s)),
     ):
+        if kind not in paths:
+            continue
         with open(paths[kind], "wb") as fh:
             fh.write(header.encode() + b"\n")
             pacsv.write_csv(
                 pa.table({"t": first, "p": tr.prompt_tokens, "o": tr.output_tokens}), fh, write_options=opts
             )
+    if "mooncake-jsonl" not in paths:
+        return paths
     ms = np.rint(tr.arrival_s * 1000).astype(np.int64).tolist()
     with open(paths["mooncake-jsonl"], "w") as fh:
         for t, p, o in zip(ms, tr.prompt_tokens.tolist(), tr.output_tokens.tolist()):
@@ -214,9 +218,7 @@ def end_to_end(sizes: list[int], repeat: int, src: str | None, folder: Path, kin
     env["PYTHONPATH"] = src or str(HERE.parent / "src")
     rows = []
     for n in sizes:
-        for kind, path in make_files(n, folder).items():
-            if kind not in kinds:
-                continue
+        for kind, path in make_files(n, folder, tuple(kinds)).items():
             runs = []
             for _ in range(repeat if n <= 1_000_000 else 1):
                 out = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(S), str(BLOCK), str(MAX_SEQ), str(HEADROOM)],
