@@ -249,3 +249,9 @@ def test_readers_agree_on_the_real_excerpts(monkeypatch):
         assert used == [True], name
         assert fast.arrival_s.tolist() == slow.arrival_s.tolist(), name
         assert (fast.format, fast.time_unit, fast.attribution) == (slow.format, slow.time_unit, slow.attribution)
+
+
+@pytest.mark.parametrize("body", ['{"time": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "[" * 100_000 + "]" * 100_000])
+def test_deeply_nested_json_is_a_trace_error(tmp_path, body):
+    with pytest.raises(TraceError, match="nested too deeply"):
+        load_trace(_write(tmp_path, "t.jsonl", body))

@@ -74,7 +74,7 @@ def peek(path: Path) -> Head | None:
     if suffix in (".jsonl", ".ndjson") or lead == "{":
         try:
             obj = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         if not isinstance(obj, dict) or not obj:
             return None

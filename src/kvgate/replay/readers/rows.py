@@ -89,6 +89,8 @@ def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[
     if stripped.startswith("["):
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise TraceError(f"trace {path}: JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             if exc.msg != "Extra data":  # more than one value: JSONL whose lines are not objects
                 raise TraceError(
@@ -108,6 +110,8 @@ def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[
                 continue
             try:
                 obj = json.loads(line)
+            except RecursionError:
+                raise TraceError(f"trace {path}, line {line_no}: JSON nested too deeply to read") from None
             except json.JSONDecodeError as exc:
                 raise TraceError(
                     f"trace {path}, line {line_no}: not valid JSON ({exc.msg} at column {exc.colno}); "
