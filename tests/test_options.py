@@ -349,3 +349,18 @@ def test_gate_with_engine_flags_is_the_gate_with_kvgates(capsys):
     assert "llama.cpp -c 65536 -np 8: 8,192 positions per sequence (n_ctx_seq, src/llama-context.cpp)" in cpp["notes"]
     unified = geometry(["qwen3-30b-a3b", "-c", "10000", "-np", "3", "-kvu"], capsys)
     assert any("one unified cache of 10,240 cells" in n for n in unified["notes"])
+
+
+def test_measure_options():
+    from kvgate.commands._args import add_measure_flags, measure_options_from_args
+    from kvgate.measure.runner import DEFAULT_SETTLE_S
+
+    p = argparse.ArgumentParser()
+    add_measure_flags(p)
+    m = measure_options_from_args(p.parse_args(["--interval", "500ms", "--", "python", "serve.py"]))
+    assert m.command == ("python", "serve.py") and m.interval_s == 0.5 and m.gpus == "all"
+    assert m.settle_s == DEFAULT_SETTLE_S  # the flag's default is the runner's
+    with pytest.raises(KvgateError, match="no command"):
+        measure_options_from_args(p.parse_args([]))
+    with pytest.raises(KvgateError, match="--interval must be positive"):
+        measure_options_from_args(p.parse_args(["--interval", "0s", "--", "true"]))

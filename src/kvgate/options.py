@@ -250,21 +250,24 @@ class MeasureOptions:
 
     Attributes:
         command: the workload, argv (after ``--``).
-        gpus: GPU index, comma list or ``all`` (``--gpu``).
+        gpus: GPU index, comma list or ``all`` (``--gpu``; ``all``: every GPU shown, the
+            one with the least headroom among those the command used gates).
         domain: ``gpu`` (NVML total − free) or ``host`` (system RAM, the command's RSS).
         interval_s: sampling interval in seconds (``None`` = the domain's default).
         settle_s: idle sampling before the command starts, seconds (``None`` = the
             runner's default).
+        kill_leftovers: stop processes the command leaves running (else report them).
         out: measurement JSON path (``None`` = a time-stamped default).
         plot: PNG path, or ``None``.
         force: overwrite existing outputs.
     """
 
     command: tuple[str, ...] = ()
-    gpus: str = "0"
+    gpus: str = "all"
     domain: str = "gpu"
     interval_s: float | None = None
     settle_s: float | None = None
+    kill_leftovers: bool = False
     out: str | None = None
     plot: str | None = None
     force: bool = False

@@ -35,7 +35,9 @@ LAYOUT_NAMES = ("contiguous", "vllm", "llama.cpp")
 VLLM, LLAMACPP = "vllm", "llama.cpp"
 # llama.cpp's own default cache type (common_params.cache_type_k/v = GGML_TYPE_F16)
 LLAMACPP_DEFAULT_KV = "fp16"
-DEFAULT_SETTLE = "2s"
+# = kvgate.measure.runner.DEFAULT_SETTLE_S (0.25 s: 250 idle samples at 1 ms), spelled here so
+# that building a parser does not import the measurement stack.
+DEFAULT_SETTLE = "0.25s"
 
 # dest -> (engine, flag as shown in messages); a dest counts as given when not None/False.
 ENGINE_FLAGS: dict[str, tuple[str, str]] = {
@@ -361,14 +363,19 @@ def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | N
 # -- measure ---------------------------------------------------------------------------
 
 def add_measure_flags(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
-    """``--gpu --domain --interval --settle [--out --plot --force]`` and ``-- CMD ARGS...``."""
+    """``--gpu --domain --interval --settle --kill-leftovers [--out --plot --force]`` and
+    ``-- CMD ARGS...``."""
     g = p.add_argument_group("measurement")
-    g.add_argument("--gpu", default="0", help="GPU index, list (0,1) or all (default 0)")
+    g.add_argument("--gpu", default="all",
+                   help="GPU index, list (0,1) or all (default all: every GPU is shown; the one with the least "
+                        "headroom among those the command used gates)")
     g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
                    help="gpu: NVML total − free; host: system RAM and the command's RSS (default gpu)")
     g.add_argument("--interval", default=None,
                    help="sampling interval, e.g. 1ms (default: 1ms gpu, 10ms host); 500ms = nvidia-smi -lms 500")
     g.add_argument("--settle", default=DEFAULT_SETTLE, help=f"idle sampling before the command starts (default {DEFAULT_SETTLE})")
+    g.add_argument("--kill-leftovers", action="store_true",
+                   help="stop processes the command leaves running after it exits (default: report them)")
     if with_out:
         g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.json)")
         g.add_argument("--plot", default=None, help="also write a PNG chart here")
@@ -399,6 +406,6 @@ def measure_options_from_args(args: argparse.Namespace) -> MeasureOptions:
     settle = parse_duration_s(a["settle"]) if a.get("settle") is not None else None
     if settle is not None and settle < 0:
         raise KvgateError(f"--settle must not be negative, got {a['settle']}")
-    return MeasureOptions(command=tuple(cmd), gpus=str(a.get("gpu") or "0"), domain=a.get("domain") or "gpu",
-                          interval_s=interval, settle_s=settle, out=a.get("out"), plot=a.get("plot"),
-                          force=bool(a.get("force")))
+    return MeasureOptions(command=tuple(cmd), gpus=str(a.get("gpu") or "all"), domain=a.get("domain") or "gpu",
+                          interval_s=interval, settle_s=settle, kill_leftovers=bool(a.get("kill_leftovers")),
+                          out=a.get("out"), plot=a.get("plot"), force=bool(a.get("force")))
