@@ -126,6 +126,7 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=150.0)
     ap.add_argument("--max-prompt", type=int, default=400)
     ap.add_argument("--max-output", type=int, default=96)
+    ap.add_argument("--grab-at", type=float, default=6.0, help="seconds into the load to save a metrics dump")
     ap.add_argument("--slots", type=int, default=8, help="gate target N")
     ap.add_argument("--max-seq", type=int, default=512, help="gate target L")
     a = ap.parse_args()
@@ -146,7 +147,7 @@ def main() -> int:
     log_path = out / "llama_server_startup.log"
     cmd = [a.server, "-m", str(gguf_path), "-c", str(a.ctx), "-np", str(a.np), "--host", "127.0.0.1",
            "--port", str(port), "--metrics", "--slots", "-t", "2", "-ctk", a.cache_type, "-ctv", a.cache_type,
-           "--no-warmup"]
+           "--no-warmup", "-lv", "4"]
     commit = Path("/work/llama.cpp-build/COMMIT").read_text().strip() if Path("/work/llama.cpp-build/COMMIT").exists() else None
     with open(tmp / "server.log", "w") as lf:
         proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)  # noqa: S603 - our own binary, loopback
@@ -158,6 +159,17 @@ def main() -> int:
             model = load_model(str(gguf_path))
             check = crosscheck(pool, model)
             trace = load_trace(a.trace)
+
+            def grab() -> None:  # one /metrics + /slots dump mid-load, for the CI fixtures
+                time.sleep(a.grab_at)
+                for ep, name in (("/metrics", "llamacpp_metrics_under_load.prom"),
+                                 ("/slots", "llamacpp_slots_under_load.json")):
+                    with urllib.request.urlopen(base + ep, timeout=5) as r:  # noqa: S310 - loopback
+                        (out / name).write_bytes(r.read())
+
+            import threading
+
+            threading.Thread(target=grab, daemon=True).start()
             res = run_load(base, trace, speed=a.speed, max_requests=a.max_requests, max_seconds=a.max_seconds,
                            interval_s=0.2, max_prompt_tokens=a.max_prompt, max_output_tokens=a.max_output,
                            max_inflight=16)

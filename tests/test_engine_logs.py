@@ -203,7 +203,8 @@ def test_llamacpp_context_lines():
 def test_llamacpp_iswa_line_with_seqs():
     p = log("llamacpp_deepseek-v4_iswa.log")
     (c,) = p.parsed["caches"]
-    assert (c["cells"], c["layers"], c["seqs"], c["seqs_max"], c["swa"]) == (393_216, 0, 4, 1, "non-swa")
+    # "%2u/%u seqs" is n_seq_max / n_stream (llama-kv-cache.cpp): 4 sequences in one unified stream
+    assert (c["cells"], c["layers"], c["n_seq_max"], c["n_stream"], c["swa"]) == (393_216, 0, 4, 1, "non-swa")
     assert c["k_type"] == "f16" and (c["size"].low, c["size"].high) == (0, MIB // 200)
 
 
@@ -267,9 +268,10 @@ def test_llama_server_log_agrees_to_the_cell():
     pool = read_engine_log(p)
     assert pool.engine == "llama.cpp" and pool.kv_format == "fp16" and pool.slots == 4
     (c,) = pool.parsed["caches"]
-    # -c 2048 -np 4: 2,048 cells (4 streams of 512) × 4 layers × 2 heads × 64 × 2 B, K and V alike
-    k = 2048 * 4 * 2 * 64 * 2
-    assert (c["cells"], c["layers"]) == (2048, 4) and c["k_size"].contains(k) and c["v_size"].contains(k)
+    # -c 2048 -np 4: 512 cells per stream × 4 streams × 4 layers × 2 heads × 64 × 2 B, K and V alike
+    k = 512 * 4 * 4 * 2 * 64 * 2
+    assert (c["cells"], c["n_stream"], c["layers"]) == (512, 4, 4)
+    assert c["k_size"].contains(k) and c["v_size"].contains(k) and pool.pool_tokens == 2048
     cc = crosscheck(pool, _tiny_llama(p.parent))
     assert cc["status"] == "agrees" and cc["pool_bytes"] == 2 * k
 

@@ -51,9 +51,10 @@ def test_llamacpp_dump_from_the_live_benchmark():
     slots = json.loads((DATA / "llamacpp_0c1e5709_slots.json").read_text())
     s = engine_sample(m, slots=slots)
     assert s["engine"] == "llama.cpp" and s["waiting"] == m["llamacpp:requests_deferred"][0][1]
-    # KV tokens of busy slots = prompt + decoded, from the JSON the server returned
+    # KV tokens of busy slots = their prompt.tokens (prompt + sampled), from the server's JSON
     busy = [x for x in slots if x["is_processing"]]
-    want = sum(x["n_prompt_tokens"] + x["next_token"][0]["n_decoded"] for x in busy)
+    want = sum(x["n_prompt_tokens"] for x in busy)
+    assert busy and all(x["n_prompt_tokens"] <= x["n_ctx"] for x in slots)
     assert s["kv_tokens"] == want and s["kv_usage"] == want / sum(x["n_ctx"] for x in slots)
 
 
@@ -62,7 +63,8 @@ def test_slots_usage_by_hand():
               "next_token": [{"n_decoded": 28}]},
              {"id": 1, "n_ctx": 512, "is_processing": False, "n_prompt_tokens": 300}]
     u = slots_usage(slots)
-    assert u == {"slots": 2, "busy": 1, "n_ctx_total": 1024, "kv_tokens": 128, "kv_usage": 0.125}
+    # n_prompt_tokens is prompt.tokens.size(), which already holds the sampled tokens
+    assert u == {"slots": 2, "busy": 1, "n_ctx_total": 1024, "kv_tokens": 100, "kv_usage": 100 / 1024}
     with pytest.raises(MetricsError, match="n_ctx"):
         slots_usage([{"id": 0}])
 

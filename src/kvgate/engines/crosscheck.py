@@ -246,7 +246,7 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         lin = [l for l in model.layers if l.kind == "linear"]
         conv = sum(state_values_per_rank(l, 1)[0] for l in lin)
         ssm = sum(state_values_per_rank(l, 1)[1] for l in lin)
-        rb, sb = c["cells"] * conv * 4, c["cells"] * ssm * 4
+        rb, sb = c["cells"] * conv * 4, c["cells"] * ssm * 4  # one cell per sequence
         good = c["k_size"].contains(rb) and c["v_size"].contains(sb) and c["k_type"] == c["v_type"] == "f32"
         ok &= good
         total += rb + sb
@@ -257,13 +257,15 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         sub = _layers_for(model, c)
         geo = KVGeometry(replace(model, layers=sub), c["k_type"], kv_format_v=c["v_type"],
                          layout=LlamaCpp(n_seq=int(ctx.get("n_seq_max") or 1), unified=bool(ctx.get("kv_unified"))))
-        kb = sum(c["cells"] * _k_row(geo, l) for l in sub)
-        vb = sum(c["cells"] * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
+        cells = c["cells"] * c["n_stream"]  # kv_size per stream × streams
+        kb = sum(cells * _k_row(geo, l) for l in sub)
+        vb = sum(cells * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
                  if l.kind != "mla")
         good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and len(sub) == c["layers"]
         ok &= good
         total += kb + vb
-        lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {len(sub)} layers: "
+        lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {c['n_stream']} "
+                     f"stream(s) × {len(sub)} layers: "
                      f"K ({c['k_type']}) {kb:,} B, V ({c['v_type']}) {vb:,} B; logged K {c['k_size'].text}, "
                      f"V {c['v_size'].text}, {c['layers']} layers")
     return {"status": "agrees" if ok else "differs", "unit": "cell", "pool_bytes": total if ok else None,

@@ -6,7 +6,8 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
   ``n_batch``, ``n_ubatch``, ``flash_attn``, ``kv_unified``
   (``llama-context.cpp``; before 2025 ``llama_new_context_with_model:``).
 - every ``llama_kv_cache: size = 160.00 MiB (  4096 cells,   8 layers,  1/1 seqs),
-  K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``llama-kv-cache.cpp``; also
+  K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
+  ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
   ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
   cells), each preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
   cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
@@ -41,8 +42,9 @@ _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
 
 def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
     """The figures of a llama.cpp log (module docstring); missing ones ``None``.
-    ``caches`` lists every KV / recurrent line in order: ``{kind, cells, layers, seqs,
-    seqs_max, k_type, v_type, size, k_size, v_size, swa}`` (sizes :class:`Logged`)."""
+    ``caches`` lists every KV / recurrent line in order: ``{kind, cells, layers, n_seq_max,
+    n_stream, k_type, v_type, size, k_size, v_size, swa}`` (sizes :class:`Logged`);
+    ``cells`` is per stream, as printed (``kv_size``): the cache holds cells × n_stream."""
     r: dict[str, Any] = {"engine": "llama.cpp", "version": None, "commit": None, "model": None,
                          "context": {}, "meta": {}, "caches": []}
     swa_next: str | None = None
@@ -60,8 +62,10 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "size": logged(m.group(2), MIB, "MiB"),
                 "cells": int(m.group(3)) if m.group(3) else None,
                 "layers": int(m.group(4)) if m.group(4) else None,
-                "seqs": int(m.group(5)) if m.group(5) else None,
-                "seqs_max": int(m.group(6)) if m.group(6) else (int(m.group(5)) if m.group(5) else None),
+                "n_seq_max": int(m.group(5)) if m.group(5) else None,
+                # "%2u/%u seqs" = n_seq_max / n_stream (llama-kv-cache.cpp); older lines print
+                # one number and had one stream
+                "n_stream": int(m.group(6)) if m.group(6) else 1,
                 "k_type": m.group(8), "k_size": logged(m.group(9), MIB, "MiB"),
                 "v_type": m.group(11), "v_size": logged(m.group(12), MIB, "MiB"),
                 "swa": swa_next if kind == "kv" else None,

@@ -37,7 +37,7 @@ _QUOTE = re.compile(r"^>\s?")
 _ISO = re.compile(r"^\[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*")
 _JOURNAL = re.compile(r"^[A-Z][a-z]{2}\s+\d+\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-]+\[\d+\]:\s*")
 _VLLM_TAG = re.compile(r"^\((?P<who>[A-Za-z_]+[A-Za-z0-9_]*)(?:\s+rank=(?P<rank>\d+))?\s+pid=\d+\)\s*")
-_LLAMA_TS = re.compile(r"^(?:\[\d+\]\s+)?\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+")
+_LLAMA_TS = re.compile(r"^(?:\[\d+\]\s+)?\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+(?:(?:srv|cmn|slot|que|res|ctx|log)\s+)?")
 _LLAMA_PID = re.compile(r"^\[\d+\]\s+")
 _LLAMA_DEBUG = re.compile(r"^\[llama (?:Debug|Info|Warning|Error)\]:\s*")
 

@@ -8,7 +8,7 @@ Names read, per engine (what each means, from the engine's source):
   and ``llamacpp:kv_cache_tokens`` (removed by the pinned commit this repo's benchmark
   uses, so KV use comes from ``/slots`` there). ``/slots``
   (``server-context.cpp``, ``server_slot::to_json``): per slot ``n_ctx``,
-  ``is_processing``, ``n_prompt_tokens`` and ``next_token[0].n_decoded``.
+  ``is_processing``, ``n_prompt_tokens`` (prompt + generated so far: see :func:`slots_usage`).
 - **vLLM** (``vllm/v1/metrics/loggers.py``): ``vllm:kv_cache_usage_perc`` (V1; a ratio
   0 … 1 despite its name; older ``vllm:gpu_cache_usage_perc``),
   ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
@@ -93,10 +93,12 @@ def detect_metrics_engine(metrics: dict) -> str | None:
 def slots_usage(slots: Any) -> dict[str, Any]:
     """llama-server ``/slots`` JSON → ``{slots, busy, n_ctx_total, kv_tokens, kv_usage}``.
 
-    KV tokens of a busy slot = ``n_prompt_tokens`` + ``n_decoded`` (what it holds in its
-    cells now); an idle slot's cells are counted free (llama-server keeps them for
-    prompt reuse, but they are overwritten by the next task). ``kv_usage`` = kv_tokens /
-    Σ n_ctx.
+    KV tokens of a busy slot = ``n_prompt_tokens``: ``server_slot::to_json`` reports
+    ``prompt.tokens.size()``, and every sampled token is pushed onto ``prompt.tokens``
+    (``server-context.cpp``), so it counts prompt and generated tokens alike (adding
+    ``n_decoded`` would count the generated ones twice). An idle slot's cells are counted
+    free (llama-server keeps them for prompt reuse; the next task overwrites them).
+    ``kv_usage`` = kv_tokens / Σ n_ctx.
 
     Raises:
         MetricsError: not a list of slot objects with ``n_ctx``.
@@ -111,13 +113,7 @@ def slots_usage(slots: Any) -> dict[str, Any]:
                            hint="is the server started with --slots (on by default) and is this llama-server?")
     n_ctx = sum(int(s["n_ctx"]) for s in slots)
     busy = [s for s in slots if s.get("is_processing")]
-    tokens = 0
-    for s in busy:
-        dec = 0
-        nt = s.get("next_token")
-        if isinstance(nt, list) and nt and isinstance(nt[0], dict):
-            dec = int(nt[0].get("n_decoded") or 0)
-        tokens += int(s.get("n_prompt_tokens") or 0) + dec
+    tokens = sum(int(s.get("n_prompt_tokens") or 0) for s in busy)
     return {"slots": len(slots), "busy": len(busy), "n_ctx_total": n_ctx, "kv_tokens": tokens,
             "kv_usage": tokens / n_ctx if n_ctx else None}
 

@@ -237,7 +237,8 @@ def _from_llamacpp(p: dict[str, Any]) -> EnginePool:
         pool = Logged(sum(c["size"].bytes for c in caches), sum(c["size"].low for c in caches),
                       sum(c["size"].high for c in caches), " + ".join(c["size"].text for c in caches))
     full = [c for c in kv if c["swa"] != "swa"]
-    cells = full[0]["cells"] if full and full[0]["cells"] is not None else ctx.get("n_ctx")
+    cells = (full[0]["cells"] * full[0]["n_stream"] if full and full[0]["cells"] is not None
+             else ctx.get("n_ctx"))
     types = {(c["k_type"], c["v_type"]) for c in kv}
     fmt = None
     notes = []
