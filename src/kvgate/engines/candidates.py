@@ -189,6 +189,10 @@ def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_
 
 def _more_tp(pool, model, fmt, tp, layout, slots, max_seq, C, base):
     t2 = 2 * tp
+    if pool.engine == "llama.cpp":
+        return {"name": "more GPUs", "verdict": "no-verdict",
+                "text": "llama.cpp logs one cache for all its devices (-sm layer splits layers, not heads): "
+                        "add devices and re-read the log"}
     try:
         S2 = _slot_fn(model, fmt, t2, layout)
     except KvgateError as exc:
