@@ -332,3 +332,26 @@ def test_readme_import_log_block_is_real_output(capsys):
     assert main(["import-log", str(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log"), "--model", "qwen3-30b-a3b",
                  "--kv-format", "bf16", "--tp", "4"]) == 0
     assert capsys.readouterr().out == block
+
+
+def test_vllm_0171_qwen35_2b_hybrid_agrees_within_the_budget_rounding():
+    """The four figures of the published vLLM 0.17.1 Qwen3.5-2B startup log recorded in
+    ../shared/cases/turn2/README.md (case V1), as vLLM prints them."""
+    cfg = Path("/work/shared/cases/turn2/qwen3.5-2b.json")
+    if not cfg.exists():
+        pytest.skip("shared configs not present")
+    text = ("INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.17.1) with config: "
+            "model='Qwen/Qwen3.5-2B', dtype=torch.bfloat16, max_seq_len=262144, tensor_parallel_size=1, "
+            "kv_cache_dtype=auto\n"
+            "INFO 01-01 00:00:00 [gpu_worker.py:1] Available KV cache memory: 5.95 GiB\n"
+            "INFO 01-01 00:00:00 [kv_cache_utils.py:1] GPU KV cache size: 129,472 tokens\n"
+            "INFO 01-01 00:00:00 [kv_cache_utils.py:1] Maximum concurrency for 262,144 tokens per request: 1.97x\n")
+    pool = read_engine_log("case-V1.log", text=text)
+    cc = crosscheck(pool, load_model(cfg))
+    # the case: attention block 544, 4 groups, ≤ 0.20.0 token line num_blocks // 4 × 544;
+    # 954 and 955 blocks both print 129,472 (238 × 544) and fit in 5.95 GiB ± 0.005
+    assert cc["status"] == "agrees" and cc["expected"]["block_size"] == 544 and cc["expected"]["groups"] == 4
+    assert 955 in cc["block_counts"] and all(n // 4 * 544 == 129_472 for n in cc["block_counts"])
+    page = cc["expected"]["pool_bytes_per_block"]
+    lo, hi = interval("5.95", GIB)
+    assert all(n * page <= hi and (n + 1) * page > lo for n in cc["block_counts"])

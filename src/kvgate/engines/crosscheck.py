@@ -86,33 +86,34 @@ def _vllm_layout(pool: EnginePool, block: int, version: str | None) -> VLLM:
 
 
 def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: int,
-                version: str | None) -> dict[str, Any] | None:
-    """The ``num_blocks`` (and its pool) that reproduce the logged lines, or None."""
+                version: str | None) -> list[dict[str, Any]]:
+    """Every ``num_blocks`` (with its pool) that reproduces the logged token and
+    concurrency lines under these settings; the budget interval is checked by the caller."""
     L = pool.max_model_len
-    if L is None:
-        return None
+    if L is None or pool.pool_tokens is None:
+        return []
     geo = KVGeometry(model, fmt, tp=tp, layout=_vllm_layout(pool, block, version))
     base = vllm_kv_cache_report(geo, 0, L)
     per_block, per_req, groups = base["pool_bytes_per_block"], base["blocks_per_request"], len(base["groups"])
     min_block = min(g["block_size"] for g in base["groups"])
     lay: VLLM = geo.layout  # type: ignore[assignment]
     tokens, conc_txt = pool.pool_tokens, pool.flags.get("max_concurrency")
-    if tokens is None:
-        return None
-    if lay.prints_concurrency_tokens():
-        guess = tokens * per_req // L
-    else:
-        guess = tokens // min_block * groups
-    for nb in range(max(0, guess - 3), guess + 4):
-        tok = int(Fraction(nb, per_req) * L) if lay.prints_concurrency_tokens() else nb // groups * min_block
-        if tok != tokens:
+    by_conc = lay.prints_concurrency_tokens()
+    guess = tokens * per_req // L if by_conc else tokens // min_block * groups
+    out = []
+    for nb in range(max(0, guess - 3 - groups), guess + 4 + groups):
+        tok = int(Fraction(nb, per_req) * L) if by_conc else nb // groups * min_block
+        if tok != tokens or (conc_txt is not None and f"{nb / per_req:.2f}" != conc_txt):
             continue
-        if conc_txt is not None and f"{nb / per_req:.2f}" != conc_txt:
-            continue
-        return {"num_blocks": nb, "pool_bytes": nb * per_block, "pool_bytes_per_block": per_block,
-                "blocks_per_request": per_req, "groups": groups, "block_size": min_block,
-                "budget_low": nb * per_block, "budget_high": (nb + 1) * per_block - 1}
-    return None
+        out.append({"num_blocks": nb, "pool_bytes": nb * per_block, "pool_bytes_per_block": per_block,
+                    "blocks_per_request": per_req, "groups": groups, "block_size": min_block,
+                    "budget_low": nb * per_block, "budget_high": (nb + 1) * per_block - 1})
+    return out
+
+
+def _fits(sol: dict[str, Any], avail) -> bool:
+    """The budget that yields ``num_blocks`` overlaps the logged budget interval."""
+    return avail is None or (sol["budget_low"] <= avail.high and sol["budget_high"] >= avail.low)
 
 
 def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None) -> dict[str, Any]:
@@ -138,12 +139,17 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
 
 
 def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: int, version: str | None) -> dict[str, Any]:
-    sol = _vllm_solve(model, pool, fmt, tp, block, version)
+    sols = _vllm_solve(model, pool, fmt, tp, block, version)
     avail = pool.pool_bytes
     logged = {"gpu_kv_cache_tokens": pool.pool_tokens, "max_concurrency": pool.flags.get("max_concurrency"),
               "available_kv": avail.to_dict() if avail else None}
-    if sol is not None and (avail is None or (sol["budget_low"] <= avail.high and sol["budget_high"] >= avail.low)):
-        lines = [f"agrees to the block: {sol['num_blocks']:,} blocks of {sol['pool_bytes_per_block']:,} B "
+    good = [x for x in sols if _fits(x, avail)]
+    sol = good[0] if good else (sols[0] if sols else None)
+    if good:
+        count = (f"{sol['num_blocks']:,}" if len(good) == 1 else
+                 f"{good[0]['num_blocks']:,} … {good[-1]['num_blocks']:,} (the printed rounding allows each; "
+                 f"the smallest is kept)")
+        lines = [f"agrees to the block: {count} blocks of {sol['pool_bytes_per_block']:,} B "
                  f"(block size {sol['block_size']}, {sol['groups']} group(s)) give the logged "
                  f"{pool.pool_tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
         if avail is None:
@@ -153,6 +159,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
             lines.append(f"those blocks need {sol['budget_low']:,} … {sol['budget_high']:,} B of budget; "
                          f"the log's {avail.text} is {avail.low:,} … {avail.high:,} B")
         return {"status": "agrees", "unit": "block", "expected": sol, "logged": logged,
+                "block_counts": [x["num_blocks"] for x in good],
                 "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
     causes = []
     for alt_fmt in ("bf16", "fp8"):
@@ -161,8 +168,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                 for alt_version in (version, "0.20.0" if version is None else None):
                     if (alt_fmt, alt_tp, alt_block, alt_version) == (fmt, tp, block, version):
                         continue
-                    s = _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version)
-                    if s is not None and (avail is None or (s["budget_low"] <= avail.high and s["budget_high"] >= avail.low)):
+                    if any(_fits(x, avail) for x in _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version)):
                         causes.append(f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
                                       + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
     ranks = pool.parsed.get("available_kv_by_rank") or {}
