@@ -131,3 +131,31 @@ def test_run_load_end_to_end_against_a_loopback_server():
     assert s["requests_sent"] == 3 and s["requests_ok"] == 3 and s["requests_abandoned"] == 0
     assert [r["usage"] for r in res.requests] == [{"prompt_tokens": 12, "completion_tokens": 7}] * 3
     assert s["waiting_peak"] == 0.0 and s["samples"] >= 2
+
+
+def test_cli_load_writes_samples_and_plot(tmp_path, capsys):
+    from kvgate.cli import main
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,30,5\n0.01,20,4\n")
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        code = main(["load", "--url", f"http://127.0.0.1:{srv.server_address[1]}", "--trace", str(trace),
+                     "--max-requests", "2", "--max-seconds", "10", "--interval", "0.02",
+                     "--out", str(tmp_path / "load.json"), "--plot", str(tmp_path / "load.png")])
+    finally:
+        srv.shutdown()
+    assert code == 0
+    doc = json.loads((tmp_path / "load.json").read_text())
+    assert doc["summary"]["requests_ok"] == 2 and doc["engine"] == "llama.cpp"
+    assert (tmp_path / "load.png").stat().st_size > 1000
+    assert "2 sent, 2 ok" in capsys.readouterr().out
+
+
+def test_cli_load_refuses_a_remote_url(capsys):
+    from kvgate.cli import main
+
+    assert main(["load", "--url", "http://192.168.1.5:8000", "--trace", "x.csv"]) == 2
+    assert "loopback" in capsys.readouterr().err

@@ -38,8 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.engines.loadgen import check_url  # noqa: PLC0415
     from kvgate.replay.trace import load_trace  # noqa: PLC0415
 
+    check_url(args.url)  # before any work
     for p in (args.out, args.plot):
         if p:
             check_writable(p, force=args.force)
