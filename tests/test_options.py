@@ -85,6 +85,12 @@ def test_vllm_kv_cache_dtype_is_kv_format(capsys):
 def test_vllm_kv_cache_dtype_auto_is_the_models_dtype(capsys):
     a = geometry(["qwen3-30b-a3b", "--max-model-len", "8192", "--kv-cache-dtype", "auto"], capsys)
     assert a["bytes_per_token"] == QWEN_POS  # torch_dtype bfloat16
+    from kvgate.model import ModelSpec
+
+    # vLLM downcasts a float32 (or absent) config dtype to 16 bits (_resolve_auto_dtype)
+    for dtype, want in (("float32", "bf16"), (None, "bf16"), ("float16", "float16"), ("bfloat16", "bfloat16")):
+        m = ModelSpec(name="m", source="t", layers=[], dtype=dtype)
+        assert EngineOptions(kv_format="auto").formats_for(m) == (want, None)
 
 
 def test_tp_spellings(capsys):

@@ -90,7 +90,7 @@ class EngineOptions:
         model: config.json, model directory, GGUF file or preset name (``None`` where
             the command takes the geometry another way, e.g. ``replay --slot-bytes``).
         kv_format: format of K (``--kv-format``, vLLM ``--kv-cache-dtype``, llama.cpp
-            ``-ctk``); ``auto`` is vLLM's "the model's dtype" (see :meth:`formats_for`).
+            ``-ctk``); ``auto`` is vLLM's "the model's dtype, 16-bit" (see :meth:`formats_for`).
         kv_format_v: format of V when it differs from K (``--kv-format-v``, ``-ctv``);
             ``None`` = same as K.
         tp: tensor-parallel size (``--tp``, vLLM ``--tensor-parallel-size``/``-tp``);
@@ -151,19 +151,17 @@ class EngineOptions:
 
     # -- formats
     def formats_for(self, model: ModelSpec | None = None) -> tuple[str, str | None]:
-        """``(kv_format, kv_format_v)`` with vLLM's ``auto`` replaced by the model's dtype.
-
-        Raises:
-            KvgateError: ``auto`` and a model whose dtype is not known.
+        """``(kv_format, kv_format_v)`` with vLLM's ``auto`` resolved as vLLM resolves it:
+        the model's dtype, except that a float32 (or absent, which vLLM reads as float32)
+        config dtype is downcast to the platform's preferred 16-bit type
+        (``vllm/config/model.py`` ``_get_config_dtype`` / ``_resolve_auto_dtype``: "Downcast
+        for float32 models"; bf16 on CUDA cards that have it, fp16 before: 2 bytes either way).
         """
         def res(f: str | None) -> str | None:
             if f is None or f.strip().lower() != "auto":
                 return f
-            dtype = getattr(model, "dtype", None)
-            if not dtype:
-                raise KvgateError("--kv-cache-dtype auto means the model's dtype, and the model does not give one",
-                                  hint="give the format, e.g. --kv-cache-dtype bfloat16")
-            return str(dtype)
+            dtype = str(getattr(model, "dtype", None) or "float32").lower()
+            return "bf16" if dtype in ("float32", "fp32", "float", "f32") else dtype
 
         k = res(self.kv_format)
         return k or DEFAULT_KV_FORMAT, res(self.kv_format_v)
