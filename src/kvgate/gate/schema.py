@@ -155,6 +155,34 @@ class ModelInputs(_Strict):
     notes: list[Str] = Field(default_factory=list)
 
 
+NonNeg = Annotated[int, Strict(), Field(ge=0)]
+Pos = Annotated[int, Strict(), Field(ge=1)]
+
+
+class ScenarioCheck(_Strict):
+    """The invariants of :class:`kvgate.gate.verdict.Scenario` (checked on every
+    construction). No upper caps: boundary searches go to 64× the card and a million
+    times the slots; records cap their inputs (:class:`ScenarioInputs`)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    total_bytes: Pos
+    peak_bytes: NonNeg
+    slots_measured: NonNeg
+    slots_target: NonNeg
+    max_seq_measured: Pos
+    max_seq: Pos
+    idle_bytes: Optional[NonNeg] = None
+    weights_delta_bytes: AnyInt = 0
+    margin: Fraction
+    total_measured_bytes: Optional[NonNeg] = None
+
+    @model_validator(mode="after")
+    def _margin(self) -> "ScenarioCheck":
+        if isinstance(self.margin, bool) or not 0 <= self.margin < 1:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+        return self
+
+
 class ScenarioInputs(_Strict):
     """T, P, U0, n, N, L0, L, ΔW, m (:class:`kvgate.gate.verdict.Scenario`)."""
 

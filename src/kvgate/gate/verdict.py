@@ -80,32 +80,37 @@ class Scenario:
     total_measured_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("slots_measured", "slots_target"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise GateError(f"{name.replace('_', ' ')} must be a non-negative integer, got {v!r}")
-        for name in ("max_seq_measured", "max_seq", "total_bytes"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise GateError(f"{name.replace('_', ' ')} must be a positive integer, got {v!r}")
-        for name in ("peak_bytes", "weights_delta_bytes"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise GateError(f"{name} must be an integer number of bytes, got {v!r}")
-        for name in ("idle_bytes", "total_measured_bytes"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                raise GateError(f"{name} must be a non-negative integer number of bytes or null, got {v!r}")
-        if not isinstance(self.margin, (int, Fraction)) or not (0 <= self.margin < 1):
-            raise GateError(f"margin must be in [0, 1), got {self.margin!r}")
-        if self.peak_bytes < 0:
-            raise GateError("peak must not be negative")
+        # The types and ranges are :class:`kvgate.gate.schema.ScenarioCheck`'s (ints,
+        # not bools or floats; counts ≥ 0; T, L, L0 ≥ 1; margin in [0, 1)).
+        check, validation_error, message = _scenario_check()
+        try:
+            check({f: getattr(self, f) for f in _SCENARIO_FIELDS})
+        except validation_error as exc:
+            raise GateError(message(exc, "scenario")) from exc
 
     @property
     def limit(self) -> int:
         """⌊(1 − m)·T⌋ bytes. For an integer P_target, P_target ≤ (1 − m)·T exactly when
         P_target ≤ ⌊(1 − m)·T⌋, so rounding down changes no verdict."""
         return math.floor((1 - Fraction(self.margin)) * self.total_bytes)
+
+
+_SCENARIO_FIELDS = ("total_bytes", "peak_bytes", "slots_measured", "slots_target", "max_seq_measured", "max_seq",
+                    "idle_bytes", "weights_delta_bytes", "margin", "total_measured_bytes")
+
+
+_CHECK: list[Any] = []
+
+
+def _scenario_check() -> tuple[Any, type[Exception], Any]:
+    """``ScenarioCheck.model_validate``, imported once (pydantic loads on first use)."""
+    if not _CHECK:
+        from pydantic import ValidationError
+
+        from kvgate.gate.schema import ScenarioCheck, validation_message
+
+        _CHECK.extend([ScenarioCheck.model_validate, ValidationError, validation_message])
+    return _CHECK[0], _CHECK[1], _CHECK[2]
 
 
 @dataclass(frozen=True)
