@@ -68,12 +68,58 @@ def test_arch_builtin_swa_pattern_gemma3(tmp_path):
     assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [5, 11]
 
 
+MLA_KEYS = [("add_head_count_kv", 1), ("add_kv_lora_rank", 512), ("add_rope_dimension_count", 64),
+            ("add_key_length", 576), ("add_value_length", 512), ("add_key_length_mla", 192),
+            ("add_value_length_mla", 128)]
+
+
 def test_mla_and_shared_kv_layers(tmp_path):
-    meta = BASE + [("add_head_count_kv", 1), ("add_kv_lora_rank", 512), ("add_rope_dimension_count", 64),
-                   ("add_shared_kv_layers", 1)]
+    # convert_hf_to_gguf.py today: key_length = kv_lora_rank + rope = 576 with one KV head,
+    # and the per-head sizes in key_length_mla / value_length_mla (llama_hparams::is_mla)
+    meta = BASE + MLA_KEYS + [("add_shared_kv_layers", 1)]
     m = load_gguf(_write(tmp_path / "d.gguf", "deepseek2", meta))
     assert [l.kind for l in m.layers] == ["mla", "mla", "mla", "shared"]
     assert KVGeometry(m, "q8_0").bytes_per_token() == 3 * (576 // 32) * 34
+
+
+CASES = Path("/work/shared/cases/turn2")
+L1 = Path(__file__).parent / "data" / "llamacpp" / "deepseek-v2-lite-pre-mla-keys.gguf"
+
+
+def test_pre_mla_keys_gguf_is_full_per_head_attention_L1():
+    """L1: a DeepSeek-V2-Lite GGUF converted before ``attention.key_length_mla`` existed
+    (metadata only, from an Ollama deepseek-coder-v2 16B run). llama.cpp's ``is_mla()`` is
+    false, so each of the 27 layers caches K of 16 heads × 192 and V of 16 × 128 in f16.
+    ``-c 16384 -np 8``: n_ctx_seq = 16384 / 8 = 2,048 cells per stream, 8 streams.
+    K = 27 × 2048 × 8 × 16 × 192 × 2 B = 2,717,908,992 B (2,592 MiB);
+    V = 27 × 2048 × 8 × 16 × 128 × 2 B = 1,811,939,328 B (1,728 MiB); the logged 4,320 MiB."""
+    from kvgate.geometry import LlamaCpp
+
+    m = load_model(L1)
+    assert m.kinds() == {"full": 27}
+    assert (m.layers[0].num_kv_heads, m.layers[0].head_dim, m.layers[0].v_head_dim) == (16, 192, 128)
+    assert any("key_length_mla" in n for n in m.notes)
+    g = KVGeometry(m, "fp16", layout=LlamaCpp(n_seq=8))
+    assert g.layout.cache_bytes(g, 2048) == 2_717_908_992 + 1_811_939_328 == 4_320 * 2**20
+
+
+def test_same_file_with_mla_keys_is_latent(tmp_path):
+    meta = [("add_block_count", 27), ("add_embedding_length", 2048), ("add_head_count", 16)] + MLA_KEYS
+    m = load_gguf(_write(tmp_path / "m.gguf", "deepseek2", meta))
+    assert m.kinds() == {"mla": 27} and m.layers[0].latent_dim == 576
+    assert not m.notes
+
+
+def test_zero_width_layers_and_nextn(tmp_path):
+    # head_count_kv 0 on a non-recurrent layer: ggml tensors of width 0 (0 bytes);
+    # nextn_predict_layers 1: the last layer is an MTP head, filtered out of the main cache
+    meta = [("add_block_count", 4), ("add_embedding_length", 256), ("add_head_count", [4, 0, 4, 4]),
+            ("add_head_count_kv", [2, 0, 2, 2]), ("add_key_length", 64), ("add_value_length", 64),
+            ("add_nextn_predict_layers", 1)]
+    m = load_gguf(_write(tmp_path / "z.gguf", "llama", meta))
+    assert [l.kind for l in m.layers] == ["full", "shared", "full", "shared"]
+    assert KVGeometry(m, "fp16").bytes_per_token() == 2 * 2 * (2 * 64) * 2
+    assert any("head_count_kv 0" in n for n in m.notes) and any("nextn" in n for n in m.notes)
 
 
 def test_weight_bytes_from_tensor_infos_only(tmp_path):

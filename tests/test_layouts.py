@@ -255,8 +255,63 @@ def test_layout_options_from_args_for_the_cli():
     assert opts["block_size"] == 32 and opts["disable_hybrid_kv_cache_manager"] is True
     assert get_layout("vllm", **opts).max_num_batched_tokens == 8192
     ns = argparse.Namespace(layout="llama.cpp", block_size=None, sliding_full=True, n_seq=4, kv_unified=True)
-    assert layout_options_from_args(ns) == {"n_seq": 4, "unified": True, "swa_full": True, "n_ubatch": 512}
+    assert layout_options_from_args(ns) == {"n_seq": 4, "unified": True, "swa_full": True, "n_ubatch": 512,
+                                           "flash_attn": "auto", "n_rs_seq": 0}
     ns = argparse.Namespace(layout="contiguous", block_size=None, sliding_full=False)
     assert layout_options_from_args(ns) == {"sliding_full": False, "ssm_format": "fp32"}
     with pytest.raises(GeometryError):
         layout_options_from_args(argparse.Namespace(layout="llama.cpp", block_size=16, sliding_full=False))
+
+
+def test_llamacpp_flash_attn_off_pads_v_L2():
+    """L2: Gemma-4-12B, ``-c 4096 -np 1``, f16. Sliding layers: 8 KV heads × 256; full
+    layers: 1 KV head × 512 (K = V width 512). FA on: 40 × 2·8·256·2 + 8 × 2·512·2 =
+    344,064 B/token. FA off: V padded to n_embd_v_gqa_max = 8 × 256 = 2,048 values, so a
+    full layer costs 512·2 + 2048·2 = 5,120 B: 368,640 B/token; the non-SWA cache
+    4,096 cells × 8 layers × 5,120 = 160 MiB (llama.cpp's "160.00 MiB (4096 cells, 8
+    layers, 1 seqs)"); SWA cache pad256(min(4096, 1024 + 512)) = 1,536 cells × 40 × 8,192.
+    Whole: 167,772,160 + 503,316,480 = 671,088,640 B."""
+    from kvgate.geometry import LlamaCpp
+    from kvgate.model import load_model
+
+    m = load_model("/work/shared/cases/turn2/gemma-4-12b-it.json")
+    off = KVGeometry(m, "fp16", layout=LlamaCpp(flash_attn="off"))
+    assert off.bytes_per_token() == 368_640
+    parts = off.layout.cache_parts(off, 4096)
+    assert parts["k"] + parts["v"] == 160 * 2**20
+    assert off.layout.cache_bytes(off, 4096) == 671_088_640
+    for fa in ("on", "auto"):  # auto allocates as on (cparams.flash_attn set before create_memory)
+        assert KVGeometry(m, "fp16", layout=LlamaCpp(flash_attn=fa)).bytes_per_token() == 344_064
+
+
+def test_vllm_qwen35_ssm_dtype_and_old_token_line_V1():
+    """V1: Qwen3.5-2B, vLLM 0.17.1, bf16, L = 262,144, available 5.95 GiB. Mamba page =
+    conv 6,144 × 3 × 2 B (bf16) + SSM 16 × 128 × 128 × 4 B (mamba_ssm_dtype float32) =
+    36,864 + 1,048,576 = 1,085,440 B; attention 2 × 256 × 2 × 2 = 2,048 B/token, so the
+    block is 16 × cdiv(1,085,440, 16 × 2,048) = 544 and the page 1,114,112 B. 18 linear +
+    6 full layers → 4 groups of 6: num_blocks = int(5.95 GiB) // 1,114,112 // 6 = 955.
+    0.17.1 prints 955 // 4 × 544 = 129,472 tokens; concurrency 955 / (482 + 3) = 1.97x."""
+    from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+    from kvgate.model import load_model
+
+    m = load_model("/work/shared/cases/turn2/qwen3.5-2b.json")
+    g = KVGeometry(m, "bf16", layout=VLLM(version="0.17.1"))
+    r = vllm_kv_cache_report(g, int(5.95 * 2**30), 262_144)
+    assert r["num_blocks"] == 955 and r["groups"][-1]["block_size"] == 544
+    assert r["gpu_kv_cache_tokens"] == 129_472 and f"{r['max_concurrency']:.2f}" == "1.97"
+
+
+def test_vllm_eagle_draft_joins_pool_V2():
+    """V2 (vllm-project/vllm #19996): Llama-3.1-8B + a one-layer EAGLE draft, bf16,
+    L = 131,072, available 51.63 GiB. 33 layers × 16 × 8 × 128 × 2 × 2 = 65,536 B pages:
+    num_blocks = int(51.63 GiB) // 65,536 // 33 = 25,633; 25,633 / 8,192 = 3.13x;
+    int(3.129 × 131,072) = 410,128 tokens."""
+    from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+    from kvgate.model import load_model
+
+    d = "/work/shared/cases/turn2/"
+    spec = {"method": "eagle", "model": d + "eagle-llama3.1-8b-draft.json", "num_speculative_tokens": 3}
+    g = KVGeometry(load_model(d + "llama-3.1-8b.json"), "bf16", layout=VLLM(speculative_config=spec))
+    r = vllm_kv_cache_report(g, int(51.63 * 2**30), 131_072)
+    assert r["draft_layers"] == 1 and r["num_blocks"] == 25_633
+    assert r["gpu_kv_cache_tokens"] == 410_128 and f"{r['max_concurrency']:.2f}" == "3.13"

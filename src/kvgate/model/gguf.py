@@ -21,6 +21,20 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
   2·n_group·d_state), ``n_embd_s`` = d_state·d_inner); ``full_attention_interval``
   (Qwen3-Next: layer il is attention iff (il + 1) % interval == 0).
 - ``attention.shared_kv_layers``: the last K layers reuse KV (Gemma-3n): 0 bytes.
+- MLA (``deepseek2`` and kin): llama.cpp caches the latent (K only, ``key_length ×
+  head_count_kv`` = kv_lora_rank + rope, no V) only when the file has both
+  ``attention.key_length_mla`` and ``attention.value_length_mla``
+  (``llama_hparams::is_mla``, read by ``load_arch_hparams`` in ``src/models/deepseek2.cpp``).
+  A GGUF converted before those keys existed gets a full per-head cache: K
+  ``head_count_kv × key_length`` (16 × 192 for DeepSeek-V2-Lite) and V
+  ``head_count_kv × value_length`` (16 × 128).
+- A layer whose ``head_count_kv`` entry is 0 and that is not recurrent has zero-width K
+  and V tensors (0 bytes; ``llama_kv_cache`` still counts it as a layer).
+- ``nextn_predict_layers`` N: the last N of ``block_count`` layers are
+  multi-token-prediction heads; the main context's cache filters them out
+  (``il < n_layer()`` in ``llama_model::create_memory``), so they hold 0 bytes there.
+
+Rules read at llama.cpp commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f (2026-10-01).
 """
 
 from __future__ import annotations
@@ -216,7 +230,14 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             sliding = [p == 0 or (i % p) < (p - 1) for i in range(n)]
 
     rank = _int(meta, k("attention.kv_lora_rank"), 0)
-    rope = _int(meta, k("rope.dimension_count"), lo=0) if rank and not all(recurrent) else 0
+    k_mla = _int(meta, k("attention.key_length_mla"), None, lo=1)
+    v_mla = _int(meta, k("attention.value_length_mla"), None, lo=1)
+    is_mla = bool(rank) and k_mla is not None and v_mla is not None
+    if rank and not is_mla:
+        notes.append(f"{arch}: no attention.key_length_mla / value_length_mla (converted before llama.cpp "
+                     "stored them): llama.cpp caches full per-head K and V, not the MLA latent")
+    rope = _int(meta, k("rope.dimension_count"), lo=0) if is_mla and key_length is None else 0
+    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n)
     h0 = max(heads)
     if key_length is not None:
         hd_k = key_length
@@ -225,16 +246,18 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     else:
         hd_k = None  # only an error if an attention layer needs it (below)
     layers: list[LayerSpec] = []
+    no_kv: list[int] = []
     for i in range(n):
-        if recurrent[i]:
+        if i >= n - nextn:
+            layers.append(LayerSpec(kind="shared"))  # MTP head: filtered out of the main cache
+        elif recurrent[i]:
             layers.append(state)  # type: ignore[arg-type]
-        elif rank:
-            layers.append(LayerSpec(kind="mla", latent_dim=rank + rope))
+        elif is_mla:
+            width = key_length * kv[i] if key_length is not None else rank + rope
+            layers.append(LayerSpec(kind="mla", latent_dim=width))
         elif kv[i] == 0:
-            raise ConfigError(
-                f"GGUF layer {i} has head_count_kv 0 but no recurrent (ssm) keys",
-                hint=f"keys found: {_found(meta, arch)}",
-            )
+            layers.append(LayerSpec(kind="shared"))  # zero-width K and V: 0 bytes
+            no_kv.append(i)
         else:
             if heads[i] == 0:
                 raise ConfigError(
@@ -255,6 +278,12 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                 hv = value_length_swa or hk
             layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
                                     window=window if sliding[i] else None))
+    if no_kv:
+        notes.append(f"{len(no_kv)} layer(s) with head_count_kv 0 and no recurrent state (first: {no_kv[0]}): "
+                     "0 bytes each")
+    if nextn:
+        notes.append(f"the last {nextn} layer(s) are multi-token-prediction (nextn) heads: llama.cpp keeps them "
+                     "out of the main context's cache")
     shared = _int(meta, k("attention.shared_kv_layers"), 0, lo=0, hi=n - 1)
     if shared:
         layers = layers[: n - shared] + [LayerSpec(kind="shared") for _ in range(shared)]
