@@ -39,6 +39,9 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
         w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
         w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
         w.add_value_length(cfg["kv_lora_rank"])
+        # today's convert_hf_to_gguf.py also writes the per-head sizes (llama_hparams::is_mla)
+        w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_value_length_mla(cfg["v_head_dim"])
     elif cfg["model_type"] == "jamba":
         kv = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
         per = [kv if i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] else 0 for i in range(n)]

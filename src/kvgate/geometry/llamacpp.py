@@ -111,7 +111,7 @@ class LlamaCpp(Layout):
         return self.flash_attn == "off"
 
     # -- binding: the V padding of -fa off
-    def bind(self, geometry: KVGeometry) -> "LlamaCpp":
+    def bind(self, geometry: KVGeometry) -> LlamaCpp:
         """With ``-fa off``, widen every attention layer's V row to the widest layer's
         (``n_embd_v_gqa_max``) in the geometry's per-position bytes.
 

@@ -226,7 +226,7 @@ class VLLM(Layout):
         return conv, ssm
 
     # -- binding to a model
-    def bind(self, geometry: KVGeometry) -> "VLLM":
+    def bind(self, geometry: KVGeometry) -> VLLM:
         """Fit block sizes to the model: the hybrid Mamba rule, then page-size
         unification (``unify_kv_cache_spec_page_size``: a layer with a smaller page gets
         a block size × (max page / its page)).

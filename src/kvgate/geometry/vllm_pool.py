@@ -27,9 +27,10 @@ Rules (``vllm/v1/core/kv_cache_utils.py``, releases 0.9.1 … 0.33.0):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from kvgate.geometry.base import GeometryError
 from kvgate.geometry.core import KVGeometry
