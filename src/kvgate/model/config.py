@@ -348,6 +348,10 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
     """
     if not isinstance(cfg, dict):
         raise ConfigError(f"model config must be a JSON object, got {type(cfg).__name__}")
+    for where in (cfg, text_config(cfg)):
+        mt = where.get("model_type")
+        if mt is not None and not isinstance(mt, str):
+            raise ConfigError(f"model config field 'model_type' must be a string, got {mt!r}")
     res = resolve(cfg)
     notes: list[str] = list(res.notes)
     if res.layer_types is not None:
