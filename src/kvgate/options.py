@@ -283,6 +283,9 @@ class ReplayOptions:
         speed: arrival-time speed-up.
         rate: Poisson arrivals per second instead of the trace's timestamps (``None``).
         seed: seed of ``rate`` arrivals.
+        time_unit: unit of the trace's timestamps (``s``, ``ms``, ``us``, ``ns``), or
+            ``None`` to take it from the format or the data
+            (:func:`kvgate.replay.timeunits.detect_time_unit`).
     """
 
     trace: str
@@ -291,6 +294,7 @@ class ReplayOptions:
     speed: float = 1.0
     rate: float | None = None
     seed: int = 0
+    time_unit: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("page_size", "decode_rate", "speed"):

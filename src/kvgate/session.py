@@ -89,7 +89,7 @@ class GatePlan:
             from kvgate.replay.simulate import arrival_steps
             from kvgate.replay.trace import load_trace
 
-            self._trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed)
+            self._trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed, time_unit=replay.time_unit)
             arrival_steps(self._trace.arrival_s, speed=replay.speed, decode_rate=replay.decode_rate)
 
     # -- the replay, at most once

@@ -333,6 +333,9 @@ def add_replay_flags(p: argparse.ArgumentParser, *, trace_required: bool = False
     t.add_argument("--rate", type=positive_float, default=None,
                    help="Poisson arrivals per second instead of the trace's timestamps")
     t.add_argument("--seed", type=int, default=None, help="seed of --rate arrivals (default 0)")
+    t.add_argument("--time-unit", choices=("s", "ms", "us", "ns"), default=None,
+                   help="unit of the trace's timestamps (default: the format's, or detected from the data; "
+                        "ambiguous data is refused)")
 
 
 def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | None = None) -> ReplayOptions | None:
@@ -343,7 +346,7 @@ def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | N
     """
     a = vars(args)
     if not a.get("trace"):
-        extra = [f for f in ("page_size", "decode_rate", "speed", "rate", "seed") if a.get(f) is not None]
+        extra = [f for f in ("page_size", "decode_rate", "speed", "rate", "seed", "time_unit") if a.get(f) is not None]
         if extra:
             raise KvgateError(f"--{extra[0].replace('_', '-')} applies to --trace only")
         return None
@@ -357,6 +360,7 @@ def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | N
         speed=a.get("speed") or 1.0,
         rate=a.get("rate"),
         seed=a.get("seed") or 0,
+        time_unit=a.get("time_unit"),
     )
 
 

@@ -62,9 +62,13 @@ def add_measurement_flags(p: argparse.ArgumentParser) -> None:
 def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool = True) -> None:
     """All ``gate`` options; ``run`` and ``demo`` reuse them (without the measurement
     source, which they supply themselves)."""
-    add_engine_flags(p, model="required", slots_help=TARGET_SLOTS_HELP, max_seq_help=TARGET_MAX_SEQ_HELP)
+    add_engine_flags(p, model="optional" if measurement_required else "required", slots_help=TARGET_SLOTS_HELP,
+                     max_seq_help=TARGET_MAX_SEQ_HELP)
     if measurement_required:
         add_measurement_flags(p)
+        from kvgate.engines.gate_cli import add_engine_log_arguments
+
+        add_engine_log_arguments(p)
     add_gate_flags(p)
     add_replay_flags(p)
 
@@ -187,5 +191,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "engine_log", None):
+        from kvgate.engines.gate_cli import run_engine_gate
+
+        # vLLM / llama.cpp spellings of the target, as the engine-log gate reads them
+        args.slots = args.slots or getattr(args, "vllm_max_num_seqs", None) or getattr(args, "lcpp_parallel", None)
+        args.max_seq = args.max_seq or getattr(args, "vllm_max_model_len", None)
+        return run_engine_gate(args)
+    if not getattr(args, "model", None):
+        raise KvgateError("the gate needs --model (config.json, model directory, GGUF file or preset)",
+                          hint="or --engine-log FILE to gate the KV pool a vLLM / SGLang / llama.cpp log shows")
     m, doc = measurement_from_args(args)
     return gate_from_args(args, m, measurement_doc=doc)

@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.atomicio import check_writable
 
         check_writable(args.plot, force=args.force)  # fail before the work
-    trace = load_trace(opts.trace, rate=opts.rate, seed=opts.seed)
+    trace = load_trace(opts.trace, rate=opts.rate, seed=opts.seed, time_unit=opts.time_unit)
     res = replay(
         trace,
         slot_bytes=geo["slot_bytes"],

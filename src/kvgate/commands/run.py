@@ -129,7 +129,8 @@ def validate_gate_options(args: argparse.Namespace) -> None:
 
         if args.slots < 1:
             raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
-        t = load_trace(trace, rate=args.rate, seed=getattr(args, "seed", 0) or 0)
+        t = load_trace(trace, rate=args.rate, seed=getattr(args, "seed", 0) or 0,
+                       time_unit=getattr(args, "time_unit", None))
         arrival_steps(t.arrival_s, speed=args.speed or 1.0, decode_rate=args.decode_rate or DEFAULT_DECODE_RATE)
 
 

@@ -51,7 +51,7 @@ def run_engine_gate(args: Any) -> int:
     if getattr(args, "trace", None):
         from kvgate.replay.trace import load_trace  # noqa: PLC0415
 
-        trace = load_trace(args.trace, rate=getattr(args, "rate", None))
+        trace = load_trace(args.trace, rate=getattr(args, "rate", None), time_unit=getattr(args, "time_unit", None))
     hb = getattr(args, "host_bytes", None)
     res = gate_from_engine_log(pool, model, slots=int(slots), max_seq=int(max_seq), kv_format=kv_format, tp=tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,

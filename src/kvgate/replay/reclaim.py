@@ -126,7 +126,7 @@ def paging_reclaim(
     if trace is None:
         from kvgate.replay.trace import load_trace
 
-        trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed)
+        trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed, time_unit=replay.time_unit)
     out = measured_paging_reclaim(
         trace,
         slot_bytes=geo["slot_bytes"],
