@@ -87,6 +87,9 @@ def test_gate_smi_cli_gates_on_gpu1(data_dir, tmp_path, capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["measurement"]["basis"]["domain"] == "gpu:1"
     assert rec["measurement"]["peak_used_bytes"] == peak_mib * MiB
+    # the output names the GPU that gates and why, and lists the others
+    assert any(n.startswith("gated on gpu:1, the domain with the least headroom") for n in rec["notes"]), rec["notes"]
+    assert any("gpu:0" in n for n in rec["notes"])
 
 
 def test_only_gpus_the_command_used_gate_when_nvml_lists_processes():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import (
@@ -105,13 +106,20 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
             "give exactly one measurement: --measurement FILE, --smi LOG.csv, or --total/--peak"
             + (f" (got {', '.join(given)})" if given else ""),
         )
-    if args.measurement:
-        return load_measurement_file(read_json(args.measurement, what="measurement"), domain=args.domain)
-    if args.smi:
-        from kvgate.measure.smi_csv import load_smi_csv
+    if args.measurement or args.smi:
+        from kvgate.measure.select import select_measurement
 
-        doc = load_smi_csv(args.smi)
-        return load_measurement_file(doc, domain=args.domain)
+        if args.measurement:
+            doc = read_json(args.measurement, what="measurement")
+        else:
+            from kvgate.measure.smi_csv import load_smi_csv
+
+            doc = load_smi_csv(args.smi)
+        tp = getattr(args, "tp", None) or getattr(args, "vllm_tp", None)
+        sel = select_measurement(doc, domain=args.domain, tp=tp)
+        # which GPU gates and why, every GPU's figures, the log's skipped lines: shown in the notes
+        args._selection_notes = sel.notes()
+        return sel.measurement, doc
     if not args.total or not args.peak:
         raise KvgateError("--total and --peak are both needed for an explicit measurement")
     total = parse_bytes(args.total)
@@ -160,18 +168,27 @@ def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=Non
     return inputs
 
 
-def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOptions) -> int:
+def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOptions, *, fallback: bool = False) -> int:
     """Write the record (unless ``--no-record``), print it. Returns the exit status:
     :data:`~kvgate.errors.EXIT_OK`, or :data:`~kvgate.errors.EXIT_NO_VERDICT` when the
     measured workload failed."""
     from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
-    from kvgate.gate.record import write_record
     from kvgate.gate.render import render_text
+    from kvgate.gate.record import write_record
+    from kvgate.measure.fallback import save_record
 
     rec = decision.record
     path = None
     if not gate.no_record:
-        path = str(write_record(rec, gate.out, force=gate.force))
+        if fallback:
+            # after a measured workload (run) an unwritable --out never loses the decision:
+            # it goes to a fallback place, said on stderr
+            saved = save_record(rec, gate.out, force=gate.force)
+            if saved.warning:
+                print(f"WARNING: {saved.warning}", file=sys.stderr)
+            path = str(saved.path) if saved.path is not None else None
+        else:  # typed-in numbers: refuse (exit 2) rather than write somewhere else
+            path = str(write_record(rec, gate.out, force=gate.force))
     payload = dict(rec)
     payload["record_path"] = path
     emit(args, payload, render_text(rec, record_path=path))
@@ -179,11 +196,12 @@ def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOption
 
 
 def gate_from_args(args: argparse.Namespace, measurement: Measurement, *, fit_points=None,
-                   measurement_doc: dict[str, Any] | None = None, notes: list[str] | None = None) -> int:
+                   measurement_doc: dict[str, Any] | None = None, notes: list[str] | None = None,
+                   fallback: bool = False) -> int:
     """Compute, print and record a decision. Returns the exit status (see :func:`emit_decision`)."""
     plan = plan_from_args(args)
     d = plan.decide(measurement, fit_points=fit_points, notes=notes, measurement_doc=measurement_doc)
-    return emit_decision(args, d, plan.gate)
+    return emit_decision(args, d, plan.gate, fallback=fallback)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,4 +220,4 @@ def run(args: argparse.Namespace) -> int:
         raise KvgateError("the gate needs --model (config.json, model directory, GGUF file or preset)",
                           hint="or --engine-log FILE to gate the KV pool a vLLM / SGLang / llama.cpp log shows")
     m, doc = measurement_from_args(args)
-    return gate_from_args(args, m, measurement_doc=doc)
+    return gate_from_args(args, m, measurement_doc=doc, notes=getattr(args, "_selection_notes", None) or None)

@@ -193,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         notes += _sweep_notes(args, m, fit_points)
     if args.plot:
         _plot(args, m, fit_points, notes)
-    rc = gate_from_args(args, m, fit_points=fit_points, measurement_doc=o.document, notes=notes + o.notes)
+    rc = gate_from_args(args, m, fit_points=fit_points, measurement_doc=o.document, notes=notes + o.notes,
+                        fallback=True)
     return o.kvgate_exit_code if o.stopped_by else rc
 
 

@@ -135,7 +135,10 @@ class DecisionInputs:
             else:
                 new = self.geometry(self.quant_to)
                 cands.append(kv_quant_candidate(slot_fn, _cached(new.slot_bytes), self.quant_to))
-        fit = fit_marginal(self.fit_points) if self.fit_points else None
+        # three or more levels: decide on the conservative end of the interval (issue 11)
+        from kvgate.measure.projection import conservative_fit
+
+        fit = conservative_fit(self.fit_points) if self.fit_points else None
         return Gate(slot_fn, cands, self.policy, fit, self.sensitivity_threshold), geo
 
     def to_dict(self) -> dict[str, Any]:
