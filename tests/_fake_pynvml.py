@@ -7,7 +7,7 @@ NVML v2 "used" 0 MiB and "reserved" 616 MiB, so free = total − reserved.
 from __future__ import annotations
 
 import types
-from typing import Callable
+from collections.abc import Callable
 
 MiB = 2**20
 H200_TOTAL = 143_771 * MiB

@@ -5,15 +5,20 @@ from fractions import Fraction
 
 import pytest
 
-from kvgate.gate.render import render_text
-
 from kvgate.gate import source_case as case
 from kvgate.gate.decision import DecisionInputs, decide
-from kvgate.gate.verdict import Gate, GateError, Scenario, fit_marginal, kv_quant_candidate, paging_candidate, tiering_candidate
+from kvgate.gate.render import render_text
+from kvgate.gate.verdict import (
+    Gate,
+    GateError,
+    Scenario,
+    fit_marginal,
+    paging_candidate,
+)
+from kvgate.gate.weights_policy import WeightsPolicy
 from kvgate.geometry import KVGeometry
 from kvgate.model import load_model
 from kvgate.units import GiB, MiB
-from kvgate.gate.weights_policy import WeightsPolicy
 
 S = 415_236_096  # one int8-f32scale slot of Qwen3-30B-A3B at 8192
 T, P, U0 = 32_607 * MiB, 19_625 * MiB, 936 * MiB

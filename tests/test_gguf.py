@@ -12,8 +12,8 @@ gguf = pytest.importorskip("gguf")
 
 from kvgate.errors import KvgateError  # noqa: E402
 from kvgate.geometry import KVGeometry  # noqa: E402
-from kvgate.model.gguf import GGUFError, load_gguf  # noqa: E402
 from kvgate.model import ConfigError, load_model  # noqa: E402
+from kvgate.model.gguf import GGUFError, load_gguf  # noqa: E402
 from kvgate.model.weights import weight_bytes  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

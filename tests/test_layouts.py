@@ -10,8 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvgate.geometry import Contiguous, GeometryError, KVGeometry, get_layout
-from kvgate.geometry import LlamaCpp, VLLM, layout_from_options, vllm_kv_cache_report
+from kvgate.geometry import (
+    VLLM,
+    Contiguous,
+    GeometryError,
+    KVGeometry,
+    LlamaCpp,
+    get_layout,
+    layout_from_options,
+    vllm_kv_cache_report,
+)
 from kvgate.geometry.llamacpp import pad256
 from kvgate.model import load_model, spec_from_config
 
@@ -246,8 +254,7 @@ def test_case9_qwen3_30b_a3b_static_cache_when_recorded():
 def test_layout_options_from_args_for_the_cli():
     import argparse
 
-    from kvgate.geometry import LAYOUTS
-    from kvgate.geometry import layout_options_from_args
+    from kvgate.geometry import LAYOUTS, layout_options_from_args
 
     assert {"contiguous", "vllm", "llama.cpp"} <= set(LAYOUTS)
     ns = argparse.Namespace(layout="vllm", block_size=32, sliding_full=True, max_num_batched_tokens=8192)

@@ -9,10 +9,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _fake_pynvml as fake  # noqa: E402
-
 from kvgate.measure import nvml  # noqa: E402
-from kvgate.measure.nvml import (Nvml, NvmlDeviceError, NvmlError, NvmlGpuLostError,  # noqa: E402
-                                 NvmlUnavailableError, parse_gpu_selection)
+from kvgate.measure.nvml import (  # noqa: E402
+    Nvml,
+    NvmlDeviceError,
+    NvmlError,
+    NvmlGpuLostError,
+    NvmlUnavailableError,
+    parse_gpu_selection,
+)
 
 MiB = 2**20
 

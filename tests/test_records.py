@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from kvgate.gate import source_case as case
 from kvgate.atomicio import OutputExistsError, write_atomic
 from kvgate.cli import main
+from kvgate.gate import source_case as case
+from kvgate.gate.record import load_record, recheck
 from kvgate.measure.measurement import Basis, Measurement, measurement_file
-from kvgate.gate.record import load_record, recheck, write_record
 from kvgate.units import GiB, MiB
 
 

@@ -94,7 +94,7 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
         KvgateError: none or several sources, missing --total/--peak, bad units, peak > total.
     """
     from kvgate.atomicio import read_json
-    from kvgate.measure.measurement import Basis, Measurement, load_measurement_file
+    from kvgate.measure.measurement import Basis, Measurement
     from kvgate.units import parse_bytes
 
     given = [n for n in ("measurement", "smi") if getattr(args, n, None)]
@@ -173,8 +173,8 @@ def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOption
     :data:`~kvgate.errors.EXIT_OK`, or :data:`~kvgate.errors.EXIT_NO_VERDICT` when the
     measured workload failed."""
     from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
-    from kvgate.gate.render import render_text
     from kvgate.gate.record import write_record
+    from kvgate.gate.render import render_text
     from kvgate.measure.fallback import save_record
 
     rec = decision.record

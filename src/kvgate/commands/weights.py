@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from kvgate.model.weights import weight_bytes
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_gib
-from kvgate.model.weights import weight_bytes
 
 NAME = "weights"
 HELP = "weight bytes of a model: exact from safetensors/GGUF headers, else an estimate from config.json"

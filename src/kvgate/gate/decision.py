@@ -11,28 +11,27 @@ bytes; every ratio as ``{"exact": "num/den", "float": ...}``).
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
 from kvgate import __version__
 from kvgate.errors import KvgateError
+from kvgate.gate.schema import DECISION_SCHEMA, DecisionInputsModel, DecisionRecord, exact, ratio, validate
 from kvgate.gate.verdict import (
     CANDIDATES,
-    DEFAULT_MARGIN,
     DEFAULT_SENSITIVITY,
     Gate,
     Scenario,
-    fit_marginal,
     kv_quant_candidate,
     paging_candidate,
     tiering_candidate,
 )
+from kvgate.gate.weights_policy import WeightsPolicy, wcache_override_mb
 from kvgate.geometry import KVGeometry, get_layout
 from kvgate.measure.measurement import Measurement
 from kvgate.model import LayerSpec, ModelSpec
-from kvgate.gate.weights_policy import WeightsPolicy, wcache_override_mb
-from kvgate.gate.schema import DECISION_SCHEMA, DecisionInputsModel, DecisionRecord, exact, ratio, validate
 
 SCHEMA = DECISION_SCHEMA
 
@@ -171,7 +170,7 @@ class DecisionInputs:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DecisionInputs":
+    def from_dict(cls, d: dict[str, Any]) -> DecisionInputs:
         """Rebuild inputs from a record's ``inputs`` section.
 
         Raises:
@@ -215,7 +214,7 @@ class DecisionInputs:
             raise KvgateError(f"record inputs are malformed: {exc}") from exc
 
 
-def _cached(fn):
+def _cached(fn: Callable[[int], int]) -> Callable[[int], int]:
     cache: dict[int, int] = {}
 
     def wrapped(x: int) -> int:

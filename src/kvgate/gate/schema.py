@@ -25,7 +25,7 @@ import sys
 import typing
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, create_model, model_validator
 
@@ -69,7 +69,7 @@ class Ratio(_Strict):
     float: Flt
 
     @model_validator(mode="after")
-    def _den(self) -> "Ratio":
+    def _den(self) -> Ratio:
         if "/" in self.exact and int(self.exact.split("/")[1]) == 0:
             raise ValueError(f"ratio {self.exact!r} has denominator 0")
         return self
@@ -139,7 +139,7 @@ def _layer_model() -> type[BaseModel]:
 
 Layer = _layer_model()
 
-LayoutOptions = dict[str, Union[Str, AnyInt, Annotated[bool, Strict()], None]]
+LayoutOptions = dict[str, Str | AnyInt | Annotated[bool, Strict()] | None]
 
 
 class ModelInputs(_Strict):
@@ -147,10 +147,10 @@ class ModelInputs(_Strict):
 
     name: Str
     source: Str
-    summary: Optional[Str] = None
-    model_type: Optional[Str] = None
-    dtype: Optional[Str] = None
-    max_position_embeddings: Optional[Count] = None
+    summary: Str | None = None
+    model_type: Str | None = None
+    dtype: Str | None = None
+    max_position_embeddings: Count | None = None
     layers: Annotated[list[Layer], Field(min_length=1, max_length=100_000)]  # type: ignore[valid-type]
     notes: list[Str] = Field(default_factory=list)
 
@@ -171,13 +171,13 @@ class ScenarioCheck(_Strict):
     slots_target: NonNeg
     max_seq_measured: Pos
     max_seq: Pos
-    idle_bytes: Optional[NonNeg] = None
+    idle_bytes: NonNeg | None = None
     weights_delta_bytes: AnyInt = 0
     margin: Fraction
-    total_measured_bytes: Optional[NonNeg] = None
+    total_measured_bytes: NonNeg | None = None
 
     @model_validator(mode="after")
-    def _margin(self) -> "ScenarioCheck":
+    def _margin(self) -> ScenarioCheck:
         if isinstance(self.margin, bool) or not 0 <= self.margin < 1:
             raise ValueError(f"margin must be in [0, 1), got {self.margin}")
         return self
@@ -192,13 +192,13 @@ class ScenarioInputs(_Strict):
     slots_target: Count
     max_seq_measured: PosCount
     max_seq: PosCount
-    idle_bytes: Optional[Bytes] = None
+    idle_bytes: Bytes | None = None
     weights_delta_bytes: SignedBytes = 0
     margin: Ratio
-    total_measured_bytes: Optional[Bytes] = None
+    total_measured_bytes: Bytes | None = None
 
     @model_validator(mode="after")
-    def _peak_fits(self) -> "ScenarioInputs":
+    def _peak_fits(self) -> ScenarioInputs:
         if self.peak_bytes > self.total_bytes:
             raise ValueError(f"peak_bytes {self.peak_bytes:,} is above total_bytes {self.total_bytes:,}")
         m = exact(self.margin.model_dump())
@@ -210,9 +210,9 @@ class ScenarioInputs(_Strict):
 class PolicyInputs(_Strict):
     name: Literal["fixed", "half-free"] = "fixed"
     idle_bytes: Bytes = 0
-    env_value: Optional[Str] = None
+    env_value: Str | None = None
     config_mb: AnyInt = 0
-    max_resident_bytes: Optional[Bytes] = None
+    max_resident_bytes: Bytes | None = None
 
 
 class ReclaimSource(_Strict):
@@ -227,17 +227,17 @@ class DecisionInputsModel(_Strict):
 
     model: ModelInputs
     kv_format: Str
-    kv_format_v: Optional[Str] = None
+    kv_format_v: Str | None = None
     tp: Annotated[int, Strict(), Field(ge=1, le=4096)] = 1
-    layout: LayoutOptions = Field(default_factory=lambda: {"name": "contiguous"})
+    layout: LayoutOptions = Field(default_factory=lambda: dict[str, str | int | bool | None](name="contiguous"))
     state_format: Str = "fp32"
     scenario: ScenarioInputs
     candidates: Annotated[list[Literal["paging", "tiering", "kv-quant"]], Field(min_length=1)]
     quant_to: Str = "fp8"
-    measured_reclaim_bytes: Optional[Bytes] = None
-    measured_reclaim_source: Optional[ReclaimSource] = None
+    measured_reclaim_bytes: Bytes | None = None
+    measured_reclaim_source: ReclaimSource | None = None
     policy: PolicyInputs = Field(default_factory=PolicyInputs)
-    fit_points: Optional[list[tuple[Count, Bytes]]] = None
+    fit_points: list[tuple[Count, Bytes]] | None = None
     sensitivity_threshold: Ratio
 
 
@@ -252,7 +252,7 @@ def _measurement_models() -> tuple[type[BaseModel], type[BaseModel]]:
     meas = _model_from_dataclass(Measurement, "MeasurementDomain", overrides={
         "basis": basis, "status": Literal["ok", "failed", "interrupted"],
         "peak_time_s": Optional[Flt], "max_gap_s": Optional[Flt],
-        "timeline": Optional[dict[Str, list[Optional[Union[AnyInt, Flt]]]]],
+        "timeline": Optional[dict[Str, list[AnyInt | Flt | None]]],
     })
     meas = create_model("MeasurementDomain", __base__=meas,
                         headroom_bytes=(Optional[SignedBytes], None))
@@ -267,8 +267,8 @@ class MeasurementDocument(_Strict):
 
     schema_: Literal["kvgate.measurement/1"] = Field(alias="schema")
     status: Literal["ok", "failed", "interrupted"]
-    command: Optional[list[Str]] = None
-    exit_code: Optional[AnyInt] = None
+    command: list[Str] | None = None
+    exit_code: AnyInt | None = None
     domains: Annotated[list[MeasurementDomain], Field(min_length=1)]  # type: ignore[valid-type]
 
 
@@ -286,11 +286,11 @@ class FitOut(_Strict):
 
 class Projection(_Strict):
     kv_only_bytes: AnyInt
-    fit_bytes: Optional[AnyInt] = None
+    fit_bytes: AnyInt | None = None
     used_bytes: AnyInt
     used: Literal["fit", "kv-only"]
     limit_bytes: AnyInt
-    fit: Optional[FitOut] = None
+    fit: FitOut | None = None
 
 
 class CandidateOut(_Strict):
@@ -302,9 +302,9 @@ class CandidateOut(_Strict):
     bound: Str
     measured: bool
     bound_only: bool = False
-    required_reclaim_bytes: Optional[AnyInt] = None
-    required_share_of_reclaim: Optional[Ratio] = None
-    boundaries_insufficient: dict[Str, Union[AnyInt, Literal["never"], None]]
+    required_reclaim_bytes: AnyInt | None = None
+    required_share_of_reclaim: Ratio | None = None
+    boundaries_insufficient: dict[Str, AnyInt | Literal["never"] | None]
 
 
 class TableRow(_Strict):
@@ -315,13 +315,13 @@ class TableRow(_Strict):
 
 
 class Sensitivity(_Strict):
-    value: Optional[Ratio]
+    value: Ratio | None
     threshold: Ratio
     flagged: bool
 
 
 class Boundary(_Strict):
-    value: Optional[AnyInt]
+    value: AnyInt | None
     direction: Literal["below", "above"]
     now: AnyInt
     fits_now: bool
@@ -338,8 +338,8 @@ class GeometryOut(_Strict):
     kv_format_k: Str
     kv_format_v: Str
     state_format: Str
-    conv_format: Optional[Str] = None
-    ssm_format: Optional[Str] = None
+    conv_format: Str | None = None
+    ssm_format: Str | None = None
     tp: AnyInt
     layout: LayoutOptions
     layers: Count
@@ -362,21 +362,21 @@ class DecisionRecord(_Strict):
 
     schema_: Literal["kvgate.decision/2"] = Field(alias="schema")
     kvgate_version: Str
-    created: Optional[Str] = None
-    digest: Optional[Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]] = None
-    upgraded_from: Optional[Literal["kvgate.decision/1"]] = None
+    created: Str | None = None
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    upgraded_from: Literal["kvgate.decision/1"] | None = None
     status: Literal["ok", "no-verdict"]
     inputs: DecisionInputsModel
-    measurement: Optional[MeasurementDomain] = None  # type: ignore[valid-type]
+    measurement: MeasurementDomain | None = None  # type: ignore[valid-type]
     geometry: GeometryOut
     notes: list[Str] = Field(default_factory=list)
     verdicts: dict[Literal["paging", "tiering", "kv-quant"], Verdict]
-    no_verdict_reason: Optional[Str] = None
-    projection: Optional[Projection] = None
-    candidates: Optional[list[CandidateOut]] = None
-    table: Optional[list[TableRow]] = None
-    sensitivity: Optional[Sensitivity] = None
-    boundaries: Optional[dict[Literal["total_bytes", "max_seq", "slots", "weights_delta_bytes"], Boundary]] = None
+    no_verdict_reason: Str | None = None
+    projection: Projection | None = None
+    candidates: list[CandidateOut] | None = None
+    table: list[TableRow] | None = None
+    sensitivity: Sensitivity | None = None
+    boundaries: dict[Literal["total_bytes", "max_seq", "slots", "weights_delta_bytes"], Boundary] | None = None
 
 
 # --------------------------------------------------------------------------- errors, schema

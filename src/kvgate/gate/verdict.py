@@ -30,9 +30,10 @@ at which the verdict changes: card memory T, max_seq L, slots N, resident weight
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.gate.weights_policy import WeightsPolicy

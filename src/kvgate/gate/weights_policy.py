@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.units import GiB, MiB
 
 WCACHE_CAP_BYTES = 24 << 30
 WCACHE_FLOOR_BYTES = 256 << 20
@@ -145,7 +145,7 @@ class WeightsPolicy:
         ``total_measured`` to ``total_new`` (0 under ``fixed``)."""
         return self.resident_bytes(total_new) - self.resident_bytes(total_measured)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "idle_bytes": self.idle_bytes,

@@ -21,7 +21,8 @@ llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kvgate.geometry.base import GeometryError, Layout, kv_heads_per_rank, state_values_per_rank
 from kvgate.geometry.contiguous import Contiguous

@@ -49,12 +49,12 @@ class Layout:
     def positions(self, layer: LayerSpec, max_seq: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def bind(self, geometry: "KVGeometry") -> "Layout":
+    def bind(self, geometry: KVGeometry) -> Layout:
         """Called once by :class:`KVGeometry`; a layout whose rule depends on the whole
         model (vLLM's hybrid block size) returns a copy fitted to it. Default: itself."""
         return self
 
-    def state_bytes(self, geometry: "KVGeometry", layer: LayerSpec) -> int | None:
+    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
         """Per-sequence bytes of a ``linear`` layer's fixed state under this engine, per
         rank, or ``None`` for the default (``state_values`` in the geometry's state format)."""
         return None

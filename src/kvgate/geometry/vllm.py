@@ -265,7 +265,7 @@ class VLLM(Layout):
             b._block[l] = block * (top // (block * p))
         if linear:
             b._mamba_page = top if attn else None
-            b._attn_block = block
+            b._attn_block = block  # type: ignore[attr-defined]  # set only for hybrid models
         return b
 
     def _mamba_raw(self, g: KVGeometry, layer: LayerSpec) -> int:

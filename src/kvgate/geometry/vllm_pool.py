@@ -108,7 +108,7 @@ def _pool_geometry(g: KVGeometry) -> KVGeometry:
                       state_format=g.fmt_state, **kw)
 
 
-def _spec_key(g: KVGeometry, lay: VLLM, i: int, L: int) -> tuple:
+def _spec_key(g: KVGeometry, lay: VLLM, i: int, L: int) -> tuple[Any, ...]:
     layer = g.model.layers[i]
     kind = layer.kind
     if kind == "sliding" and lay.disable_hybrid_kv_cache_manager:
@@ -156,7 +156,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
                 "gpu_kv_cache_tokens_concurrency": None, "gpu_kv_cache_tokens_blocks": None,
                 "gpu_kv_cache_tokens_v0_10": None, "request_bytes": 0, "draft_layers": draft, "log_lines": []}
     keys = {i: _spec_key(g, lay, i, max_model_len) for i in idx}
-    buckets: dict[tuple, list[int]] = {}
+    buckets: dict[tuple[Any, ...], list[int]] = {}
     for i in idx:
         buckets.setdefault(keys[i], []).append(i)
     pages = {k[3] for k in buckets}
@@ -217,7 +217,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     }
 
 
-def _group(lay: VLLM, g: KVGeometry, key: tuple, members: list[int], padding: int, L: int) -> dict[str, Any]:
+def _group(lay: VLLM, g: KVGeometry, key: tuple[Any, ...], members: list[int], padding: int, L: int) -> dict[str, Any]:
     layer: LayerSpec = g.model.layers[members[0]]
     return {
         "kind": key[0],

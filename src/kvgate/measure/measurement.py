@@ -68,7 +68,7 @@ class Basis:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Basis":
+    def from_dict(cls, d: dict[str, Any]) -> Basis:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -162,7 +162,7 @@ class Measurement:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Measurement":
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
         """Inverse of :meth:`to_dict`. Unknown keys are an error naming them."""
         d = dict(d)
         d.pop("headroom_bytes", None)

@@ -19,8 +19,9 @@ Terms (DESIGN.md §2):
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any
 
 from kvgate.errors import KvgateError
 
@@ -55,7 +56,7 @@ class MirrorGeometry:
             _pos_int(getattr(self, name), name)
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any], max_seq: int) -> "MirrorGeometry":
+    def from_config(cls, cfg: dict[str, Any], max_seq: int) -> MirrorGeometry:
         """Geometry from an HF config dict (``text_config`` unwrapped).
 
         ``head_dim`` is taken from the config when present, never re-derived: on Qwen3

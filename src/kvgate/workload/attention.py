@@ -14,7 +14,7 @@ copies each), which every SDPA backend accepts (``enable_gqa`` needs torch ≥ 2
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import torch
 

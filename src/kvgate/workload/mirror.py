@@ -23,7 +23,7 @@ and ``read(layer)`` per layer, and ``release(seq)`` when a sequence ends.
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 

@@ -21,7 +21,7 @@ block-table engine *needs* for the workload, which is what the reclaim bound des
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 

@@ -27,7 +27,15 @@ from kvgate.errors import KvgateError
 from kvgate.units import fmt_bytes, fmt_human
 from kvgate.workload.allocator import MirrorGeometry
 from kvgate.workload.attention import attend, causal_mask
-from kvgate.workload.engine import DTYPES, DecodeLoop, generate, load_pretrained, materialize_random, meta_model, param_bytes
+from kvgate.workload.engine import (
+    DTYPES,
+    DecodeLoop,
+    generate,
+    load_pretrained,
+    materialize_random,
+    meta_model,
+    param_bytes,
+)
 from kvgate.workload.mirror import ContiguousMirror
 from kvgate.workload.paged import PagedMirror
 from kvgate.workload.plan import StreamPlan
