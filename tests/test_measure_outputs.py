@@ -102,7 +102,7 @@ def test_two_runs_in_the_same_instant_both_save(tmp_path, monkeypatch):
         def now(cls, tz=None):
             return frozen
 
-    monkeypatch.setattr("kvgate.measure.cli_common.datetime", Frozen)
+    monkeypatch.setattr("kvgate.commands._measure.datetime", Frozen)
     monkeypatch.chdir(tmp_path)
     assert main(["measure", *HOST, "--", PY, "-c", "pass"]) == 0
     assert main(["measure", *HOST, "--", PY, "-c", "pass"]) == 0

@@ -110,7 +110,7 @@ def test_only_gpus_the_command_used_gate_when_nvml_lists_processes():
 def test_measure_defaults_to_every_gpu():
     import argparse
 
-    from kvgate.measure.cli_common import add_measure_arguments
+    from kvgate.commands._measure import add_measure_arguments
 
     p = argparse.ArgumentParser()
     add_measure_arguments(p)

@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from kvgate.argtypes import nonneg_int, parse_fraction, positive_float, positive_int
+from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int
 from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,

@@ -67,7 +67,7 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool
                      max_seq_help=TARGET_MAX_SEQ_HELP)
     if measurement_required:
         add_measurement_flags(p)
-        from kvgate.engines.gate_cli import add_engine_log_arguments
+        from kvgate.commands._engine_log import add_engine_log_arguments
 
         add_engine_log_arguments(p)
     add_gate_flags(p)
@@ -210,7 +210,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "engine_log", None):
-        from kvgate.engines.gate_cli import run_engine_gate
+        from kvgate.commands._engine_log import run_engine_gate
 
         # vLLM / llama.cpp spellings of the target, as the engine-log gate reads them
         args.slots = args.slots or getattr(args, "vllm_max_num_seqs", None) or getattr(args, "lcpp_parallel", None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from kvgate.commands._measure import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.errors import KvgateError
-from kvgate.measure.cli_common import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.measure.select import select_domain
 from kvgate.output import emit
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kvgate.argtypes import nonneg_int, positive_int
 from kvgate.atomicio import read_json
+from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 from kvgate.gate.record import recheck_exit_code, recheck_path
 from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line

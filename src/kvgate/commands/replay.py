@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from kvgate.argtypes import positive_int
 from kvgate.commands._args import add_engine_flags, add_replay_flags, engine_options_from_args, replay_options_from_args
+from kvgate.commands._types import positive_int
 from kvgate.errors import KvgateError
 from kvgate.options import EngineOptions
 from kvgate.output import emit, table

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from kvgate.commands._measure import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.commands.gate import add_gate_arguments, gate_from_args
 from kvgate.errors import KvgateError
-from kvgate.measure.cli_common import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.measure.measurement import Measurement
 from kvgate.measure.runner import RunOutcome
 from kvgate.measure.select import select_domain
@@ -139,7 +139,7 @@ def check_run_outputs(args: argparse.Namespace, outs: list[str]) -> None:
     directories, or collide: a measurement, the plot and the record must be different files.
 
     Raises:
-        KvgateError: see :func:`kvgate.measure.cli_common.check_outputs`; an --out that
+        KvgateError: see :func:`kvgate.commands._measure.check_outputs`; an --out that
             is an existing file not ending in .json.
     """
     named: list[tuple[str, str | None]] = [("--measurement-out", o) for o in outs] + [("--plot", args.plot)]

@@ -6,5 +6,5 @@
 - :mod:`kvgate.measure.smi_csv`  ``nvidia-smi --query-gpu=... --format=csv`` logs
 - :mod:`kvgate.measure.runner`   settle, start CMD in its own process group, sample until exit
 - :mod:`kvgate.measure.report`   the live status line and the text summary
-- :mod:`kvgate.measure.cli_common`  options and steps shared by ``measure`` and ``run``
+- :mod:`kvgate.commands._measure`  options and steps shared by ``measure`` and ``run``
 """
