@@ -17,23 +17,10 @@ from kvgate.units import parse_duration_s
 
 def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
     """``--gpu --domain --interval --settle --kill-leftovers [--out --plot --force]`` and
-    ``-- CMD ARGS...``."""
-    g = p.add_argument_group("measurement")
-    g.add_argument("--gpu", default="all",
-                   help="GPU index, list (0,1) or all (default all: every GPU is shown; the one with the least "
-                        "headroom among those the command used gates)")
-    g.add_argument("--domain", choices=("gpu", "host"), default="gpu",
-                   help="gpu: NVML total − free; host: system RAM and the command's RSS (default gpu)")
-    g.add_argument("--interval", default=None,
-                   help="sampling interval, e.g. 1ms (default: 1ms gpu, 10ms host); 500ms = nvidia-smi -lms 500")
-    g.add_argument("--settle", default="2s", help="idle sampling before the command starts (default 2s)")
-    g.add_argument("--kill-leftovers", action="store_true",
-                   help="stop processes the command leaves running after it exits (default: report them)")
-    if with_out:
-        g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.<µs>-p<pid>.json)")
-        g.add_argument("--plot", default=None, help="also write a PNG chart here")
-        g.add_argument("--force", action="store_true", help="overwrite existing --out / --plot files")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the workload to run")
+    ``-- CMD ARGS...``: :func:`kvgate.commands._args.add_measure_flags` (each flag spelled once)."""
+    from kvgate.commands._args import add_measure_flags
+
+    add_measure_flags(p, with_out=with_out)
 
 
 def command_of(args: argparse.Namespace) -> list[str]:
