@@ -55,3 +55,16 @@ def test_time_unit_flag_reaches_the_trace_reader(capsys):
     given_s = _replay_json(capsys, "--time-unit", "s")
     assert given_s["trace"]["time_unit"] == "s" and given_s["trace"]["time_unit_reason"] == "given"
     assert given_s["summary"] != default["summary"]  # 1000× sparser arrivals replay differently
+
+
+def test_import_log_cross_check_that_differs_exits_changed(capsys):
+    """The vLLM 0.24.0 log of Qwen3.6-35B-A3B (fp8 KV) logs its available KV memory and its
+    block count; Qwen3-30B-A3B's bytes per block cannot give that count from that memory:
+    EXIT_CHANGED (4), not the internal-error code 1."""
+    from kvgate.errors import EXIT_CHANGED
+
+    log = str(Path(__file__).parent / "data" / "logs" / "vllm_0.24.0_qwen3.6-35b-a3b_fp8kv.log")
+    rc = main(["import-log", log, "--model", "qwen3-30b-a3b"])
+    out = capsys.readouterr().out
+    assert "cross-check: differs" in out, out
+    assert rc == EXIT_CHANGED

@@ -64,4 +64,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         text += f"\nwrote {args.out}"
     emit(args, payload, text)
-    return 0 if check is None or check["status"] != "differs" else 1
+    from kvgate.errors import EXIT_CHANGED, EXIT_OK
+
+    return EXIT_OK if check is None or check["status"] != "differs" else EXIT_CHANGED

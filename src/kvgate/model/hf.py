@@ -24,6 +24,7 @@ caller reads the raw JSON (with a note saying so).
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -66,7 +67,14 @@ CACHE_FIELDS = (
 )
 
 
+def _quiet_import() -> None:
+    # NOTE: transformers prints "PyTorch was not found. Models won't be available" on import
+    # when torch is absent; kvgate only reads config classes, so that advice is noise here.
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def _config_mapping() -> Any:
+    _quiet_import()
     try:
         from transformers import CONFIG_MAPPING
     except ImportError:  # pragma: no cover - transformers is a core dependency
@@ -76,6 +84,7 @@ def _config_mapping() -> Any:
 
 def transformers_version() -> str | None:
     """The installed transformers version, or ``None``."""
+    _quiet_import()
     try:
         import transformers
     except ImportError:  # pragma: no cover
