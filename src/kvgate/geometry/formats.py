@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
 from kvgate.errors import KvgateError
 
 
@@ -89,12 +91,9 @@ FORMATS: dict[str, KVFormat] = {
         KVFormat("fp8", 1, 1),
         KVFormat("fp8-f32scale", 1, 1, 4),
         KVFormat("int8-f32scale", 1, 1, 4),
-        KVFormat("q8_0", 32, 34),
-        KVFormat("q4_0", 32, 18),
-        KVFormat("q4_1", 32, 20),
-        KVFormat("q5_0", 32, 22),
-        KVFormat("q5_1", 32, 24),
-        KVFormat("iq4_nl", 32, 18),
+        # ggml's block types, sized by gguf-py's own table (ggml.c's type traits)
+        *(KVFormat(name, *GGML_QUANT_SIZES[GGMLQuantizationType[name.upper()]])
+          for name in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")),
     )
 }
 
