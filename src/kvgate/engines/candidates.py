@@ -131,13 +131,17 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
                   max_seq_measured=max_seq, max_seq=max_seq, margin=Fraction(0))
     q0 = (quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt] or ["fp8"])[0]
     inputs = DecisionInputs(model=model, scenario=sc, kv_format=fmt, tp=tpv, layout=layout,
-                            candidates=["kv-quant", "tiering"], quant_to=q0)
-    record = decide(inputs, pool.measurement(total_bytes=C),
-                    notes=[f"{pool.engine} pool from its startup log {pool.source or ''}: T = the KV pool per rank, "
-                           "P = 0 (empty at start), margin 0 (the engine already kept its own)"])
+                            candidates=["kv-quant"], quant_to=q0)
     lines = [f"pool C = {C:,} B per rank; demand N·S(L) = {slots} × {S(max_seq):,} = {D:,} B "
              f"({'fits' if D <= C else 'does not fit'})"]
     lines += [f"{c['name']:<18} {c['verdict']:<17} {c['text']}" for c in cands]
+    # NOTE: host offload is judged above (trace-measured need, host size), not by the
+    # gate's bound-only 'tiering' candidate, which would always 'pay' here and contradict
+    # it; the record keeps the engine-log verdicts as notes, exactly as printed.
+    record = decide(inputs, pool.measurement(total_bytes=C),
+                    notes=[f"{pool.engine} pool from its startup log {pool.source or ''}: T = the KV pool per rank, "
+                           "P = 0 (empty at start), margin 0 (the engine already kept its own)",
+                           *(f"engine-log gate: {ln}" for ln in lines)])
     return {"pool_bytes": C, "slot_bytes": S(max_seq), "demand_bytes": D, "kv_format": fmt, "tp": tpv,
             "layout": layout, "verdict": base or "does-not-fit", "candidates": cands, "record": record,
             "lines": lines}
