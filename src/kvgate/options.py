@@ -296,6 +296,17 @@ class ReplayOptions:
     seed: int = 0
     time_unit: str | None = None
 
+    def load_trace(self) -> Any:
+        """The trace these options name, read once by :func:`kvgate.replay.trace.load_trace`
+        with ``rate``, ``seed`` and ``time_unit``.
+
+        Raises:
+            TraceError: unreadable trace, ambiguous time unit, bad values.
+        """
+        from kvgate.replay.trace import load_trace
+
+        return load_trace(self.trace, rate=self.rate, seed=self.seed, time_unit=self.time_unit)
+
     def __post_init__(self) -> None:
         for name in ("page_size", "decode_rate", "speed"):
             v = getattr(self, name)

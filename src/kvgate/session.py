@@ -87,9 +87,8 @@ class GatePlan:
             if gate.slots_target < 1:
                 raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
             from kvgate.replay.simulate import arrival_steps
-            from kvgate.replay.trace import load_trace
 
-            self._trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed, time_unit=replay.time_unit)
+            self._trace = replay.load_trace()
             arrival_steps(self._trace.arrival_s, speed=replay.speed, decode_rate=replay.decode_rate)
 
     # -- the replay, at most once

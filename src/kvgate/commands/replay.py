@@ -205,7 +205,6 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
 
 def run(args: argparse.Namespace) -> int:
     from kvgate.replay.simulate import replay, series
-    from kvgate.replay.trace import load_trace
 
     engine = engine_options_from_args(args)
     opts = replay_options_from_args(args, engine)
@@ -223,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.atomicio import check_writable
 
         check_writable(args.plot, force=args.force)  # fail before the work
-    trace = load_trace(opts.trace, rate=opts.rate, seed=opts.seed, time_unit=opts.time_unit)
+    trace = opts.load_trace()
     res = replay(
         trace,
         slot_bytes=geo["slot_bytes"],

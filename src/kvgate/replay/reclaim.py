@@ -124,9 +124,7 @@ def paging_reclaim(
         sliding_full=sliding_full_of(engine),
     )
     if trace is None:
-        from kvgate.replay.trace import load_trace
-
-        trace = load_trace(replay.trace, rate=replay.rate, seed=replay.seed, time_unit=replay.time_unit)
+        trace = replay.load_trace()
     out = measured_paging_reclaim(
         trace,
         slot_bytes=geo["slot_bytes"],
