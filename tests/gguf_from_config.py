@@ -13,7 +13,21 @@ ARCH = {
     "qwen3_moe": "qwen3moe", "deepseek_v3": "deepseek2", "deepseek_v2": "deepseek2",
     "gpt_oss": "gpt-oss", "gemma2": "gemma2", "gemma3_text": "gemma3", "gemma3": "gemma3",
     "qwen3_next": "qwen3next", "jamba": "jamba", "mamba2": "mamba2",
+    "kimi_k2": "deepseek2", "falcon_mamba": "mamba", "mamba": "mamba",
+    "qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "gemma4_text": "gemma4",
 }
+MLA_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+# Qwen3-Next / Qwen3.5: conversion/qwen.py (_QwenMtpMixin) appends the MTP block to
+# block_count and writes nextn_predict_layers (Qwen3-Next's config does not carry
+# mtp_num_hidden_layers; the converter's default is 1)
+QWEN_LINEAR = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
+
+def n_mtp(cfg: dict[str, Any]) -> int:
+    """MTP / nextn layers the converter appends (DeepSeek: ``num_nextn_predict_layers``)."""
+    if cfg["model_type"] in QWEN_LINEAR:
+        return int(cfg.get("mtp_num_hidden_layers") or 1)
+    return int(cfg.get("num_nextn_predict_layers") or 0)
 
 # tiny tensors written into every test GGUF: (name, shape, dtype)
 TINY_TENSORS = [("token_embd.weight", (4, 32), np.float32), ("output_norm.weight", (32,), np.float16)]
@@ -21,19 +35,82 @@ TINY_TENSOR_BYTES = 4 * 32 * 4 + 32 * 2
 
 
 def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
+    """The KV metadata plus :data:`TINY_TENSORS` (for kvgate's reader; llama.cpp cannot
+    load it)."""
+    import gguf
+
+    if "text_config" in cfg and "num_hidden_layers" not in cfg:
+        cfg = cfg["text_config"]
+    w = gguf.GGUFWriter(str(path), ARCH[cfg["model_type"]])
+    _add_kv_metadata(w, cfg)
+    for name, shape, dt in TINY_TENSORS:
+        w.add_tensor(name, np.ones(shape, dtype=dt))
+    return _finish(w, path)
+
+
+def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) -> Path:
+    """Metadata only (no tensors), complete enough for llama.cpp to build the model from
+    it with ``llama_model_init_from_user`` (as its ``tests/test-llama-archs.cpp`` does):
+    the KV keys of :func:`write_gguf` plus feed-forward, norm, MoE and rope keys and a
+    ``test`` vocabulary of ``n_vocab`` tokens. llama.cpp creates every weight at full
+    size itself; with ``no_alloc`` none is allocated (``benchmarks/llamacpp_conformance.py``)."""
     import gguf
 
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]
     arch = ARCH[cfg["model_type"]]
     w = gguf.GGUFWriter(str(path), arch)
+    _add_kv_metadata(w, cfg)
     n = cfg["num_hidden_layers"]
-    w.add_block_count(n)
+    ff = cfg.get("intermediate_size") or 4 * cfg["hidden_size"]
+    w.add_feed_forward_length(ff)
+    w.add_layer_norm_rms_eps(cfg.get("rms_norm_eps") or 1e-6)
+    w.add_layer_norm_eps(cfg.get("layer_norm_epsilon") or cfg.get("rms_norm_eps") or 1e-5)
+    n_exp = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
+    if n_exp:
+        w.add_expert_count(n_exp)
+        w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token")
+                                or cfg.get("top_k_experts") or 2)
+        w.add_expert_feed_forward_length(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or ff)
+        if cfg.get("n_shared_experts") is not None:
+            w.add_expert_shared_count(cfg["n_shared_experts"])
+        if cfg.get("shared_expert_intermediate_size"):
+            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    if cfg["model_type"] in MLA_TYPES:
+        w.add_leading_dense_block_count(cfg.get("first_k_dense_replace") or 0)
+        if cfg.get("q_lora_rank"):
+            w.add_q_lora_rank(cfg["q_lora_rank"])
+        import gguf as _g
+        w.add_expert_gating_func(_g.ExpertGatingFuncType.SIGMOID if cfg.get("scoring_func") == "sigmoid"
+                                 else _g.ExpertGatingFuncType.SOFTMAX)
+        w.add_expert_weights_scale(float(cfg.get("routed_scaling_factor") or 1.0))
+    w.add_vocab_size(n_vocab)
+    w.add_tokenizer_model("test")
+    w.add_token_list([f"tok_{i}" for i in range(n_vocab)])
+    w.add_token_scores([0.0] * n_vocab)
+    del n
+    return _finish(w, path)
+
+
+def _finish(w: Any, path: Path) -> Path:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
+    n = cfg["num_hidden_layers"]
+    mtp = n_mtp(cfg)
+    w.add_block_count(n + mtp)
+    if mtp:
+        w.add_nextn_predict_layers(mtp)
     w.add_embedding_length(cfg["hidden_size"])
     w.add_context_length(cfg.get("max_position_embeddings") or 4096)
     if cfg.get("num_attention_heads"):
         w.add_head_count(cfg["num_attention_heads"])
-    if cfg["model_type"] in ("deepseek_v3", "deepseek_v2"):
+    if cfg["model_type"] in MLA_TYPES:
         w.add_head_count_kv(1)
         w.add_kv_lora_rank(cfg["kv_lora_rank"])
         w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
@@ -58,8 +135,46 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
         w.add_ssm_state_size(cfg["state_size"])
         w.add_ssm_group_count(cfg["n_groups"])
         w.add_ssm_time_step_rank(cfg["num_heads"])
-    elif cfg["model_type"] == "qwen3_next":
+    elif cfg["model_type"] == "gemma4_text":
+        # conversion/gemma.py Gemma4Model: per-layer KV heads, full/SWA head dims, a bool
+        # pattern, the shared-KV tail
+        swa = [t == "sliding_attention" for t in cfg["layer_types"]]
+        kv_full = cfg.get("num_global_key_value_heads") or cfg["num_key_value_heads"]
+        w.add_head_count_kv([cfg["num_key_value_heads"] if s else kv_full for s in swa])
+        hd_full = cfg.get("global_head_dim") or cfg["head_dim"]
+        w.add_key_length(hd_full)
+        w.add_value_length(hd_full)
+        w.add_key_length_swa(cfg["head_dim"])
+        w.add_value_length_swa(cfg["head_dim"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern(swa)
+        w.add_shared_kv_layers(cfg.get("num_kv_shared_layers") or 0)
+        w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
+        w.add_rope_dimension_count(hd_full)
+        w.add_rope_dimension_count_swa(cfg["head_dim"])
+        return
+    elif cfg["model_type"] in ("falcon_mamba", "mamba"):
+        # conversion/mamba.py MambaModel
+        w.add_head_count(0)
+        w.add_ssm_conv_kernel(cfg.get("conv_kernel") or 4)
+        w.add_ssm_inner_size(cfg.get("intermediate_size") or 2 * cfg["hidden_size"])
+        w.add_ssm_state_size(cfg.get("state_size") or 16)
+        w.add_ssm_time_step_rank(cfg.get("time_step_rank") or -(-cfg["hidden_size"] // 16))
+    elif cfg["model_type"] in QWEN_LINEAR:
         w.add_head_count_kv(cfg["num_key_value_heads"])
+        if cfg.get("layer_types"):
+            import gguf
+
+            # gguf-py's add_recurrent_layers (newer than the PyPI package): one bool per layer
+            w.add_key_value(f"{w.arch}.attention.recurrent_layers",
+                            [t == "linear_attention" for t in cfg["layer_types"]] + [False] * mtp,
+                            gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.BOOL)
+        if cfg["model_type"] != "qwen3_next":
+            # conversion/qwen.py _Qwen35MRopeMixin: the sections, padded to 4 (default [11, 11, 10, 0])
+            rp = cfg.get("rope_parameters") or {}
+            sec = list(rp.get("mrope_section") or [11, 11, 10])
+            w.add_rope_dimension_sections((sec + [0, 0, 0, 0])[:4])
+            w.add_rope_dimension_count(int(cfg["head_dim"] * rp.get("partial_rotary_factor", 0.25)))
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
         w.add_full_attention_interval(cfg["full_attention_interval"])
@@ -70,19 +185,41 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
         w.add_ssm_inner_size(cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
     else:
         w.add_head_count_kv(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
-        hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        # convert_hf_to_gguf.py (conversion/gemma.py): hparams.get("head_dim", 256)
+        default_hd = 256 if cfg["model_type"] in ("gemma2", "gemma3", "gemma3_text") else None
+        hd = cfg.get("head_dim") or default_hd or cfg["hidden_size"] // cfg["num_attention_heads"]
         w.add_key_length(hd)
         w.add_value_length(hd)
-    if cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
+    # the converter writes sliding_window only for architectures llama.cpp runs with SWA
+    # (conversion/gemma.py, gpt_oss.py, qwen.py for use_sliding_window …; not llama.py)
+    swa_arch = cfg["model_type"] not in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "qwen2")
+    if swa_arch and cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
         w.add_sliding_window(cfg["sliding_window"])
         if cfg.get("layer_types"):
             w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
         elif cfg.get("sliding_window_pattern"):
             w.add_sliding_window_pattern(cfg["sliding_window_pattern"])
-    for name, shape, dt in TINY_TENSORS:
-        w.add_tensor(name, np.ones(shape, dtype=dt))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+
+
+def loadable_copy(src: Path, dst: Path, *, n_vocab: int = 128) -> Path:
+    """A metadata-only GGUF's keys, copied unchanged, plus a ``test`` vocabulary where the
+    file has none, so llama.cpp can build the model from it (see
+    :func:`write_loadable_gguf`)."""
+    import gguf
+
+    r = gguf.GGUFReader(str(src))
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(str(dst), arch)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = f.types[0]
+        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, f.contents(), vtype, sub_type=sub)
+    if "tokenizer.ggml.tokens" not in r.fields:
+        if f"{arch}.vocab_size" not in r.fields:
+            w.add_vocab_size(n_vocab)
+        w.add_tokenizer_model("test")
+        w.add_token_list([f"tok_{i}" for i in range(n_vocab)])
+        w.add_token_scores([0.0] * n_vocab)
+    return _finish(w, dst)

@@ -99,8 +99,17 @@ def test_shared_config_by_layer(shared_dir, name):
 
 @pytest.mark.parametrize("name", sorted(HAND))
 def test_shared_config_through_gguf(shared_dir, tmp_path, name):
+    from gguf_from_config import n_mtp
+
     path = write_gguf(cfg(shared_dir, name), tmp_path / f"{name}.gguf")
     m = load_model(path)
+    # the converter appends the MTP (nextn) layers to block_count; llama.cpp's main
+    # context keeps them out of its cache: 0 bytes each
+    mtp = n_mtp(cfg(shared_dir, name))
+    assert [l.kind for l in m.layers[len(m.layers) - mtp:]] == ["shared"] * mtp
+    full = KVGeometry(m, "q8_0").by_layer(1000)
+    assert all(r["bytes"] == 0 for r in full[len(full) - mtp:])
+    m.layers = m.layers[: len(m.layers) - mtp]
     _check_by_layer(m, name)
     from_cfg = spec_from_config(cfg(shared_dir, name), name=name, source="t")
     assert KVGeometry(m, "q8_0").by_layer(1000) == KVGeometry(from_cfg, "q8_0").by_layer(1000)
@@ -205,6 +214,9 @@ def test_hybrid_through_gguf(tmp_path):
         c = json.loads((DATA / f"{name}.json").read_text())
         a = load_model(DATA / f"{name}.json")
         b = load_model(write_gguf(c, tmp_path / f"{name}.gguf"))
+        from gguf_from_config import n_mtp
+
+        b.layers = b.layers[: len(b.layers) - n_mtp(c.get("text_config", c))]  # the converter's MTP layers
         assert [l.kind for l in a.layers] == [l.kind for l in b.layers], name
         ga, gb = KVGeometry(a, "bf16"), KVGeometry(b, "bf16")
         assert ga.by_layer(5000) == gb.by_layer(5000), name

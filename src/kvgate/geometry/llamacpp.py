@@ -115,11 +115,37 @@ class LlamaCpp(Layout):
         """With ``-fa off``, widen every attention layer's V row to the widest layer's
         (``n_embd_v_gqa_max``) in the geometry's per-position bytes.
 
+        Also refuses what ``llama_init_from_model`` (``src/llama-context.cpp``) refuses:
+        different K and V types on an MLA model; with flash attention on or ``auto``, a
+        ggml block type (32 values per block) whose block does not divide every
+        attention layer's K (``-ctk``) or V (``-ctv``) head dim.
+
         Raises:
-            GeometryError: ``-fa off`` with a quantized V format (llama.cpp refuses it).
+            GeometryError: ``-fa off`` with a quantized V format; an MLA model with
+                ``-ctk`` ≠ ``-ctv``; a block type that does not divide a head dim (each
+                message names what llama.cpp says).
         """
         b = replace(self)
+        layers = geometry.model.layers
+        if any(l.kind == "mla" for l in layers) and geometry.fmt_k.name != geometry.fmt_v.name:
+            raise GeometryError(
+                f"llama.cpp refuses different K ({geometry.fmt_k.name}) and V ({geometry.fmt_v.name}) cache types "
+                "for an MLA model (\"model does not support different K and V cache types\")",
+                hint="give -ctk and -ctv the same type")
         if not self.v_trans:
+            for which, fmt in (("K", geometry.fmt_k), ("V", geometry.fmt_v)):
+                if fmt.block_values <= 1:
+                    continue
+                for i, l in enumerate(layers):
+                    if l.kind not in ("full", "sliding"):
+                        continue
+                    hd = l.head_dim if which == "K" else (l.v_head_dim or l.head_dim)
+                    if hd % fmt.block_values:
+                        raise GeometryError(
+                            f"llama.cpp refuses {which} cache type {fmt.name} here: its block of "
+                            f"{fmt.block_values} values does not divide layer {i}'s head dim {hd} "
+                            f"(\"{which} cache type … does not divide n_embd_head_{which.lower()}\")",
+                            hint="use f16, bf16 or f32 for this cache")
             return b
         if geometry.fmt_v.name not in ("fp16", "bf16", "fp32"):
             raise GeometryError(f"llama.cpp refuses a quantized V cache ({geometry.fmt_v.name}) with flash attention off",

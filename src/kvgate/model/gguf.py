@@ -19,7 +19,9 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
 - ``ssm.conv_kernel``, ``ssm.inner_size``, ``ssm.state_size``, ``ssm.group_count``,
   ``ssm.time_step_rank``: recurrent state (``n_embd_r`` = (d_conv − 1)·(d_inner +
   2·n_group·d_state), ``n_embd_s`` = d_state·d_inner); ``full_attention_interval``
-  (Qwen3-Next: layer il is attention iff (il + 1) % interval == 0).
+  (Qwen3-Next: layer il is attention iff (il + 1) % interval == 0), or, where the
+  converter wrote it, ``attention.recurrent_layers`` (one bool per layer, true =
+  recurrent; llama.cpp reads it first: ``src/models/qwen3next.cpp``).
 - ``attention.shared_kv_layers``: the last K layers reuse KV (Gemma-3n): 0 bytes.
 - MLA (``deepseek2`` and kin): llama.cpp caches the latent (K only, ``key_length ×
   head_count_kv`` = kv_lora_rank + rope, no V) only when the file has both
@@ -184,8 +186,17 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     ssm_state = _int(meta, k("ssm.state_size"), None, lo=1)
     interval = _int(meta, k("full_attention_interval"), None, lo=1)
     recurrent = [False] * n
+    rkey = k("attention.recurrent_layers")
     if ssm_state is not None:
-        if interval is not None:
+        if meta.get(rkey) is not None:
+            flags = meta[rkey]
+            if not isinstance(flags, list) or len(flags) != n:
+                raise ConfigError(f"GGUF {rkey!r} must hold one bool per layer ({n}), got {_describe(flags)}")
+            for i, x in enumerate(flags):
+                if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
+                    raise ConfigError(f"GGUF key {rkey!r} entry {i} must be a bool, got {_describe(x)}")
+            recurrent = [bool(x) for x in flags]
+        elif interval is not None:
             recurrent = [(i + 1) % interval != 0 for i in range(n)]
         else:
             recurrent = [kv[i] == 0 for i in range(n)]
@@ -197,7 +208,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         groups = _int(meta, k("ssm.group_count"), 0)
         dt_rank = _int(meta, k("ssm.time_step_rank"), 0)
         conv_dim = d_inner + 2 * groups * d_state
-        mixer = "gated_delta_net" if interval is not None else ("mamba2" if groups else "mamba")
+        mixer = "gated_delta_net" if interval is not None or meta.get(rkey) is not None else ("mamba2" if groups else "mamba")
         heads_tp = dt_rank if groups else d_inner
         state = LayerSpec(
             kind="linear", state_values=conv_dim * (d_conv - 1) + d_state * d_inner, state_heads=max(1, heads_tp),
