@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from gguf_from_config import ARCH, loadable_copy, write_loadable_gguf  # noqa: E402
+from gguf_from_config import ARCH, arch_of, loadable_copy, write_loadable_gguf  # noqa: E402
 from kvgate.geometry.llamacpp import PINNED_COMMIT  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "llamacpp"
@@ -227,7 +227,7 @@ def print_table() -> None:
         else:
             cfg = json.loads(src.read_text())
             text = cfg["text_config"] if "text_config" in cfg and "num_hidden_layers" not in cfg else cfg
-            arch = ARCH[text["model_type"]]
+            arch = arch_of(text)
         print(f"| {m} | {arch} | {sum(c.values())} | "
               + " | ".join(str(c.get(k, 0)) for k in cols) + " |")
     print(f"| **all** | | **{sum(total.values())}** | " + " | ".join(f"**{total.get(k, 0)}**" for k in cols) + " |")

@@ -15,7 +15,16 @@ ARCH = {
     "qwen3_next": "qwen3next", "jamba": "jamba", "mamba2": "mamba2",
     "kimi_k2": "deepseek2", "falcon_mamba": "mamba", "mamba": "mamba",
     "qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "gemma4_text": "gemma4",
+    "llama4_text": "llama4", "nemotron_h": "nemotron_h",
+    "lfm2": "lfm2",
 }
+
+
+def arch_of(cfg: dict[str, Any]) -> str:
+    """llama.cpp's architecture name for a config (Nemotron-H with experts is its own)."""
+    if cfg["model_type"] == "nemotron_h" and "num_experts_per_tok" in cfg:
+        return "nemotron_h_moe"  # conversion/nemotron.py NemotronHModel.__init__
+    return ARCH[cfg["model_type"]]
 MLA_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
 # Qwen3-Next / Qwen3.5: conversion/qwen.py (_QwenMtpMixin) appends the MTP block to
 # block_count and writes nextn_predict_layers (Qwen3-Next's config does not carry
@@ -41,7 +50,7 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
 
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]
-    w = gguf.GGUFWriter(str(path), ARCH[cfg["model_type"]])
+    w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
     for name, shape, dt in TINY_TENSORS:
         w.add_tensor(name, np.ones(shape, dtype=dt))
@@ -58,12 +67,12 @@ def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) 
 
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]
-    arch = ARCH[cfg["model_type"]]
-    w = gguf.GGUFWriter(str(path), arch)
+    w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
     n = cfg["num_hidden_layers"]
     ff = cfg.get("intermediate_size") or 4 * cfg["hidden_size"]
-    w.add_feed_forward_length(ff)
+    if cfg["model_type"] != "nemotron_h":  # (per layer, in the KV metadata)
+        w.add_feed_forward_length(ff)
     w.add_layer_norm_rms_eps(cfg.get("rms_norm_eps") or 1e-6)
     w.add_layer_norm_eps(cfg.get("layer_norm_epsilon") or cfg.get("rms_norm_eps") or 1e-5)
     n_exp = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
@@ -74,8 +83,11 @@ def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) 
         w.add_expert_feed_forward_length(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or ff)
         if cfg.get("n_shared_experts") is not None:
             w.add_expert_shared_count(cfg["n_shared_experts"])
-        if cfg.get("shared_expert_intermediate_size"):
-            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+        shexp = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
+        if shexp:
+            w.add_expert_shared_feed_forward_length(shexp)
+    if cfg["model_type"] == "llama4_text":  # conversion/llama.py Llama4Model
+        w.add_interleave_moe_layer_step(cfg.get("interleave_moe_layer_step") or 1)
     if cfg["model_type"] in MLA_TYPES:
         w.add_leading_dense_block_count(cfg.get("first_k_dense_replace") or 0)
         if cfg.get("q_lora_rank"):
@@ -153,6 +165,26 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_rope_dimension_count(hd_full)
         w.add_rope_dimension_count_swa(cfg["head_dim"])
         return
+    elif cfg["model_type"] == "lfm2":
+        # conversion/lfm2.py LFM2Model: KV heads 0 on the short-conv layers
+        w.add_head_count_kv([cfg["num_key_value_heads"] if t != "conv" else 0 for t in cfg["layer_types"]])
+        w.add_shortconv_l_cache(cfg["conv_L_cache"])
+    elif cfg["model_type"] == "nemotron_h":
+        # conversion/nemotron.py NemotronHModel (GraniteHybrid, Mamba2): per-layer KV heads
+        # ("*" attention) and feed-forward lengths ("-" MLP, "E" MoE); the rest Mamba-2
+        pat = cfg["hybrid_override_pattern"]
+        mlp = "E" if "num_experts_per_tok" in cfg else "-"
+        ff_layer = cfg.get("moe_intermediate_size") if mlp == "E" else cfg["intermediate_size"]
+        w.add_head_count_kv([cfg["num_key_value_heads"] if c == "*" else 0 for c in pat])
+        w.add_feed_forward_length([ff_layer if c == mlp else 0 for c in pat])
+        hd = cfg.get("head_dim") or cfg["attention_head_dim"]
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+        w.add_ssm_conv_kernel(cfg["conv_kernel"])
+        w.add_ssm_inner_size(cfg["mamba_num_heads"] * cfg["mamba_head_dim"])
+        w.add_ssm_state_size(cfg["ssm_state_size"])
+        w.add_ssm_group_count(cfg["n_groups"])
+        w.add_ssm_time_step_rank(cfg["mamba_num_heads"])
     elif cfg["model_type"] in ("falcon_mamba", "mamba"):
         # conversion/mamba.py MambaModel
         w.add_head_count(0)
@@ -192,7 +224,9 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_value_length(hd)
     # the converter writes sliding_window only for architectures llama.cpp runs with SWA
     # (conversion/gemma.py, gpt_oss.py, qwen.py for use_sliding_window …; not llama.py)
-    swa_arch = cfg["model_type"] not in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "qwen2")
+    # (llama4: conversion/llama.py writes none; llama.cpp hard-codes chunked 8192, pattern 4)
+    swa_arch = cfg["model_type"] not in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "qwen2", "llama4_text",
+                                         "nemotron_h", "lfm2")
     if swa_arch and cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
         w.add_sliding_window(cfg["sliding_window"])
         if cfg.get("layer_types"):

@@ -7,7 +7,8 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
 ``load_hparams``, ``src/llama-hparams.cpp``):
 
 - ``head_count_kv``: a scalar, or one value per layer (0 = a recurrent layer: Jamba,
-  Granite-4, Nemotron-H).
+  Granite-4; Nemotron-H: 0 with ``feed_forward_length`` 0, else an MLP layer with
+  neither KV nor state, ``src/models/nemotron-h.cpp``).
 - ``key_length`` / ``value_length``: head dims (default ``embedding_length / head_count``);
   ``key_length_swa`` / ``value_length_swa`` for sliding layers when they differ (Gemma-4).
 - ``attention.kv_lora_rank`` + ``rope.dimension_count``: MLA latent (DeepSeek-V2/V3,
@@ -22,6 +23,10 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
   (Qwen3-Next: layer il is attention iff (il + 1) % interval == 0), or, where the
   converter wrote it, ``attention.recurrent_layers`` (one bool per layer, true =
   recurrent; llama.cpp reads it first: ``src/models/qwen3next.cpp``).
+- ``llama4``: chunked attention, n_swa hard-coded to 8,192 on 3 of every 4 layers
+  (``src/models/llama4.cpp``), unless the file has ``attention.sliding_window`` = 0.
+- ``shortconv.l_cache`` (LFM2): the layers with ``head_count_kv`` 0 are short-conv
+  layers holding ``embedding_length × (l_cache − 1)`` values of state (``n_embd_r``).
 - ``attention.shared_kv_layers``: the last K layers reuse KV (Gemma-3n): 0 bytes.
 - MLA (``deepseek2`` and kin): llama.cpp caches the latent (K only, ``key_length ×
   head_count_kv`` = kv_lora_rank + rope, no V) only when the file has both
@@ -48,7 +53,8 @@ from kvgate.errors import KvgateError
 from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
-ARCH_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5}
+ARCH_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5, "llama4": 4}
+LLAMA4_CHUNK = 8192  # src/models/llama4.cpp: hparams.n_swa = 8192 (chunked), whatever the file says
 
 GGUF_MAGIC = b"GGUF"
 
@@ -198,10 +204,22 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             recurrent = [bool(x) for x in flags]
         elif interval is not None:
             recurrent = [(i + 1) % interval != 0 for i in range(n)]
+        elif arch in ("nemotron_h", "nemotron_h_moe"):
+            # src/models/nemotron-h.cpp: recurrent iff head_count_kv and feed_forward_length
+            # are both 0 (an MLP / MoE layer has neither KV nor state)
+            ff = _per_layer(meta, k("feed_forward_length"), n, 0)
+            recurrent = [kv[i] == 0 and ff[i] == 0 for i in range(n)]
         else:
             recurrent = [kv[i] == 0 for i in range(n)]
+    l_cache = _int(meta, k("shortconv.l_cache"), None, lo=2)
     state: LayerSpec | None = None
-    if any(recurrent):
+    if l_cache is not None and ssm_state is None:
+        # LFM2 (src/models/lfm2.cpp): short-conv layers are the ones with head_count_kv 0;
+        # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
+        recurrent = [kv[i] == 0 for i in range(n)]
+        state = LayerSpec(kind="linear", state_values=n_embd * (l_cache - 1), state_heads=1, conv_dim=n_embd,
+                          conv_kernel=l_cache, ssm_values=0, mixer="conv")
+    elif any(recurrent):
         d_conv = _int(meta, k("ssm.conv_kernel"), lo=1)
         d_inner = _int(meta, k("ssm.inner_size"), lo=1)
         d_state = ssm_state
@@ -217,6 +235,13 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
 
     # sliding layers
     window = _int(meta, k("attention.sliding_window"), 0)
+    chunked = False
+    if arch == "llama4" and meta.get(k("attention.sliding_window")) != 0:
+        # src/models/llama4.cpp: unless the file says sliding_window = 0 (all full, MobileLLM),
+        # chunked attention with n_swa hard-coded to 8192, pattern 4 (3 chunked, 1 full)
+        window, chunked = LLAMA4_CHUNK, True
+        notes.append(f"llama4: chunked attention of {LLAMA4_CHUNK:,} tokens on 3 of every 4 layers "
+                     "(llama.cpp's built-in rule)")
     sliding = [False] * n
     if window:
         pkey = k("attention.sliding_window_pattern")
@@ -288,7 +313,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                 hk = key_length_swa
                 hv = value_length_swa or hk
             layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
-                                    window=window if sliding[i] else None))
+                                    window=window if sliding[i] else None, chunked=chunked and sliding[i]))
     if no_kv:
         notes.append(f"{len(no_kv)} layer(s) with head_count_kv 0 and no recurrent state (first: {no_kv[0]}): "
                      "0 bytes each")
