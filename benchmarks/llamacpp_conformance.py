@@ -128,25 +128,31 @@ def setting_line(s: dict[str, Any]) -> str:
             f"{s['kv_unified']} {s['n_ubatch']}\n")
 
 
+def _abort_reason(r: subprocess.CompletedProcess[str]) -> str:
+    text = r.stdout + r.stderr
+    why = next((x.split(": ", 1)[-1] for x in text.splitlines() if "GGML_ASSERT" in x or "GGML_ABORT" in x),
+               None) or next((x for x in text.splitlines() if "error" in x.lower()), f"exit {r.returncode}")
+    return why[-300:]
+
+
 def run_llamacpp(exe: Path, gguf: Path) -> list[dict[str, Any]]:
-    """llama.cpp's answer for every setting (one process per GGUF)."""
-    text = "".join(setting_line(s) for s in SETTINGS)
-    r = subprocess.run([str(exe), str(gguf)], input=text, capture_output=True, text=True, timeout=1800,
-                       env={**os.environ, "LLAMA_ARG_THREADS": "1"})
-    lines = []
-    for x in r.stdout.splitlines():
-        if x.startswith("{"):
-            lines.append(json.loads(x))
-    if not lines and r.returncode != 0:  # llama.cpp aborted while building the model
-        why = next((x.split(": ", 1)[-1] for x in (r.stdout + r.stderr).splitlines() if "GGML_ASSERT" in x
-                    or "error" in x.lower()), f"exit {r.returncode}")
-        return [{"error": f"model load aborted: {why[-300:]}"}] * len(SETTINGS)
-    if len(lines) == 1 and "error" in lines[0] and len(SETTINGS) > 1:
-        return [lines[0]] * len(SETTINGS)  # the model itself failed to load
-    if len(lines) != len(SETTINGS):
-        raise RuntimeError(f"{gguf.name}: {len(lines)} answers for {len(SETTINGS)} settings; rc {r.returncode}\n"
-                           f"{r.stderr[-2000:]}")
-    return lines
+    """llama.cpp's answer for every setting. One process per GGUF; when llama.cpp aborts
+    on a setting (a GGML_ASSERT), that setting is recorded as refused with the assert and
+    the rest run in a new process."""
+    out: list[dict[str, Any]] = []
+    while len(out) < len(SETTINGS):
+        todo = SETTINGS[len(out):]
+        r = subprocess.run([str(exe), str(gguf)], input="".join(setting_line(s) for s in todo), capture_output=True,
+                           text=True, timeout=1800)
+        answers = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+        if len(answers) == 1 and answers[0].get("error") == "model load failed":
+            return [answers[0]] * len(SETTINGS)
+        out.extend(answers[: len(todo)])
+        if len(answers) < len(todo):
+            if r.returncode == 0:
+                raise RuntimeError(f"{gguf.name}: {len(answers)} answers for {len(todo)} settings")
+            out.append({"error": f"aborted: {_abort_reason(r)}", "log": []})
+    return out
 
 
 def main() -> int:
@@ -205,7 +211,7 @@ def print_table() -> None:
     """The per-model table (kvgate vs llama.cpp) for benchmarks/RESULTS.md."""
     import test_conformance_llamacpp as t
 
-    cols = ["exact", "both refuse", "off", "kvgate refuses", "llama.cpp refuses"]
+    cols = ["exact", "both refuse", "off", "kvgate refuses", "llama.cpp refuses", "llama.cpp aborts"]
     print("| model (config) | llama.cpp arch | settings | " + " | ".join(cols) + " |")
     print("|---|---|---:|" + "---:|" * len(cols))
     total: dict[str, int] = {}
@@ -216,7 +222,7 @@ def print_table() -> None:
         by_model.setdefault(r["model"], {}).setdefault(v, 0)
         by_model[r["model"]][v] += 1
         total[v] = total.get(v, 0) + 1
-        if v not in ("exact", "both refuse"):
+        if v not in ("exact", "both refuse", "llama.cpp aborts"):
             offs.append(f"{t.row_id(r)}: llama.cpp {lc} kvgate {kv}")
     for m, c in by_model.items():
         src = ROOT / next(r["config"] for r in t.rows() if r["model"] == m)

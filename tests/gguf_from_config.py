@@ -16,7 +16,8 @@ ARCH = {
     "kimi_k2": "deepseek2", "falcon_mamba": "mamba", "mamba": "mamba",
     "qwen3_5_text": "qwen35", "qwen3_5_moe_text": "qwen35moe", "gemma4_text": "gemma4",
     "llama4_text": "llama4", "nemotron_h": "nemotron_h",
-    "lfm2": "lfm2",
+    "lfm2": "lfm2", "kimi_linear": "kimi-linear", "deepseek_v32": "deepseek32", "glm_moe_dsa": "glm-dsa",
+    "mimo_v2_flash": "mimo2", "minimax_m2": "minimax-m2", "gpt2": "gpt2", "nemotron-nas": "deci",
 }
 
 
@@ -25,7 +26,7 @@ def arch_of(cfg: dict[str, Any]) -> str:
     if cfg["model_type"] == "nemotron_h" and "num_experts_per_tok" in cfg:
         return "nemotron_h_moe"  # conversion/nemotron.py NemotronHModel.__init__
     return ARCH[cfg["model_type"]]
-MLA_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+MLA_TYPES = ("deepseek_v3", "deepseek_v2", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 # Qwen3-Next / Qwen3.5: conversion/qwen.py (_QwenMtpMixin) appends the MTP block to
 # block_count and writes nextn_predict_layers (Qwen3-Next's config does not carry
 # mtp_num_hidden_layers; the converter's default is 1)
@@ -36,6 +37,8 @@ def n_mtp(cfg: dict[str, Any]) -> int:
     """MTP / nextn layers the converter appends (DeepSeek: ``num_nextn_predict_layers``)."""
     if cfg["model_type"] in QWEN_LINEAR:
         return int(cfg.get("mtp_num_hidden_layers") or 1)
+    if cfg["model_type"] == "mimo_v2_flash":
+        return 3  # conversion/mimo.py MimoV2Model._n_nextn: 3 MTP layers, not in the config
     return int(cfg.get("num_nextn_predict_layers") or 0)
 
 # tiny tensors written into every test GGUF: (name, shape, dtype)
@@ -50,6 +53,7 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
 
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]
+    cfg = _normalize(cfg)
     w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
     for name, shape, dt in TINY_TENSORS:
@@ -67,11 +71,12 @@ def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) 
 
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]
+    cfg = _normalize(cfg)
     w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
     n = cfg["num_hidden_layers"]
     ff = cfg.get("intermediate_size") or 4 * cfg["hidden_size"]
-    if cfg["model_type"] != "nemotron_h":  # (per layer, in the KV metadata)
+    if cfg["model_type"] not in ("nemotron_h", "nemotron-nas"):  # (per layer, in the KV metadata)
         w.add_feed_forward_length(ff)
     w.add_layer_norm_rms_eps(cfg.get("rms_norm_eps") or 1e-6)
     w.add_layer_norm_eps(cfg.get("layer_norm_epsilon") or cfg.get("rms_norm_eps") or 1e-5)
@@ -79,22 +84,22 @@ def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) 
     if n_exp:
         w.add_expert_count(n_exp)
         w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token")
-                                or cfg.get("top_k_experts") or 2)
+                                or cfg.get("num_experts_per_token") or cfg.get("top_k_experts") or 2)
         w.add_expert_feed_forward_length(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or ff)
-        if cfg.get("n_shared_experts") is not None:
-            w.add_expert_shared_count(cfg["n_shared_experts"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if cfg.get("scoring_func") == "sigmoid"
+                                 else gguf.ExpertGatingFuncType.SOFTMAX)
+        n_shared = cfg.get("n_shared_experts", cfg.get("num_shared_experts"))
+        if n_shared is not None:
+            w.add_expert_shared_count(n_shared)
         shexp = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
         if shexp:
             w.add_expert_shared_feed_forward_length(shexp)
     if cfg["model_type"] == "llama4_text":  # conversion/llama.py Llama4Model
         w.add_interleave_moe_layer_step(cfg.get("interleave_moe_layer_step") or 1)
-    if cfg["model_type"] in MLA_TYPES:
+    if cfg["model_type"] in MLA_TYPES + ("kimi_linear",):
         w.add_leading_dense_block_count(cfg.get("first_k_dense_replace") or 0)
         if cfg.get("q_lora_rank"):
             w.add_q_lora_rank(cfg["q_lora_rank"])
-        import gguf as _g
-        w.add_expert_gating_func(_g.ExpertGatingFuncType.SIGMOID if cfg.get("scoring_func") == "sigmoid"
-                                 else _g.ExpertGatingFuncType.SOFTMAX)
         w.add_expert_weights_scale(float(cfg.get("routed_scaling_factor") or 1.0))
     w.add_vocab_size(n_vocab)
     w.add_tokenizer_model("test")
@@ -112,6 +117,15 @@ def _finish(w: Any, path: Path) -> Path:
     return path
 
 
+# GPT-2's names for the standard fields (transformers' GPT2Config attribute_map)
+ALIASES = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
+           "n_positions": "max_position_embeddings"}
+
+
+def _normalize(cfg: dict[str, Any]) -> dict[str, Any]:
+    return {**cfg, **{ALIASES[k]: v for k, v in cfg.items() if k in ALIASES and ALIASES[k] not in cfg}}
+
+
 def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
     n = cfg["num_hidden_layers"]
     mtp = n_mtp(cfg)
@@ -120,7 +134,7 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_nextn_predict_layers(mtp)
     w.add_embedding_length(cfg["hidden_size"])
     w.add_context_length(cfg.get("max_position_embeddings") or 4096)
-    if cfg.get("num_attention_heads"):
+    if cfg.get("num_attention_heads") and cfg["model_type"] != "nemotron-nas":
         w.add_head_count(cfg["num_attention_heads"])
     if cfg["model_type"] in MLA_TYPES:
         w.add_head_count_kv(1)
@@ -131,6 +145,11 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         # today's convert_hf_to_gguf.py also writes the per-head sizes (llama_hparams::is_mla)
         w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
         w.add_value_length_mla(cfg["v_head_dim"])
+        if cfg.get("index_head_dim"):
+            # conversion/deepseek.py DeepseekV32Model, conversion/glm.py GlmMoeDsaModel
+            w.add_uint32(f"{w.arch}.attention.indexer.head_count", cfg["index_n_heads"])
+            w.add_uint32(f"{w.arch}.attention.indexer.key_length", cfg["index_head_dim"])
+            w.add_uint32(f"{w.arch}.attention.indexer.top_k", cfg["index_topk"])
     elif cfg["model_type"] == "jamba":
         kv = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
         per = [kv if i % cfg["attn_layer_period"] == cfg["attn_layer_offset"] else 0 for i in range(n)]
@@ -164,6 +183,47 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_embedding_length_per_layer_input(cfg.get("hidden_size_per_layer_input") or 0)
         w.add_rope_dimension_count(hd_full)
         w.add_rope_dimension_count_swa(cfg["head_dim"])
+        return
+    elif cfg["model_type"] == "kimi_linear":
+        # conversion/kimi_linear.py: KV heads 1 on the (1-based) full_attn_layers, 0 on KDA
+        # layers; MLA keys as DeepSeek's
+        la = cfg["linear_attn_config"]
+        w.add_head_count_kv([1 if i + 1 in la["full_attn_layers"] else 0 for i in range(n)])
+        w.add_ssm_conv_kernel(la["short_conv_kernel_size"])
+        w.add_uint32(f"{w.arch}.kda.head_dim", la["head_dim"])
+        w.add_kv_lora_rank(cfg["kv_lora_rank"])
+        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+        w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+        w.add_value_length(cfg["kv_lora_rank"])
+        w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_value_length_mla(cfg["v_head_dim"])
+    elif cfg["model_type"] == "nemotron-nas":
+        # conversion/llama.py DeciModel (Llama-Nemotron): per-layer heads, KV heads (0 for a
+        # no-op or linear attention block) and FFN sizes (0 for a no-op FFN)
+        h = cfg["num_attention_heads"]
+        heads, kv, ffs = [], [], []
+        for b in cfg["block_configs"]:
+            a, f = b["attention"], b["ffn"]
+            kv.append(h // a["n_heads_in_group"] if a["n_heads_in_group"] else 0)
+            heads.append(h if a["n_heads_in_group"] or a["replace_with_linear"] else 0)
+            size = int(2 * f["ffn_mult"] * cfg["hidden_size"] / 3) if f.get("ffn_mult") else 0
+            ffs.append(-(-size // 256) * 256)
+        w.add_head_count(heads)
+        w.add_head_count_kv(kv)
+        w.add_feed_forward_length(ffs)
+        w.add_key_length(cfg["hidden_size"] // h)
+        w.add_value_length(cfg["hidden_size"] // h)
+        return
+    elif cfg["model_type"] == "mimo_v2_flash":
+        # conversion/mimo.py MimoV2Model: per-layer KV heads and a bool pattern (1 = SWA),
+        # both extended over the MTP layers as SWA
+        hybrid = [bool(x) for x in cfg["hybrid_layer_pattern"]] + [True] * mtp
+        w.add_head_count_kv([cfg["swa_num_key_value_heads"] if x else cfg["num_key_value_heads"] for x in hybrid])
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["v_head_dim"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern(hybrid)
+        w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 1.0)))
         return
     elif cfg["model_type"] == "lfm2":
         # conversion/lfm2.py LFM2Model: KV heads 0 on the short-conv layers
@@ -226,7 +286,7 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
     # (conversion/gemma.py, gpt_oss.py, qwen.py for use_sliding_window …; not llama.py)
     # (llama4: conversion/llama.py writes none; llama.cpp hard-codes chunked 8192, pattern 4)
     swa_arch = cfg["model_type"] not in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "qwen2", "llama4_text",
-                                         "nemotron_h", "lfm2")
+                                         "nemotron_h", "lfm2", "kimi_linear")
     if swa_arch and cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False:
         w.add_sliding_window(cfg["sliding_window"])
         if cfg.get("layer_types"):

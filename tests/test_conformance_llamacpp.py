@@ -75,10 +75,13 @@ def row_id(r: dict[str, Any]) -> str:
 def compare(r: dict[str, Any]) -> tuple[str, int | None, int | None]:
     """``(verdict, llama.cpp bytes, kvgate bytes)``; verdict one of ``exact``,
     ``both refuse`` (for the same reason, where llama.cpp logs one kvgate knows),
-    ``refuse, other reason``, ``off``, ``kvgate refuses``, ``llama.cpp refuses``."""
+    ``refuse, other reason``, ``off``, ``kvgate refuses``, ``llama.cpp refuses``, or
+    ``llama.cpp aborts`` (a GGML_ASSERT while building the graph: a crash, not a size)."""
     gguf = DATA / "conformance" / r["gguf"]
     lc = r["llamacpp"].get("context_bytes")
     kv, err = kvgate_result(gguf, r["setting"])
+    if r["llamacpp"].get("error", "").startswith("aborted"):
+        return "llama.cpp aborts", lc, kv
     if lc is None and kv is None:
         said = " ".join(r["llamacpp"].get("log", []))
         for theirs, ours in REASONS:
@@ -111,6 +114,8 @@ def test_fixture_is_pinned_and_broad() -> None:
 def test_kvgate_matches_llamacpp(r: dict[str, Any]) -> None:
     verdict, lc, kv = compare(r)
     rid = row_id(r)
+    if verdict == "llama.cpp aborts":
+        pytest.skip(f"llama.cpp itself aborts on this setting ({r['llamacpp']['error']}): no size to compare")
     if rid in KNOWN_OFF:
         assert verdict not in ("exact", "both refuse"), f"{rid} is exact now: remove it from KNOWN_OFF"
         return

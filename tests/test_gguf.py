@@ -46,19 +46,36 @@ def test_head_count_kv_per_layer_array(tmp_path):
 
 
 def test_key_value_length_and_swa_pattern_int(tmp_path):
+    # cohere2 reads the int pattern from the file (load_swa_pattern(ml, 4)): il % 2 < 1 slides
     meta = BASE + [("add_head_count_kv", 2), ("add_key_length", 128), ("add_value_length", 64),
                    ("add_sliding_window", 100), ("add_sliding_window_pattern", 2)]
-    m = load_gguf(_write(tmp_path / "m.gguf", "llama", meta))
+    m = load_gguf(_write(tmp_path / "m.gguf", "cohere2", meta))
     assert [l.kind for l in m.layers] == ["sliding", "full", "sliding", "full"]
     assert m.layers[0].head_dim == 128 and m.layers[0].v_head_dim == 64
     assert KVGeometry(m, "bf16").slot_bytes(1000) == 2 * 100 * 2 * 192 * 2 + 2 * 1000 * 2 * 192 * 2
 
 
-def test_swa_without_pattern_unknown_arch_errors_with_keys(tmp_path):
+def test_llama_ignores_sliding_window_as_llamacpp_does(tmp_path):
+    # src/models/llama.cpp never reads attention.sliding_window: every layer is full
+    meta = BASE + [("add_head_count_kv", 2), ("add_sliding_window", 100), ("add_sliding_window_pattern", 2)]
+    m = load_gguf(_write(tmp_path / "m.gguf", "llama", meta))
+    assert m.kinds() == {"full": 4}
+    assert any("full attention on every layer" in n and "100" in n for n in m.notes)
+
+
+def test_swa_arch_without_required_window_errors_with_keys(tmp_path):
+    # cohere2: ml.get_key(LLM_KV_ATTENTION_SLIDING_WINDOW, n_swa) is required
+    meta = BASE + [("add_head_count_kv", 2), ("add_sliding_window_pattern", 2)]
+    with pytest.raises(ConfigError) as e:
+        load_gguf(_write(tmp_path / "m.gguf", "cohere2", meta))
+    assert "sliding_window" in e.value.message and "cohere2.attention" in e.value.hint
+
+
+def test_unknown_arch_swa_without_pattern_errors_with_keys(tmp_path):
     meta = BASE + [("add_head_count_kv", 2), ("add_sliding_window", 100)]
     with pytest.raises(ConfigError) as e:
-        load_gguf(_write(tmp_path / "m.gguf", "llama", meta))
-    assert "llama.attention.sliding_window=100" in e.value.hint
+        load_gguf(_write(tmp_path / "m.gguf", "notanarch", meta))
+    assert "notanarch.attention.sliding_window=100" in e.value.hint
 
 
 def test_arch_builtin_swa_pattern_gemma3(tmp_path):
@@ -66,6 +83,38 @@ def test_arch_builtin_swa_pattern_gemma3(tmp_path):
             ("add_head_count_kv", 1), ("add_key_length", 64), ("add_value_length", 64), ("add_sliding_window", 512)]
     m = load_gguf(_write(tmp_path / "g.gguf", "gemma3", meta))
     assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [5, 11]
+
+
+def test_gemma2_default_window_and_dense_first_patterns(tmp_path):
+    # gemma2: SWA always, n_swa = 4096 when the file has none, pattern 2 (even layers slide)
+    meta = [("add_block_count", 4), ("add_embedding_length", 256), ("add_head_count", 4), ("add_head_count_kv", 2)]
+    m = load_gguf(_write(tmp_path / "g.gguf", "gemma2", meta))
+    assert [(l.kind, l.window) for l in m.layers] == [("sliding", 4096), ("full", None)] * 2
+    # cohere2moe: load_swa_pattern(ml, 4, dense_first=true): full at il % 4 == 0
+    eight = [("add_block_count", 8), ("add_embedding_length", 256), ("add_head_count", 4), ("add_head_count_kv", 2)]
+    m = load_gguf(_write(tmp_path / "c.gguf", "cohere2moe", eight + [("add_sliding_window", 256)]))
+    assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [0, 4]
+    # smallthinker: the window is forced to 4096 whatever the file says
+    m = load_gguf(_write(tmp_path / "s.gguf", "smallthinker", eight + [("add_sliding_window", 1000)]))
+    assert {l.window for l in m.layers if l.kind == "sliding"} == {4096}
+    assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [0, 4]
+    assert any("4,096 whatever the file says" in n for n in m.notes)
+
+
+def test_llama4_chunked_8192_unless_window_zero(tmp_path):
+    meta = [("add_block_count", 8), ("add_embedding_length", 256), ("add_head_count", 4), ("add_head_count_kv", 2)]
+    m = load_gguf(_write(tmp_path / "l.gguf", "llama4", meta))
+    assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [3, 7]
+    assert all(l.chunked and l.window == 8192 for l in m.layers if l.kind == "sliding")
+    m = load_gguf(_write(tmp_path / "l0.gguf", "llama4", meta + [("add_sliding_window", 0)]))
+    assert m.kinds() == {"full": 8}
+
+
+def test_not_modelled_arch_is_refused_naming_the_cache(tmp_path):
+    meta = BASE + [("add_head_count_kv", 2)]
+    with pytest.raises(ConfigError) as e:
+        load_gguf(_write(tmp_path / "f.gguf", "falcon-h1", meta))
+    assert "falcon-h1" in e.value.message and "llama_memory_hybrid" in e.value.message
 
 
 MLA_KEYS = [("add_head_count_kv", 1), ("add_kv_lora_rank", 512), ("add_rope_dimension_count", 64),

@@ -31,6 +31,9 @@ Rules read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``
 - **Recurrent** (``src/llama-memory-recurrent.cpp``): ``max(1, n_seq_max) × (1 + n_rs_seq)``
   rows of R (conv, ``(d_conv − 1) × conv channels``) and S (SSM) state, both
   ``GGML_TYPE_F32`` whatever ``-ctk``/``-ctv`` say (``llama_model::create_memory``).
+- **Zero-width layers** (``head_count_kv`` 0, not recurrent: Llama-Nemotron's no-op
+  attention): in the cache at width 0, but with ``-fa off`` each still gets a V of the
+  widest layer's width.
 - **MTP / nextn layers**: filtered out of the main context's cache (``il < n_layer()``);
   :mod:`kvgate.model.gguf` gives them 0 bytes.
 - **KV types** (``-ctk``/``-ctv``): ggml block types, ``ggml_row_size`` =
@@ -59,6 +62,15 @@ from kvgate.model.spec import LayerSpec
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
 PINNED_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 FLASH_ATTN = ("auto", "on", "off")
+
+
+def zero_width(layer: LayerSpec) -> bool:
+    """An attention layer with no KV heads (``head_count_kv`` 0 in a GGUF: Llama-Nemotron's
+    no-op attention blocks) that llama.cpp still keeps in its cache: K and V of width 0,
+    except that with ``-fa off`` its transposed V is made at the widest layer's width
+    (``n_embd_v_gqa_max``, [TAG_V_CACHE_VARIABLE]). :mod:`kvgate.model.gguf` marks it as
+    a ``shared`` layer with a head dim and no KV heads."""
+    return layer.kind == "shared" and layer.num_kv_heads == 0 and layer.head_dim > 0
 
 
 def pad256(n: int) -> int:
@@ -153,7 +165,7 @@ class LlamaCpp(Layout):
         pos = getattr(geometry, "_pos_bytes", None)
         if pos is not None:
             for i, layer in enumerate(geometry.model.layers):
-                if layer.kind in ("full", "sliding"):
+                if layer.kind in ("full", "sliding") or zero_width(layer):
                     pos[i] = self.layer_position_bytes(geometry, i)
         return b
 
@@ -168,6 +180,9 @@ class LlamaCpp(Layout):
         """Bytes one cell costs in layer ``i``: K row + V row, the V row at the widest
         layer's width with ``-fa off``; the MLA latent alone; 0 for others."""
         layer = geometry.model.layers[i]
+        if zero_width(layer):
+            # K and V of width 0, but a transposed V is made at the widest layer's width
+            return geometry.fmt_v.vector_bytes(self.v_width_max(geometry)) if self.v_trans else 0
         if layer.kind not in ("full", "sliding"):
             return geometry.position_bytes(i) if layer.kind == "mla" else 0
         h = kv_heads_per_rank(layer.num_kv_heads, geometry.tp)
@@ -195,7 +210,7 @@ class LlamaCpp(Layout):
 
     def cells(self, layer: LayerSpec, max_seq: int) -> int:
         """KV cells of one layer in the whole cache (all streams)."""
-        if layer.kind not in ("full", "sliding", "mla"):
+        if layer.kind not in ("full", "sliding", "mla") and not zero_width(layer):
             return 0
         _, _, n_stream = self.contexts(max_seq)
         return self.kv_size(layer, max_seq) * n_stream
@@ -233,6 +248,9 @@ class LlamaCpp(Layout):
             suffix = "_swa" if layer.kind == "sliding" else ""
             if layer.kind == "mla":
                 out["k" + suffix] += cells * geometry.position_bytes(i)
+                continue
+            if zero_width(layer):
+                out["v"] += cells * self.layer_position_bytes(geometry, i)
                 continue
             h = kv_heads_per_rank(layer.num_kv_heads, geometry.tp)
             k = geometry.fmt_k.row_bytes(h, layer.head_dim)

@@ -13,21 +13,26 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
   ``key_length_swa`` / ``value_length_swa`` for sliding layers when they differ (Gemma-4).
 - ``attention.kv_lora_rank`` + ``rope.dimension_count``: MLA latent (DeepSeek-V2/V3,
   Kimi-K2); K row only, no V.
-- ``attention.sliding_window`` with ``attention.sliding_window_pattern`` (an int N:
-  layer il slides iff ``il % N < N − 1``, llama.cpp ``set_swa_pattern``; or one bool
-  per layer, true = sliding), else the pattern llama.cpp hard-codes for the
-  architecture (:data:`ARCH_SWA_PATTERN`).
+- Sliding layers: ``attention.sliding_window`` and ``attention.sliding_window_pattern``
+  as each architecture's own code reads them (:mod:`kvgate.model.llamacpp_arch`: which
+  architectures use them at all, default and forced windows and patterns, chunked
+  Llama-4); an architecture llama.cpp does not have is read from the keys alone, with a
+  note.
+- DeepSeek sparse attention (``deepseek32``, ``glm-dsa``): indexer keys of
+  ``attention.indexer.key_length`` beside the MLA latent, in the K cache's type.
+- Architectures whose cache kvgate does not model
+  (:data:`kvgate.model.llamacpp_arch.NOT_MODELLED`, e.g. ``deepseek4``, ``falcon-h1``,
+  ``rwkv7``) are refused, naming the cache.
 - ``ssm.conv_kernel``, ``ssm.inner_size``, ``ssm.state_size``, ``ssm.group_count``,
   ``ssm.time_step_rank``: recurrent state (``n_embd_r`` = (d_conv − 1)·(d_inner +
   2·n_group·d_state), ``n_embd_s`` = d_state·d_inner); ``full_attention_interval``
   (Qwen3-Next: layer il is attention iff (il + 1) % interval == 0), or, where the
   converter wrote it, ``attention.recurrent_layers`` (one bool per layer, true =
   recurrent; llama.cpp reads it first: ``src/models/qwen3next.cpp``).
-- ``llama4``: chunked attention, n_swa hard-coded to 8,192 on 3 of every 4 layers
-  (``src/models/llama4.cpp``), unless the file has ``attention.sliding_window`` = 0.
 - ``shortconv.l_cache`` (LFM2): the layers with ``head_count_kv`` 0 are short-conv
   layers holding ``embedding_length × (l_cache − 1)`` values of state (``n_embd_r``).
-- ``attention.shared_kv_layers``: the last K layers reuse KV (Gemma-3n): 0 bytes.
+- ``attention.shared_kv_layers``: the last K layers reuse KV: 0 bytes (Gemma-3n: all
+  but the first 20, hard-coded in ``src/models/gemma3n.cpp``).
 - MLA (``deepseek2`` and kin): llama.cpp caches the latent (K only, ``key_length ×
   head_count_kv`` = kv_lora_rank + rope, no V) only when the file has both
   ``attention.key_length_mla`` and ``attention.value_length_mla``
@@ -50,11 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
+from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec, llamacpp_arch
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
-ARCH_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2, "cohere2": 4, "gemma3n": 5, "llama4": 4}
-LLAMA4_CHUNK = 8192  # src/models/llama4.cpp: hparams.n_swa = 8192 (chunked), whatever the file says
 
 GGUF_MAGIC = b"GGUF"
 
@@ -174,6 +177,12 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     if not isinstance(arch, str) or not arch:
         raise ConfigError(f"GGUF key 'general.architecture' must be a non-empty string, got {_describe(arch)}")
     k = lambda s: f"{arch}.{s}"  # noqa: E731
+    if arch in llamacpp_arch.NOT_MODELLED:
+        raise ConfigError(
+            f"GGUF architecture {arch!r}: llama.cpp keeps its memory in {llamacpp_arch.NOT_MODELLED[arch]}, "
+            "which kvgate does not size yet; it will not guess",
+            hint="give the model's config.json (transformers' or vLLM's layout), or --slot-bytes from a measured run",
+        )
     n = _int(meta, k("block_count"), lo=1)
     if n > MAX_LAYERS:
         raise ConfigError(
@@ -212,8 +221,19 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         else:
             recurrent = [kv[i] == 0 for i in range(n)]
     l_cache = _int(meta, k("shortconv.l_cache"), None, lo=2)
+    kda = _int(meta, k("kda.head_dim"), None, lo=1)
     state: LayerSpec | None = None
-    if l_cache is not None and ssm_state is None:
+    if kda is not None:
+        # Kimi-Linear KDA layers (head_count_kv 0; src/models/kimi-linear.cpp), llama_hparams:
+        # n_embd_r = 3 × (d_conv − 1) × n_head × kda_head_dim (Q, K, V conv state),
+        # n_embd_s = kda_head_dim² × n_head
+        recurrent = [kv[i] == 0 for i in range(n)]
+        d_conv = _int(meta, k("ssm.conv_kernel"), 0) or 4
+        n_head = heads[0]
+        state = LayerSpec(kind="linear", state_values=3 * n_head * kda * (d_conv - 1) + kda * kda * n_head,
+                          state_heads=max(1, n_head), conv_dim=3 * n_head * kda, conv_kernel=d_conv,
+                          ssm_values=kda * kda * n_head, mixer="kda")
+    elif l_cache is not None and ssm_state is None:
         # LFM2 (src/models/lfm2.cpp): short-conv layers are the ones with head_count_kv 0;
         # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
         recurrent = [kv[i] == 0 for i in range(n)]
@@ -233,37 +253,44 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             conv_dim=conv_dim, conv_kernel=d_conv, ssm_values=d_state * d_inner, mixer=mixer,
         )
 
-    # sliding layers
-    window = _int(meta, k("attention.sliding_window"), 0)
-    chunked = False
-    if arch == "llama4" and meta.get(k("attention.sliding_window")) != 0:
-        # src/models/llama4.cpp: unless the file says sliding_window = 0 (all full, MobileLLM),
-        # chunked attention with n_swa hard-coded to 8192, pattern 4 (3 chunked, 1 full)
-        window, chunked = LLAMA4_CHUNK, True
-        notes.append(f"llama4: chunked attention of {LLAMA4_CHUNK:,} tokens on 3 of every 4 layers "
-                     "(llama.cpp's built-in rule)")
-    sliding = [False] * n
-    if window:
-        pkey = k("attention.sliding_window_pattern")
-        pattern = meta.get(pkey)
-        if pattern is None:
-            pattern = ARCH_SWA_PATTERN.get(arch)
-        if pattern is None:
-            raise ConfigError(
-                f"GGUF ({arch}) has attention.sliding_window {window} but no sliding_window_pattern, "
-                "and llama.cpp has no built-in pattern for this architecture",
-                hint=f"keys found: {_found(meta, arch)}",
-            )
-        if isinstance(pattern, list):
-            if len(pattern) != n:
-                raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {n} layers")
-            for i, x in enumerate(pattern):
-                if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
-                    raise ConfigError(f"GGUF key {pkey!r} entry {i} must be a bool, got {_describe(x)}")
-            sliding = [bool(x) for x in pattern]
-        else:
-            p = _check_int(pkey, pattern, 0, None)
-            sliding = [p == 0 or (i % p) < (p - 1) for i in range(n)]
+    # sliding layers (kvgate.model.llamacpp_arch: llama.cpp's per-architecture rules)
+    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n)
+    window_key = k("attention.sliding_window")
+    meta_window = _int(meta, window_key, None)
+    pkey = k("attention.sliding_window_pattern")
+    pattern = meta.get(pkey)
+    if isinstance(pattern, list):
+        for i, x in enumerate(pattern):
+            if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
+                raise ConfigError(f"GGUF key {pkey!r} entry {i} must be a bool, got {_describe(x)}")
+        if len(pattern) != n:
+            raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {n} layers")
+    elif pattern is not None:
+        pattern = _check_int(pkey, pattern, 0, None)
+    if arch in llamacpp_arch.ARCH_NAMES:
+        try:
+            window, flags, chunked, swa_notes = llamacpp_arch.swa_flags(arch, meta_window, pattern, n - nextn,
+                                                                         recurrent)
+        except ValueError as e:
+            raise ConfigError(f"GGUF ({arch}): {e}", hint=f"keys found: {_found(meta, arch)}") from None
+        notes.extend(swa_notes)
+        sliding = flags + [False] * nextn
+    else:
+        # an architecture llama.cpp did not have at the pinned commit: the file's own keys
+        notes.append(f"{arch!r} is not an architecture of llama.cpp at commit {llamacpp_arch.PINNED_COMMIT[:12]}: "
+                     "sized from the file's keys with the generic rules")
+        window, chunked = meta_window or 0, False
+        sliding = [False] * n
+        if window:
+            if pattern is None:
+                raise ConfigError(
+                    f"GGUF ({arch}) has attention.sliding_window {window} but no sliding_window_pattern",
+                    hint=f"keys found: {_found(meta, arch)}",
+                )
+            if isinstance(pattern, list):
+                sliding = [bool(x) for x in pattern]
+            else:
+                sliding = [pattern == 0 or (i % pattern) < (pattern - 1) for i in range(n)]
 
     rank = _int(meta, k("attention.kv_lora_rank"), 0)
     k_mla = _int(meta, k("attention.key_length_mla"), None, lo=1)
@@ -273,7 +300,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         notes.append(f"{arch}: no attention.key_length_mla / value_length_mla (converted before llama.cpp "
                      "stored them): llama.cpp caches full per-head K and V, not the MLA latent")
     rope = _int(meta, k("rope.dimension_count"), lo=0) if is_mla and key_length is None else 0
-    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n)
+    index_dims = _indexer_dims(meta, arch, n, n - nextn) if is_mla else [0] * n
     h0 = max(heads)
     if key_length is not None:
         hd_k = key_length
@@ -290,9 +317,13 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             layers.append(state)  # type: ignore[arg-type]
         elif is_mla:
             width = key_length * kv[i] if key_length is not None else rank + rope
-            layers.append(LayerSpec(kind="mla", latent_dim=width))
+            layers.append(LayerSpec(kind="mla", latent_dim=width, index_dim=index_dims[i]))
         elif kv[i] == 0:
-            layers.append(LayerSpec(kind="shared"))  # zero-width K and V: 0 bytes
+            if arch in ("nemotron_h", "nemotron_h_moe"):
+                layers.append(LayerSpec(kind="shared"))  # an MLP layer: in no cache at all
+            else:
+                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.llamacpp.zero_width)
+                layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=value_length or hd_k or 0))
             no_kv.append(i)
         else:
             if heads[i] == 0:
@@ -316,11 +347,13 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                                     window=window if sliding[i] else None, chunked=chunked and sliding[i]))
     if no_kv:
         notes.append(f"{len(no_kv)} layer(s) with head_count_kv 0 and no recurrent state (first: {no_kv[0]}): "
-                     "0 bytes each")
+                     "0 bytes each (llama.cpp with -fa off still gives each a V of the widest layer's width)")
     if nextn:
         notes.append(f"the last {nextn} layer(s) are multi-token-prediction (nextn) heads: llama.cpp keeps them "
                      "out of the main context's cache")
     shared = _int(meta, k("attention.shared_kv_layers"), 0, lo=0, hi=n - 1)
+    if arch in llamacpp_arch.KV_FROM_START:
+        shared = max(0, n - nextn - llamacpp_arch.KV_FROM_START[arch])  # hard-coded in llama.cpp
     if shared:
         layers = layers[: n - shared] + [LayerSpec(kind="shared") for _ in range(shared)]
         notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
@@ -335,6 +368,33 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         config={"gguf_architecture": arch, **{kk: v for kk, v in meta.items() if kk.startswith(arch + ".")}},
         notes=notes,
     )
+
+
+def _indexer_dims(meta: dict[str, Any], arch: str, n: int, n_main: int) -> list[int]:
+    """Per layer, the DeepSeek sparse-attention indexer key width llama.cpp caches next to
+    the MLA latent (``llama_kv_cache_dsa``: one key head of ``attention.indexer.key_length``
+    per cell, in the K cache's type), 0 where there is none.
+
+    ``deepseek32``: every main layer. ``glm-dsa``: the layers of ``attention.indexer.types``
+    (1 = own indexer); without that key, every layer for GLM-5/5.1 (``context_length`` below
+    1,048,576) or GLM-5.2's built-in table (``src/models/glm-dsa.cpp``).
+    """
+    if arch not in ("deepseek32", "glm-dsa"):
+        return [0] * n
+    key = f"{arch}.attention.indexer.key_length"
+    dim = _int(meta, key, lo=1)
+    full = [True] * n_main
+    if arch == "glm-dsa":
+        tkey = f"{arch}.attention.indexer.types"
+        types = meta.get(tkey)
+        if types is not None:
+            types = types if isinstance(types, list) else [types] * n_main
+            if len(types) < n_main:
+                raise ConfigError(f"GGUF {tkey!r} has {len(types)} entries for {n_main} layers")
+            full = [bool(_check_int(tkey, t, 0, 1)) for t in types[:n_main]]
+        elif (_int(meta, f"{arch}.context_length", 0) or 0) >= 1_048_576:
+            full = (llamacpp_arch.GLM_5_2_INDEXER_FULL + [False] * n_main)[:n_main]
+    return [dim if f else 0 for f in full] + [0] * (n - n_main)
 
 
 def load_gguf(path: Path) -> ModelSpec:

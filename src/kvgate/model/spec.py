@@ -39,7 +39,9 @@ class LayerSpec:
     """The KV shape of one decoder layer (whole model, before tensor parallelism).
 
     Attributes:
-        kind: one of ``LAYER_KINDS``.
+        kind: one of ``LAYER_KINDS``. A ``shared`` layer with a ``head_dim`` and no KV heads
+            is an attention layer with ``head_count_kv`` 0 (a GGUF's no-op attention):
+            0 bytes everywhere except llama.cpp's ``-fa off`` V padding.
         num_kv_heads: K/V heads (``num_key_value_heads``); 0 for mla/linear/shared.
         head_dim: K head dimension (``head_dim``).
         v_head_dim: V head dimension; equal to ``head_dim`` unless the config says otherwise.
