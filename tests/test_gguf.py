@@ -300,3 +300,71 @@ def test_head_dim_needs_divisible_embedding(tmp_path, capsys):
 def test_head_count_missing_or_zero_named(tmp_path, capsys, head_count):
     err = _geometry_error(tmp_path, capsys, **{"attention.head_count": ("add_uint32", head_count)})
     assert "GGUF 'llama.attention.head_count' is missing or 0, but layer 0 is an attention layer" in err
+
+
+def _dsa_meta(arch: str, n: int, ctx: int) -> list:
+    return [("add_block_count", n), ("add_embedding_length", 256), ("add_head_count", 4), ("add_context_length", ctx),
+            ("add_uint32", (f"{arch}.attention.indexer.key_length", 128))] + MLA_KEYS
+
+
+def _write_kv(path, arch, meta):
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    for fn, val in meta:
+        if fn == "add_uint32":
+            w.add_uint32(*val)
+        else:
+            getattr(w, fn)(val)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_dsa_indexer_keys_beside_the_latent(tmp_path):
+    # llama_kv_cache_dsa: one indexer key head of attention.indexer.key_length per cell, in -ctk's type
+    m = load_gguf(_write_kv(tmp_path / "d.gguf", "deepseek32", _dsa_meta("deepseek32", 4, 4096)))
+    assert [(l.kind, l.latent_dim, l.index_dim) for l in m.layers] == [("mla", 576, 128)] * 4
+    assert KVGeometry(m, "fp16").bytes_per_token() == 4 * (576 + 128) * 2
+
+
+def test_glm52_builtin_indexer_table_and_glm5_all_full(tmp_path):
+    # src/models/glm-dsa.cpp: n_ctx_train < 1,048,576 (GLM-5/5.1): every layer has an indexer;
+    # else GLM_5_2_DEFAULT_INDEXER_TYPES = 1, 1, then 1, 0, 0, 0 repeated
+    m = load_gguf(_write_kv(tmp_path / "g5.gguf", "glm-dsa", _dsa_meta("glm-dsa", 10, 202752)))
+    assert [l.index_dim for l in m.layers] == [128] * 10
+    m = load_gguf(_write_kv(tmp_path / "g52.gguf", "glm-dsa", _dsa_meta("glm-dsa", 10, 1048576)))
+    assert [l.index_dim > 0 for l in m.layers] == [True, True, True, False, False, False, True, False, False, False]
+
+
+def test_kimi_linear_kda_state(tmp_path):
+    # llama_hparams::n_embd_r = 3 (d_conv - 1) n_head kda; n_embd_s = kda^2 n_head; f32 in llama.cpp
+    meta = [("add_block_count", 4), ("add_embedding_length", 256), ("add_head_count", 2),
+            ("add_head_count_kv", [0, 0, 0, 1]), ("add_ssm_conv_kernel", 4),
+            ("add_uint32", ("kimi-linear.kda.head_dim", 64))] + MLA_KEYS[1:]
+    m = load_gguf(_write_kv(tmp_path / "k.gguf", "kimi-linear", meta))
+    assert [l.kind for l in m.layers] == ["linear"] * 3 + ["mla"]
+    from kvgate.geometry import LlamaCpp
+
+    g = KVGeometry(m, "fp16", layout=LlamaCpp(n_seq=1))
+    r = 3 * 3 * 2 * 64
+    s = 64 * 64 * 2
+    assert g.layout.cache_parts(g, 256)["rs"] == 3 * (r + s) * 4
+
+
+def test_zero_width_layer_gets_widest_v_with_fa_off(tmp_path):
+    # Llama-Nemotron (deci): head_count_kv 0 layers stay in llama_kv_cache at width 0, but a
+    # transposed V (-fa off) is made at n_embd_v_gqa_max for every layer
+    meta = [("add_block_count", 3), ("add_embedding_length", 256), ("add_head_count", [4, 4, 0]),
+            ("add_head_count_kv", [2, 1, 0]), ("add_key_length", 64), ("add_value_length", 64)]
+    m = load_gguf(_write_kv(tmp_path / "z.gguf", "deci", meta))
+    from kvgate.geometry import LlamaCpp
+
+    on = KVGeometry(m, "fp16", layout=LlamaCpp(flash_attn="on"))
+    off = KVGeometry(m, "fp16", layout=LlamaCpp(flash_attn="off"))
+    cells = 256
+    assert on.layout.cache_bytes(on, cells) == cells * (2 * 2 * 64 + 2 * 1 * 64) * 2
+    # V of every layer padded to 2 heads x 64: 3 layers; K as on
+    assert off.layout.cache_bytes(off, cells) == cells * ((2 + 1) * 64 * 2 + 3 * 2 * 64 * 2)
