@@ -39,7 +39,9 @@ def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = No
     rules (module docstring). Arguments override what the log says (or fill what it does
     not: a vLLM log without its config line needs ``kv_format`` and ``tp``).
 
-    Returns a dict: ``status`` (``agrees`` / ``differs`` / ``cannot-check``), ``unit``
+    Returns a dict: ``status`` (``agrees`` / ``differs`` / ``cannot-check``, or
+    ``consistent`` for a vLLM log without "Available KV cache memory": its token and
+    concurrency lines fit a whole number of blocks, which any model would), ``unit``
     (block / token / cell), ``expected`` and ``logged`` figures, ``pool_bytes`` (the
     exact pool kvgate computes, per rank, or None), ``causes`` (alternatives that would
     agree), ``lines`` (text).
@@ -153,12 +155,17 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                  f"(block size {sol['block_size']}, {sol['groups']} group(s)) give the logged "
                  f"{pool.pool_tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
         if avail is None:
+            # the token and concurrency lines agree with each other for any model: only the
+            # block count is checked, not the model, KV format or TP split behind it
+            lines[0] = "consistent" + lines[0][len("agrees"):]
             lines.append("the log has no 'Available KV cache memory' line: the block count is checked, "
-                         "the bytes per block (KV format, TP split) are not")
+                         "the bytes per block (model, KV format, TP split) are not; the pool bytes below "
+                         "assume them")
         else:
             lines.append(f"those blocks need {sol['budget_low']:,} … {sol['budget_high']:,} B of budget; "
                          f"the log's {avail.text} is {avail.low:,} … {avail.high:,} B")
-        return {"status": "agrees", "unit": "block", "expected": sol, "logged": logged,
+        return {"status": "agrees" if avail is not None else "consistent", "unit": "block", "expected": sol,
+                "logged": logged,
                 "block_counts": [x["num_blocks"] for x in good],
                 "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
     causes = []
