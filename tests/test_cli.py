@@ -152,3 +152,12 @@ def test_engine_flags_are_the_same_in_every_command(command):
     assert {"--max-seq", "--max-model-len", "--max-num-seqs", "--kv-cache-dtype", "-tp", "--block-size",
             "-c", "-np", "-ctk", "-ctv", "-ub", "-fa", "--swa-full", "-kvu", "--kv-format", "--tp", "--layout"} <= flags
     assert ("--page-size" in flags) == (command != "geometry")
+
+
+def test_geometry_kv_available_prints_the_token_line_once_when_releases_agree(capsys):
+    # 10 GiB / (48 layers x 2 x 4 heads x 128 x 2 B x 16) = 6,826 blocks = 109,216 tokens under
+    # both token rules for a one-group model: one line, saying both releases print it
+    assert main(["geometry", "qwen3-30b-a3b", "--max-model-len", "8192", "--kv-available", "10GiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("GPU KV cache size: 109,216 tokens") == 1
+    assert 10 * 2**30 // (48 * 2 * 4 * 128 * 2 * 16) == 6_826

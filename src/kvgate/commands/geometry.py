@@ -130,10 +130,14 @@ def run(args: argparse.Namespace) -> int:
             raise KvgateError("--kv-available needs --layout vllm")
         vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
         rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
+        old_line = f"GPU KV cache size: {vr['gpu_kv_cache_tokens_v0_10']:,} tokens"
+        same = bool(vr["log_lines"]) and vr["log_lines"][0] == old_line
         text += ["", f"vLLM with {fmt_mib(parse_bytes(args.kv_available, allow_zero=True))} available for KV: "
-                 f"{vr['num_blocks']:,} blocks"] + [f"  {line}   (current vLLM)" for line in vr["log_lines"][:1] if line] \
+                 f"{vr['num_blocks']:,} blocks"] \
+            + [f"  {line}   (current vLLM{'; 0.10–0.11 print the same' if same else ''})"
+               for line in vr["log_lines"][:1] if line] \
             + [f"  {line}" for line in vr["log_lines"][1:] if line] \
-            + [f"  GPU KV cache size: {vr['gpu_kv_cache_tokens_v0_10']:,} tokens   (vLLM 0.10–0.11)"]
+            + ([] if same else [f"  {old_line}   (vLLM 0.10–0.11)"])
     if rep["notes"]:
         text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
     emit(args, rep, "\n".join(text))
