@@ -8,6 +8,7 @@ import csv
 import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -725,3 +726,17 @@ def test_chunk_boundaries_change_nothing(monkeypatch):
     assert results[0] == results[2] and results[1] == results[3]
     assert results[0][0]["contiguous"]["queue_delay_max_s"] > 0  # the admission loop ran (someone waited)
     assert results[1][0]["paged"]["queue_delay_max_s"] > 0
+
+
+def test_replay_json_summary_ratios_exact(capsys):
+    from fractions import Fraction
+
+    from kvgate.cli import main
+
+    trace = Path(__file__).parent / "data" / "traces" / "azure_conv_2023_head.csv"
+    assert main(["replay", "--model", "qwen3-30b-a3b", "--max-seq", "8192", "--slots", "16", "--trace", str(trace),
+                 "--json"]) == 0
+    summ = json.loads(capsys.readouterr().out)["summary"]
+    assert Fraction(summ["ratio_exact"]) == Fraction(summ["measured_reclaim_bytes"], summ["bound_bytes"])
+    assert float(Fraction(summ["ratio_exact"])) == summ["ratio"]
+    assert Fraction(summ["unwritten_ratio_exact"]) == Fraction(summ["unwritten_at_peak_bytes"], summ["bound_bytes"])

@@ -288,6 +288,9 @@ def _summary(res: ReplayResult, K: int, S: int) -> dict:
         "unwritten_at_peak_bytes": c.reclaim_at_peak_bytes,
         "ratio": float(Fraction(measured, bound)) if bound else None,
         "unwritten_ratio": float(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
+        # the same two ratios exactly, "numerator/denominator" (as the records keep ratios)
+        "ratio_exact": str(Fraction(measured, bound)) if bound else None,
+        "unwritten_ratio_exact": str(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
         "paged_max_concurrency": res.paged.max_concurrency,
         "contiguous_max_concurrency": c.max_concurrency,
     }
