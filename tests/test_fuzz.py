@@ -8,10 +8,12 @@ with 10,000+ cases each.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +255,88 @@ def test_fuzz_records(doc):
 def test_fuzz_traces(ops, base):
     data, suffix = base
     check_trace(_mutate_bytes(data, ops), suffix)
+
+
+# ------------------------------------------------------------------ GGUF metadata, per architecture
+
+_ARCHS = sorted(__import__("kvgate.model.llamacpp_arch", fromlist=["SWA_RULES"]).SWA_RULES) + [
+    "llama", "deepseek2", "deepseek32", "glm-dsa", "kimi-linear", "nemotron_h", "qwen35", "jamba", "mamba2",
+    "deci", "falcon-h1", "notanarch"]
+_small = st.integers(min_value=0, max_value=9)
+
+
+@st.composite
+def gguf_meta(draw):
+    """(arch, [(key suffix, value)]) with the keys llama.cpp's loaders read, any subset, any shape."""
+    arch = draw(st.sampled_from(_ARCHS))
+    n = draw(st.integers(min_value=1, max_value=6))
+    per = lambda: st.one_of(_small, st.lists(_small, min_size=0, max_size=8))  # noqa: E731
+    kv = {
+        "block_count": st.just(n),
+        "embedding_length": st.sampled_from([0, 64, 96, 256]),
+        "attention.head_count": per(),
+        "attention.head_count_kv": per(),
+        "attention.key_length": st.sampled_from([0, 32, 80, 128, 576]),
+        "attention.value_length": st.sampled_from([0, 32, 128, 512]),
+        "attention.sliding_window": st.sampled_from([0, 1, 100, 4096]),
+        "attention.sliding_window_pattern": st.one_of(_small, st.lists(st.booleans(), min_size=0, max_size=8)),
+        "attention.kv_lora_rank": st.sampled_from([0, 512]),
+        "attention.key_length_mla": st.sampled_from([0, 192]),
+        "attention.value_length_mla": st.sampled_from([0, 128]),
+        "attention.indexer.key_length": st.sampled_from([0, 128]),
+        "attention.indexer.types": st.lists(st.integers(0, 2), min_size=0, max_size=8),
+        "attention.recurrent_layers": st.lists(st.booleans(), min_size=0, max_size=8),
+        "attention.shared_kv_layers": _small,
+        "nextn_predict_layers": _small,
+        "feed_forward_length": per(),
+        "ssm.conv_kernel": _small, "ssm.inner_size": st.sampled_from([0, 64]), "ssm.state_size": _small,
+        "ssm.group_count": _small, "ssm.time_step_rank": _small,
+        "shortconv.l_cache": _small, "kda.head_dim": st.sampled_from([0, 64]),
+        "full_attention_interval": _small, "context_length": st.sampled_from([0, 4096, 1048576]),
+    }
+    keys = draw(st.lists(st.sampled_from(sorted(kv)), unique=True, max_size=8))
+    # a plausible model underneath, which the drawn keys then replace or extend
+    items = {"block_count": n, "embedding_length": 256, "attention.head_count": 4, "attention.head_count_kv": 2,
+             "context_length": 4096}
+    items.update({k: draw(kv[k]) for k in keys if k != "block_count"})
+    return arch, list(items.items())
+
+
+def check_gguf_meta(arch: str, items: list, flags: list[str]) -> None:
+    """A GGUF of these keys either sizes under llama.cpp flags or is refused with a KvgateError."""
+    import gguf
+
+    from kvgate.cli import main
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.gguf"
+        w = gguf.GGUFWriter(str(path), arch)
+        for key, val in items:
+            name = f"{arch}.{key}"
+            if isinstance(val, list):
+                if val and isinstance(val[0], bool):
+                    w.add_key_value(name, val, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.BOOL)
+                else:
+                    w.add_array(name, val)
+            else:
+                w.add_uint32(name, val)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(out):
+            rc = main(["geometry", str(path), "--json"] + flags)
+        assert rc in (0, 2), f"exit {rc} for {arch} {items} {flags}: {out.getvalue()[-2000:]}"
+
+
+_flags = st.lists(st.sampled_from([["-c", "5000"], ["-np", "3"], ["-kvu"], ["--swa-full"], ["-fa", "off"], ["-fa", "on"],
+                                   ["-ctk", "q4_0"], ["-ctv", "q8_0"], ["-ub", "64"], ["-c", "0"]]), max_size=4)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(gguf_meta(), _flags)
+def test_fuzz_gguf_metadata_per_architecture(meta, flags):
+    pytest.importorskip("gguf")
+    arch, items = meta
+    check_gguf_meta(arch, items, [x for f in flags for x in f])

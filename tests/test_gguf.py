@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -368,3 +369,68 @@ def test_zero_width_layer_gets_widest_v_with_fa_off(tmp_path):
     assert on.layout.cache_bytes(on, cells) == cells * (2 * 2 * 64 + 2 * 1 * 64) * 2
     # V of every layer padded to 2 heads x 64: 3 layers; K as on
     assert off.layout.cache_bytes(off, cells) == cells * ((2 + 1) * 64 * 2 + 3 * 2 * 64 * 2)
+
+
+# ------------------------------------------------------------------ found by trying to break it
+
+_Q35 = [("add_block_count", 8), ("add_embedding_length", 256), ("add_head_count", 8), ("add_head_count_kv", 2),
+        ("add_key_length", 64), ("add_value_length", 64), ("add_ssm_conv_kernel", 4), ("add_ssm_inner_size", 256),
+        ("add_ssm_state_size", 64), ("add_ssm_group_count", 2), ("add_ssm_time_step_rank", 4)]
+
+
+def test_qwen35_without_interval_uses_llamacpps_default_of_4(tmp_path):
+    # src/models/qwen35.cpp: uint32_t full_attn_interval = 4; get_key(..., false)
+    m = load_gguf(_write(tmp_path / "q.gguf", "qwen35", _Q35))
+    assert [i for i, l in enumerate(m.layers) if l.kind == "full"] == [3, 7]
+
+
+@pytest.mark.parametrize("arch,drop", [("qwen35", "add_ssm_state_size"), ("mamba2", "add_ssm_group_count"),
+                                       ("jamba", "add_ssm_inner_size")])
+def test_recurrent_arch_missing_required_state_key_is_refused(tmp_path, arch, drop):
+    meta = [(f, v) for f, v in _Q35 if f != drop]
+    with pytest.raises(ConfigError) as e:
+        load_gguf(_write(tmp_path / "r.gguf", arch, meta))
+    assert "requires" in e.value.message and arch in e.value.message
+
+
+def test_lfm2_without_l_cache_and_kda_without_heads_are_refused(tmp_path):
+    base = [("add_block_count", 4), ("add_embedding_length", 256), ("add_head_count", 4),
+            ("add_head_count_kv", [0, 2, 0, 2])]
+    with pytest.raises(ConfigError, match="shortconv.l_cache"):
+        load_gguf(_write(tmp_path / "l.gguf", "lfm2", base))
+    meta = [("add_block_count", 2), ("add_embedding_length", 256), ("add_head_count", 0),
+            ("add_head_count_kv", [0, 1]), ("add_ssm_conv_kernel", 4)] + MLA_KEYS[1:]
+    with pytest.raises(ConfigError, match="head_count"):
+        load_gguf(_write_kv(tmp_path / "k.gguf", "kimi-linear", meta + [("add_uint32", ("kimi-linear.kda.head_dim", 64))]))
+
+
+def test_nextn_must_leave_a_main_layer_and_does_not_overlap_shared_layers(tmp_path):
+    with pytest.raises(ConfigError, match="nextn_predict_layers"):
+        load_gguf(_write(tmp_path / "n.gguf", "llama", BASE + [("add_nextn_predict_layers", 4)]))
+    # gemma3n: layers 0..19 own KV, 20..27 reuse it, 28..29 are MTP heads
+    meta = [("add_block_count", 30), ("add_embedding_length", 256), ("add_head_count", 4), ("add_head_count_kv", 1),
+            ("add_key_length", 64), ("add_value_length", 64), ("add_sliding_window", 512),
+            ("add_nextn_predict_layers", 2)]
+    m = load_gguf(_write(tmp_path / "g.gguf", "gemma3n", meta))
+    assert all(l.kind != "shared" for l in m.layers[:20]) and all(l.kind == "shared" for l in m.layers[20:])
+
+
+def test_llamacpp_flags_np_ub_and_cache_types_as_llamacpp_takes_them(tmp_path, capsys):
+    from kvgate.cli import main
+
+    p = _write(tmp_path / "g.gguf", "gemma2", [("add_block_count", 2), ("add_embedding_length", 256),
+                                               ("add_head_count", 4), ("add_head_count_kv", 2),
+                                               ("add_sliding_window", 1000)])
+    assert main(["geometry", str(p), "--max-seq", "256", "-np", "257"]) == 2
+    assert "LLAMA_MAX_SEQ" in capsys.readouterr().err
+    assert main(["geometry", str(p), "-ctk", "fp8"]) == 2
+    assert "gemma2.context_length" in capsys.readouterr().err  # the file has none: named
+    assert main(["geometry", str(p), "-c", "4096", "-ctk", "fp8"]) == 2
+    assert "no fp8 cache type" in capsys.readouterr().err
+    # -ub 4096 is clamped to n_batch 2048 (llama_context): SWA cells pad256(1000 + 2048) = 3,072
+    assert main(["geometry", str(p), "-c", "32768", "-ub", "4096", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["engine_cache_bytes"]
+    per_cell = 2 * 2 * 64 * 2  # K + V, 2 heads x 64, f16
+    assert got == 32768 * per_cell + 3072 * per_cell
+    assert main(["geometry", str(p), "-c", "32768", "-ub", "4096", "-b", "4096", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine_cache_bytes"] == 32768 * per_cell + 5120 * per_cell

@@ -263,7 +263,7 @@ def test_layout_options_from_args_for_the_cli():
     assert get_layout("vllm", **opts).max_num_batched_tokens == 8192
     ns = argparse.Namespace(layout="llama.cpp", block_size=None, sliding_full=True, n_seq=4, kv_unified=True)
     assert layout_options_from_args(ns) == {"n_seq": 4, "unified": True, "swa_full": True, "n_ubatch": 512,
-                                           "flash_attn": "auto", "n_rs_seq": 0}
+                                           "flash_attn": "auto", "n_rs_seq": 0, "n_batch": 2048}
     ns = argparse.Namespace(layout="contiguous", block_size=None, sliding_full=False)
     assert layout_options_from_args(ns) == {"sliding_full": False, "ssm_format": "fp32"}
     with pytest.raises(GeometryError):

@@ -59,6 +59,7 @@ ENGINE_FLAGS: dict[str, tuple[str, str]] = {
     "lcpp_cache_type_k": (LLAMACPP, "-ctk/--cache-type-k"),
     "lcpp_cache_type_v": (LLAMACPP, "-ctv/--cache-type-v"),
     "n_ubatch": (LLAMACPP, "-ub/--ubatch-size"),
+    "n_batch": (LLAMACPP, "-b/--batch-size"),
     "flash_attn": (LLAMACPP, "-fa/--flash-attn"),
     "swa_full": (LLAMACPP, "--swa-full"),
     "kv_unified": (LLAMACPP, "-kvu/--kv-unified"),
@@ -129,6 +130,8 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
     l.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
     l.add_argument("-ub", "--ubatch-size", "--n-ubatch", dest="n_ubatch", metavar="N", type=positive_int, default=None,
                    help="physical batch (default 512)")
+    l.add_argument("-b", "--batch-size", dest="n_batch", metavar="N", type=positive_int, default=None,
+                   help="logical batch (default 2048); llama.cpp clamps -ub to it")
     l.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
                    default=None, help="flash attention on|off|auto")
     l.add_argument("--swa-full", action="store_true", help="full-size SWA cache")
@@ -184,7 +187,8 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
                      ("enable_prefix_caching", a.get("enable_prefix_caching")),
                      ("speculative_config", a.get("speculative_config")), ("version", a.get("vllm_version")),
                      ("ssm_format", a.get("mamba_ssm_dtype")), ("conv_format", a.get("mamba_cache_dtype")),
-                     ("n_seq", n_seq), ("n_ubatch", a.get("n_ubatch")), ("flash_attn", a.get("flash_attn")),
+                     ("n_seq", n_seq), ("n_ubatch", a.get("n_ubatch")), ("n_batch", a.get("n_batch")),
+                     ("flash_attn", a.get("flash_attn")),
                      ("swa_full", a.get("swa_full") or None), ("unified", a.get("kv_unified") or None)):
         if val is not None:
             lo[key] = val

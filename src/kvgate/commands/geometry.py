@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     if not max_seq:
         from kvgate.errors import KvgateError
 
-        raise KvgateError("the config has no max_position_embeddings; give --max-seq")
+        arch = (model.config or {}).get("gguf_architecture")
+        where = f"GGUF has no {arch}.context_length" if arch else "config has no max_position_embeddings"
+        raise KvgateError(f"the {where}; give --max-seq (or llama.cpp's -c, vLLM's --max-model-len)")
     if model.max_position_embeddings and max_seq > model.max_position_embeddings:
         model.notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings "
                            f"{model.max_position_embeddings:,}")
@@ -130,14 +132,24 @@ def run(args: argparse.Namespace) -> int:
             raise KvgateError("--kv-available needs --layout vllm")
         vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
         rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
-        old_line = f"GPU KV cache size: {vr['gpu_kv_cache_tokens_v0_10']:,} tokens"
-        same = bool(vr["log_lines"]) and vr["log_lines"][0] == old_line
+        lay = geo.layout
+        applied = f"vLLM {lay.version}" if getattr(lay, "version", None) else "vLLM ≥ 0.20.1"
+        newer = lay.prints_concurrency_tokens()  # type: ignore[attr-defined]
+        other = vr["gpu_kv_cache_tokens_blocks"] if newer else vr["gpu_kv_cache_tokens_concurrency"]
+        other_label = "vLLM ≤ 0.20.0" if newer else "vLLM ≥ 0.20.1"
+        lines = [line for line in vr["log_lines"] if line]
         text += ["", f"vLLM with {fmt_mib(parse_bytes(args.kv_available, allow_zero=True))} available for KV: "
-                 f"{vr['num_blocks']:,} blocks"] \
-            + [f"  {line}   (current vLLM{'; 0.10–0.11 print the same' if same else ''})"
-               for line in vr["log_lines"][:1] if line] \
-            + [f"  {line}" for line in vr["log_lines"][1:] if line] \
-            + ([] if same else [f"  {old_line}   (vLLM 0.10–0.11)"])
+                 f"{vr['num_blocks']:,} blocks"]
+        if lines:
+            same = other == vr["gpu_kv_cache_tokens"]
+            text.append(f"  {lines[0]}   ({applied}{f'; {other_label} prints the same' if same else ''})")
+            text += [f"  {line}" for line in lines[1:]]
+            if not same and other is not None:
+                text.append(f"  GPU KV cache size: {other:,} tokens   ({other_label}: the token line's other rule)")
+        conc = vr.get("max_concurrency")
+        if conc is not None and conc < 1:
+            text.append(f"  WARNING: one request of {max_seq:,} tokens needs more KV than is available "
+                        f"(concurrency {conc:.2f}x): vLLM refuses to start (lower --max-model-len or give it more memory)")
     if rep["notes"]:
         text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
     emit(args, rep, "\n".join(text))

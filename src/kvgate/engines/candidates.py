@@ -54,7 +54,7 @@ def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
         return out
     if pool.engine == "llama.cpp":
         return {"name": "llama.cpp", "n_seq": slots, "unified": bool(pool.flags.get("kv_unified")),
-                "n_ubatch": int(pool.flags.get("n_ubatch") or 512)}
+                "n_ubatch": int(pool.flags.get("n_ubatch") or 512), "n_batch": int(pool.flags.get("n_batch") or 2048)}
     return {"name": "contiguous", "sliding_full": True}
 
 

@@ -99,8 +99,8 @@ def layout_from_options(
                  # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
                  # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
                  "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format"},
-        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn"},
-        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn"},
+        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
+        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
     }
     if name in accepted:
         bad = sorted(set(given) - accepted[name])
@@ -120,6 +120,7 @@ _ARG_FLAGS = {
     "kv_unified": "unified",
     "swa_full": "swa_full",
     "n_ubatch": "n_ubatch",
+    "n_batch": "n_batch",
     "sliding_full": "sliding_full",
     "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
 }

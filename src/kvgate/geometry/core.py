@@ -141,7 +141,10 @@ class KVGeometry:
     def bytes_per_token(self) -> int:
         """Σ over layers of bytes per position: what one more cached token costs while
         every layer still grows (before any sliding window fills). Per rank."""
-        return sum(b for layer, b in zip(self.model.layers, self._pos_bytes) if layer.kind in ("full", "sliding", "mla"))
+        # a "shared" layer has 0 bytes per position, except where a layout gives it some
+        # (llama.cpp's -fa off V of a zero-width layer)
+        return sum(b for layer, b in zip(self.model.layers, self._pos_bytes)
+                   if layer.kind in ("full", "sliding", "mla", "shared"))
 
     def state_bytes(self) -> int:
         """Fixed per-sequence bytes (linear-layer state), independent of context."""

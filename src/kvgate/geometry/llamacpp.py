@@ -60,6 +60,9 @@ from kvgate.geometry.formats import get_format
 from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
+LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+# the cache types llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types), kvgate's names
+CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 PINNED_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 FLASH_ATTN = ("auto", "on", "off")
 
@@ -91,6 +94,9 @@ class LlamaCpp(Layout):
             (V transposed, padded to the widest layer's V).
         n_rs_seq: recurrent-state snapshots per sequence (``llama_context_params.n_rs_seq``,
             default 0).
+        n_batch: logical batch (``-b``, default 2048). llama.cpp clamps
+            ``n_batch = min(n_ctx, n_batch)`` and ``n_ubatch = min(n_batch, n_ubatch)``
+            (``llama_context`` constructor) before the iSWA size uses ``n_ubatch``.
 
     Raises:
         GeometryError: a bad value (named).
@@ -102,15 +108,19 @@ class LlamaCpp(Layout):
     n_ubatch: int = 512
     flash_attn: str = "auto"
     n_rs_seq: int = 0
+    n_batch: int = 2048
     name = "llama.cpp"
 
     def __post_init__(self) -> None:
-        for k in ("n_seq", "n_ubatch"):
+        for k in ("n_seq", "n_ubatch", "n_batch"):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise GeometryError(f"llama.cpp layout: {k} must be a positive integer, got {v!r}")
         if not isinstance(self.n_rs_seq, int) or isinstance(self.n_rs_seq, bool) or self.n_rs_seq < 0:
             raise GeometryError(f"llama.cpp layout: n_rs_seq must be a non-negative integer, got {self.n_rs_seq!r}")
+        if self.n_seq > LLAMA_MAX_SEQ:
+            raise GeometryError(f"llama.cpp layout: n_seq (-np) {self.n_seq} is more than llama.cpp's "
+                                f"LLAMA_MAX_SEQ {LLAMA_MAX_SEQ}", hint="-np 1..256")
         fa = {True: "on", False: "off"}.get(self.flash_attn, self.flash_attn)  # type: ignore[call-overload]
         if fa not in FLASH_ATTN:
             raise GeometryError(f"llama.cpp layout: flash_attn {self.flash_attn!r} is not one of llama.cpp's -fa values",
@@ -139,6 +149,10 @@ class LlamaCpp(Layout):
         """
         b = replace(self)
         layers = geometry.model.layers
+        for which, fmt in (("K (-ctk)", geometry.fmt_k), ("V (-ctv)", geometry.fmt_v)):
+            if fmt.name not in CACHE_TYPES:
+                raise GeometryError(f"llama.cpp has no {fmt.name} cache type for {which}",
+                                    hint="f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1")
         if any(l.kind == "mla" for l in layers) and geometry.fmt_k.name != geometry.fmt_v.name:
             raise GeometryError(
                 f"llama.cpp refuses different K ({geometry.fmt_k.name}) and V ({geometry.fmt_v.name}) cache types "
@@ -202,10 +216,11 @@ class LlamaCpp(Layout):
 
     def kv_size(self, layer: LayerSpec, max_seq: int) -> int:
         """Cells per stream of this layer's cache (the ``cells`` of llama.cpp's log line)."""
-        _, n_ctx_seq, _ = self.contexts(max_seq)
+        n_ctx, n_ctx_seq, _ = self.contexts(max_seq)
         if layer.kind == "sliding" and not self.swa_full:
             w = layer.window or n_ctx_seq
-            return pad256(min(n_ctx_seq, w * (self.n_seq if self.unified else 1) + self.n_ubatch))
+            ubatch = min(n_ctx, self.n_batch, self.n_ubatch)  # llama_context: the clamps of n_batch, n_ubatch
+            return pad256(min(n_ctx_seq, w * (self.n_seq if self.unified else 1) + ubatch))
         return n_ctx_seq
 
     def cells(self, layer: LayerSpec, max_seq: int) -> int:
@@ -260,4 +275,5 @@ class LlamaCpp(Layout):
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "n_seq": self.n_seq, "unified": self.unified, "swa_full": self.swa_full,
-                "n_ubatch": self.n_ubatch, "flash_attn": self.flash_attn, "n_rs_seq": self.n_rs_seq}
+                "n_ubatch": self.n_ubatch, "flash_attn": self.flash_attn, "n_rs_seq": self.n_rs_seq,
+                "n_batch": self.n_batch}

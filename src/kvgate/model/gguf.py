@@ -101,7 +101,9 @@ def gguf_metadata(reader: Any) -> dict[str, Any]:
             continue
         try:
             v = field.contents()
-        except Exception:  # pragma: no cover - exotic field types
+        except Exception as e:  # undecodable text (bad UTF-8) or an exotic type: never dropped silently
+            if not (name.startswith("general.") and name != "general.architecture") and "." in name:
+                raise GGUFError(f"GGUF key {name!r} cannot be decoded ({type(e).__name__}: {e})"[:300]) from None
             continue
         if hasattr(v, "tolist"):
             v = v.tolist()
@@ -197,14 +199,22 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     value_length_swa = _int(meta, k("attention.value_length_swa"), None, lo=1)
     notes: list[str] = []
 
+    for key in llamacpp_arch.REQUIRED_KEYS.get(arch, ()):
+        if meta.get(k(key)) is None:
+            raise ConfigError(f"GGUF ({arch}) is missing {k(key)!r}, which llama.cpp requires for its recurrent state",
+                              hint=f"keys found: {_found(meta, arch)}")
     # recurrent layers
     ssm_state = _int(meta, k("ssm.state_size"), None, lo=1)
     interval = _int(meta, k("full_attention_interval"), None, lo=1)
+    if interval is None and arch in llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL:
+        interval = llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL[arch]  # e.g. src/models/qwen35.cpp
     recurrent = [False] * n
     rkey = k("attention.recurrent_layers")
     if ssm_state is not None:
         if meta.get(rkey) is not None:
             flags = meta[rkey]
+            if isinstance(flags, (bool, int)) and not isinstance(flags, list):
+                flags = [flags] * n  # get_key_or_arr: a scalar applies to every layer
             if not isinstance(flags, list) or len(flags) != n:
                 raise ConfigError(f"GGUF {rkey!r} must hold one bool per layer ({n}), got {_describe(flags)}")
             for i, x in enumerate(flags):
@@ -230,6 +240,10 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         recurrent = [kv[i] == 0 for i in range(n)]
         d_conv = _int(meta, k("ssm.conv_kernel"), 0) or 4
         n_head = heads[0]
+        if not n_head:
+            raise ConfigError(f"GGUF ({arch}) has KDA layers (kda.head_dim {kda}) but {k('attention.head_count')!r} "
+                              "of layer 0 is 0 or missing: llama.cpp sizes the KDA state by it",
+                              hint=f"keys found: {_found(meta, arch)}")
         state = LayerSpec(kind="linear", state_values=3 * n_head * kda * (d_conv - 1) + kda * kda * n_head,
                           state_heads=max(1, n_head), conv_dim=3 * n_head * kda, conv_kernel=d_conv,
                           ssm_values=kda * kda * n_head, mixer="kda")
@@ -254,7 +268,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         )
 
     # sliding layers (kvgate.model.llamacpp_arch: llama.cpp's per-architecture rules)
-    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n)
+    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n - 1)
     window_key = k("attention.sliding_window")
     meta_window = _int(meta, window_key, None)
     pkey = k("attention.sliding_window_pattern")
@@ -346,16 +360,22 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
                                     window=window if sliding[i] else None, chunked=chunked and sliding[i]))
     if no_kv:
-        notes.append(f"{len(no_kv)} layer(s) with head_count_kv 0 and no recurrent state (first: {no_kv[0]}): "
-                     "0 bytes each (llama.cpp with -fa off still gives each a V of the widest layer's width)")
+        pad = "" if arch in ("nemotron_h", "nemotron_h_moe") else \
+            " with flash attention on (llama.cpp with -fa off still gives each a V of the widest layer's width)"
+        kind = "MLP layer(s) with neither KV nor state" if pad == "" else \
+            "layer(s) with head_count_kv 0 and no recurrent state"
+        notes.append(f"{len(no_kv)} {kind} (first: {no_kv[0]}): 0 bytes each{pad}")
     if nextn:
         notes.append(f"the last {nextn} layer(s) are multi-token-prediction (nextn) heads: llama.cpp keeps them "
                      "out of the main context's cache")
     shared = _int(meta, k("attention.shared_kv_layers"), 0, lo=0, hi=n - 1)
     if arch in llamacpp_arch.KV_FROM_START:
         shared = max(0, n - nextn - llamacpp_arch.KV_FROM_START[arch])  # hard-coded in llama.cpp
+    shared = min(shared, n - nextn)
     if shared:
-        layers = layers[: n - shared] + [LayerSpec(kind="shared") for _ in range(shared)]
+        # the shared layers are the last `shared` of the main layers; MTP layers stay as they are
+        end = n - nextn
+        layers = layers[: end - shared] + [LayerSpec(kind="shared") for _ in range(shared)] + layers[end:]
         notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
     ctx = _int(meta, k("context_length"), None, lo=1)
     return ModelSpec(

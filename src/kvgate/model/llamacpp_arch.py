@@ -108,6 +108,23 @@ KV_FROM_START = {"gemma3n": 20}
 # used when the file has no attention.indexer.types and n_ctx_train ≥ 1,048,576
 GLM_5_2_INDEXER_FULL = [True, True] + [i % 4 == 0 for i in range(76)]
 
+# keys each recurrent architecture's load_arch_hparams reads as required (ml.get_key without
+# `false`): without them llama.cpp refuses the file, so kvgate does too, never sizing 0
+_SSM = ("ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank")
+REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "mamba": _SSM, "jamba": _SSM,
+    "mamba2": _SSM + ("ssm.group_count",), "granitehybrid": _SSM + ("ssm.group_count",),
+    "nemotron_h": _SSM + ("ssm.group_count",), "nemotron_h_moe": _SSM + ("ssm.group_count",),
+    "qwen3next": _SSM + ("ssm.group_count",), "qwen35": _SSM + ("ssm.group_count",),
+    "qwen35moe": _SSM + ("ssm.group_count",),
+    "lfm2": ("shortconv.l_cache",), "lfm2moe": ("shortconv.l_cache",),
+    "kimi-linear": ("kda.head_dim", "ssm.conv_kernel"),
+}
+
+# Qwen3-Next / Qwen3.5: without attention.recurrent_layers, full_attention_interval with a
+# default of 4 (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp)
+DEFAULT_FULL_ATTENTION_INTERVAL = {"qwen3next": 4, "qwen35": 4, "qwen35moe": 4}
+
 # architectures whose llama.cpp memory kvgate does not model (the cache class named)
 NOT_MODELLED = {
     "deepseek4": "llama_kv_cache_dsv4 (compressed attention)",
