@@ -121,7 +121,7 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
     v.add_argument("--mamba-cache-dtype", default=None, help="Mamba conv state dtype")
     l = p.add_argument_group("llama.cpp flags (imply --layout llama.cpp)")
     l.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", metavar="N", type=nonneg_int, default=None,
-                   help="WHOLE context of all sequences, as llama.cpp means it; per sequence: pad256(c) / -np "
+                   help="WHOLE context of all sequences, as llama.cpp means it; per sequence: pad256(pad256(c) / -np) "
                         "(0 = the model's)")
     l.add_argument("-np", "--parallel", dest="lcpp_parallel", metavar="N", type=positive_int, default=None,
                    help="parallel sequences: = --slots and the cache's sequences")
