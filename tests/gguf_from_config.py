@@ -126,6 +126,17 @@ def _normalize(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, **{ALIASES[k]: v for k, v in cfg.items() if k in ALIASES and ALIASES[k] not in cfg}}
 
 
+def _add_mla(w: Any, cfg: dict[str, Any]) -> None:
+    """The MLA keys conversion/deepseek.py writes: the latent as one KV head of
+    kv_lora_rank + rope, and (today's converter) the per-head sizes (llama_hparams::is_mla)."""
+    w.add_kv_lora_rank(cfg["kv_lora_rank"])
+    w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+    w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+    w.add_value_length(cfg["kv_lora_rank"])
+    w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+    w.add_value_length_mla(cfg["v_head_dim"])
+
+
 def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
     n = cfg["num_hidden_layers"]
     mtp = n_mtp(cfg)
@@ -138,13 +149,7 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_head_count(cfg["num_attention_heads"])
     if cfg["model_type"] in MLA_TYPES:
         w.add_head_count_kv(1)
-        w.add_kv_lora_rank(cfg["kv_lora_rank"])
-        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
-        w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-        w.add_value_length(cfg["kv_lora_rank"])
-        # today's convert_hf_to_gguf.py also writes the per-head sizes (llama_hparams::is_mla)
-        w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
-        w.add_value_length_mla(cfg["v_head_dim"])
+        _add_mla(w, cfg)
         if cfg.get("index_head_dim"):
             # conversion/deepseek.py DeepseekV32Model, conversion/glm.py GlmMoeDsaModel
             w.add_uint32(f"{w.arch}.attention.indexer.head_count", cfg["index_n_heads"])
@@ -191,12 +196,7 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_head_count_kv([1 if i + 1 in la["full_attn_layers"] else 0 for i in range(n)])
         w.add_ssm_conv_kernel(la["short_conv_kernel_size"])
         w.add_uint32(f"{w.arch}.kda.head_dim", la["head_dim"])
-        w.add_kv_lora_rank(cfg["kv_lora_rank"])
-        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
-        w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-        w.add_value_length(cfg["kv_lora_rank"])
-        w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
-        w.add_value_length_mla(cfg["v_head_dim"])
+        _add_mla(w, cfg)
     elif cfg["model_type"] == "nemotron-nas":
         # conversion/llama.py DeciModel (Llama-Nemotron): per-layer heads, KV heads (0 for a
         # no-op or linear attention block) and FFN sizes (0 for a no-op FFN)
