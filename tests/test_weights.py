@@ -211,3 +211,11 @@ def test_directory_of_pytorch_checkpoints(tmp_path, capsys):
     (tmp_path / "config.json").write_text((Path(__file__).parent / "data" / "configs" / "gemma-3-1b.json").read_text())
     assert main(["weights", str(tmp_path)]) == 0
     assert "ESTIMATE" in capsys.readouterr().out
+
+
+def test_gguf_header_without_tensors_has_no_weights(capsys):
+    from kvgate.cli import main
+
+    p = Path(__file__).parent / "data" / "llamacpp" / "conformance" / "qwen3-8b.gguf"
+    assert main(["weights", str(p)]) == 2
+    assert "without tensor infos" in capsys.readouterr().err

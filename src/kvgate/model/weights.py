@@ -435,6 +435,9 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
         from kvgate.model.gguf import gguf_weight_bytes, read_gguf
 
         reader = read_gguf(p)
+        if not len(reader.tensors):
+            raise WeightsError(f"{p} is a GGUF header without tensor infos: its weights are not available from it",
+                               hint="give the full .gguf, or the model's safetensors / config.json for an estimate")
         return WeightBytes(bytes=gguf_weight_bytes(reader), exact=True, source=str(p), tensors=len(reader.tensors))
     from kvgate.model import load_model
 
