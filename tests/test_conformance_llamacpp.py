@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -122,19 +121,3 @@ def test_kvgate_matches_llamacpp(r: dict[str, Any]) -> None:
     assert verdict in ("exact", "both refuse"), (
         f"{rid}: llama.cpp {lc if lc is not None else 'refuses'}"
         f" vs kvgate {kv if kv is not None else 'refuses'}; llama.cpp log: {r['llamacpp'].get('log')}")
-
-
-def summary() -> dict[str, dict[str, int]]:
-    """Per model: how many settings are exact / both refuse / off (for the RESULTS table)."""
-    out: dict[str, dict[str, int]] = {}
-    for r in rows():
-        verdict, _, _ = compare(r)
-        out.setdefault(r["model"], {}).setdefault(verdict, 0)
-        out[r["model"]][verdict] += 1
-    return out
-
-
-if __name__ == "__main__":  # pragma: no cover - the table for benchmarks/RESULTS.md
-    sys.path.insert(0, str(REPO / "src"))
-    for model, counts in summary().items():
-        print(model, counts)

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvgate.errors import KvgateError
+from kvgate.model.llamacpp_arch import SWA_RULES
 
 HERE = Path(__file__).resolve().parent
 SMI_LOG = (HERE / "data/smi/synthetic_h200_units.csv").read_bytes()
@@ -259,7 +260,7 @@ def test_fuzz_traces(ops, base):
 
 # ------------------------------------------------------------------ GGUF metadata, per architecture
 
-_ARCHS = sorted(__import__("kvgate.model.llamacpp_arch", fromlist=["SWA_RULES"]).SWA_RULES) + [
+_ARCHS = sorted(SWA_RULES) + [
     "llama", "deepseek2", "deepseek32", "glm-dsa", "kimi-linear", "nemotron_h", "qwen35", "jamba", "mamba2",
     "deci", "falcon-h1", "notanarch"]
 _small = st.integers(min_value=0, max_value=9)

@@ -102,7 +102,8 @@ def gguf_metadata(reader: Any) -> dict[str, Any]:
         try:
             v = field.contents()
         except Exception as e:  # undecodable text (bad UTF-8) or an exotic type: never dropped silently
-            if not (name.startswith("general.") and name != "general.architecture") and "." in name:
+            descriptive = name.startswith("general.") and name != "general.architecture"  # name, author …
+            if not descriptive:
                 raise GGUFError(f"GGUF key {name!r} cannot be decoded ({type(e).__name__}: {e})"[:300]) from None
             continue
         if hasattr(v, "tolist"):
@@ -281,30 +282,17 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {n} layers")
     elif pattern is not None:
         pattern = _check_int(pkey, pattern, 0, None)
-    if arch in llamacpp_arch.ARCH_NAMES:
-        try:
-            window, flags, chunked, swa_notes = llamacpp_arch.swa_flags(arch, meta_window, pattern, n - nextn,
-                                                                         recurrent)
-        except ValueError as e:
-            raise ConfigError(f"GGUF ({arch}): {e}", hint=f"keys found: {_found(meta, arch)}") from None
-        notes.extend(swa_notes)
-        sliding = flags + [False] * nextn
-    else:
-        # an architecture llama.cpp did not have at the pinned commit: the file's own keys
+    known = arch in llamacpp_arch.ARCH_NAMES
+    if not known:
         notes.append(f"{arch!r} is not an architecture of llama.cpp at commit {llamacpp_arch.PINNED_COMMIT[:12]}: "
                      "sized from the file's keys with the generic rules")
-        window, chunked = meta_window or 0, False
-        sliding = [False] * n
-        if window:
-            if pattern is None:
-                raise ConfigError(
-                    f"GGUF ({arch}) has attention.sliding_window {window} but no sliding_window_pattern",
-                    hint=f"keys found: {_found(meta, arch)}",
-                )
-            if isinstance(pattern, list):
-                sliding = [bool(x) for x in pattern]
-            else:
-                sliding = [pattern == 0 or (i % pattern) < (pattern - 1) for i in range(n)]
+    try:
+        window, flags, chunked, swa_notes = llamacpp_arch.swa_flags(
+            arch, meta_window, pattern, n - nextn, recurrent, None if known else llamacpp_arch.FROM_THE_FILE)
+    except ValueError as e:
+        raise ConfigError(f"GGUF ({arch}): {e}", hint=f"keys found: {_found(meta, arch)}") from None
+    notes.extend(swa_notes)
+    sliding = flags + [False] * nextn
 
     rank = _int(meta, k("attention.kv_lora_rank"), 0)
     k_mla = _int(meta, k("attention.key_length_mla"), None, lo=1)

@@ -143,8 +143,12 @@ NOT_MODELLED = {
 }
 
 
-def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, recurrent: list[bool]
-              ) -> tuple[int, list[bool], bool, list[str]]:
+# an architecture llama.cpp does not have: the file's window and pattern, nothing assumed
+FROM_THE_FILE = SwaRule(None, needs_window=True)
+
+
+def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, recurrent: list[bool],
+              rule: SwaRule | None = None) -> tuple[int, list[bool], bool, list[str]]:
     """Sliding layers for ``arch`` as llama.cpp sets them.
 
     Args:
@@ -153,6 +157,7 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
         pattern: the file's ``attention.sliding_window_pattern`` (bool list, int or ``None``).
         n_main: ``n_layer()``: layers of the main model (without MTP / nextn layers).
         recurrent: per layer, whether it is recurrent (LFM2's rule needs it).
+        rule: the rule to apply instead of ``arch``'s (e.g. :data:`FROM_THE_FILE`).
 
     Returns:
         ``(window, sliding per layer (length n_main), chunked, notes)``; window 0 and no
@@ -162,7 +167,7 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
         ValueError: the file lacks what llama.cpp requires (the message names the key).
     """
     notes: list[str] = []
-    rule = SWA_RULES.get(arch)
+    rule = rule or SWA_RULES.get(arch)
     full = (0, [False] * n_main, False, notes)
     if rule is None:
         if meta_window:
@@ -190,8 +195,8 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
     else:
         n = pattern if pattern is not None else rule.pattern
         if n is None:
-            raise ValueError("llama.cpp requires attention.sliding_window_pattern (one bool per layer) "
-                             "for this architecture")
+            raise ValueError(f"attention.sliding_window {window} but no attention.sliding_window_pattern "
+                             "(one bool per layer, or an int), which this architecture needs")
         if rule.dense_first:
             flags = [n == 0 or i % n != 0 for i in range(n_main)]
         else:
