@@ -122,6 +122,19 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
     block = block_size or pool.flags.get("block_size") or 16
     version = pool.version
     note = None
+    if (pool.pp or 1) > 1:
+        src = (pool.parallel.get("pp") or {}).get("source", "the log")
+        return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None, "lines": [
+            f"pipeline parallel size {pool.pp} (from {src}): vLLM gives each stage its own layers "
+            "(vllm/distributed/utils.py get_pp_indices) and the stage with the most layers sets the pool; "
+            "this cross-check puts every layer on every rank and cannot model it"]}
+    cp = pool.parsed.get("cp_world_size") or 1
+    if cp > 1 and pool.max_model_len is not None:
+        # FullAttentionSpec.max_memory_usage_bytes: one rank holds cdiv(max_model_len, cp) tokens
+        # of a request; pool_tokens is already one rank's (the logged count / cp)
+        note = (f"context parallel {cp}: one rank holds {pool.pool_tokens:,} tokens and "
+                f"cdiv({pool.max_model_len:,}, {cp}) tokens of each request")
+        pool = replace(pool, max_model_len=-(-pool.max_model_len // cp))
     if pool.max_model_len is None and model.max_position_embeddings and pool.pool_tokens is not None:
         # vLLM's default max_model_len is the config's (ModelConfig.get_and_verify_max_len)
         pool = replace(pool, max_model_len=model.max_position_embeddings)
