@@ -360,3 +360,25 @@ def test_wrapped_pieces_join_within_their_service():
     assert [ln.service for ln in lines] == ["svc-a-1", "svc-b-1"]
     assert lines[0].text.endswith("with config: model='m', dtype=torch.bfloat16")
     assert lines[1].text.endswith("[x.py:1] something else")
+
+
+def test_engine_gate_under_dcp_sizes_one_ranks_share_of_a_sequence():
+    p = read_engine_log(LOGS / "vllm_qwen3-235b-a22b_tp8_dcp2.log")
+    model = spec_from_config(QWEN3_235B, name="qwen3-235b-a22b", source="test")
+    C = 53_862 * 770_048  # the cross-checked pool per rank (test above)
+    g = gate_from_engine_log(p, model, slots=6, max_seq=262_144, kv_format="bf16", pool_bytes=C)
+    # a rank holds cdiv(262,144, 2) = 131,072 tokens of a sequence: 8,192 blocks of 770,048 B
+    S = 8_192 * 770_048
+    assert g["slot_bytes"] == S == 6_308_233_216 and g["verdict"] == "not-a-bottleneck"  # 6 × S ≤ C
+    g7 = gate_from_engine_log(p, model, slots=7, max_seq=262_144, kv_format="bf16", pool_bytes=C)
+    assert g7["verdict"] == "does-not-fit" and 7 * S > C  # 6.57x: the seventh does not fit
+
+
+def test_engine_gate_refuses_pipeline_parallel_logs():
+    text = ("$ vllm serve m -tp 2 -pp 2 --max-model-len 8192\n"
+            "INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 20.00 GiB\n"
+            "INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: 100,000 tokens\n")
+    p = read_engine_log("pp.log", text=text)
+    with pytest.raises(EngineLogError, match="pipeline parallel size 2"):
+        gate_from_engine_log(p, spec_from_config(QWEN3_06B, name="q", source="t"), slots=4, max_seq=8192,
+                             kv_format="bf16")
