@@ -382,3 +382,13 @@ def test_engine_gate_refuses_pipeline_parallel_logs():
     with pytest.raises(EngineLogError, match="pipeline parallel size 2"):
         gate_from_engine_log(p, spec_from_config(QWEN3_06B, name="q", source="t"), slots=4, max_seq=8192,
                              kv_format="bf16")
+
+
+def test_vllm_v0_budget_and_cuda_blocks_lines():
+    # vLLM V0's lines (worker/worker.py determine_num_available_blocks, executor "# cuda blocks")
+    text = ("INFO 02-11 07:40:45 worker.py:267] Memory profiling takes 5.02 seconds\n"
+            "INFO 02-11 07:40:45 worker.py:267] model weights take 13.95GiB; non_torch_memory takes 0.25GiB; "
+            "PyTorch activation peak memory takes 0.19GiB; the rest of the memory reserved for KV Cache is 8.69GiB.\n"
+            "INFO 02-11 07:40:46 executor_base.py:110] # cuda blocks: 5096, # CPU blocks: 0\n")
+    p = read_engine_log("v0.log", text=text, engine="vllm")
+    assert (p.pool_bytes.low, p.pool_bytes.high) == interval("8.69", GIB) and p.pool_tokens == 5096 * 16

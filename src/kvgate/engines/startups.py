@@ -49,7 +49,7 @@ _START: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
              ("engine", re.compile(r"Initializing a V1 LLM engine")),
              # per rank, once per startup, before the pool: two from one rank = two startups
              ("budget", re.compile(r"Available KV cache memory: ")),
-             ("pool", re.compile(r"GPU KV cache size: [\d,]+ tokens|# GPU blocks: \d"))),
+             ("pool", re.compile(r"GPU KV cache size: [\d,]+ tokens|# (?:GPU|cuda|CUDA|npu|NPU|xpu|XPU) blocks: \d"))),
     "sglang": (("command", re.compile(r"(?:^|[\s$])(?:python3? -m )?sglang\.launch_server\b")),
                ("args", re.compile(r"server_args=ServerArgs\("))),
     "llama.cpp": (("build", re.compile(r"(?:^build: \d+ \(|\bmain: build = \d+|\bcommon_params_print_info: build \d+)")),
@@ -58,7 +58,7 @@ _START: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
                                          r"\s+n_ctx\s+=\s"))),
 }
 _POOL = {
-    "vllm": re.compile(r"GPU KV cache size: [\d,]+ tokens|# GPU blocks: \d"),
+    "vllm": re.compile(r"GPU KV cache size: [\d,]+ tokens|# (?:GPU|cuda|CUDA|npu|NPU|xpu|XPU) blocks: \d"),
     "sglang": re.compile(r"KV Cache is allocated\."),
     "llama.cpp": re.compile(r"(?:size|KV self size)\s*=\s*\d+(?:\.\d+)? MiB.*\b[KR] \(\w+\):\s*\d"),
 }

@@ -15,7 +15,9 @@ Lines read, with the vLLM source that prints them (``vllm/v1/…``, 0.8.5 … 0.
   ``available_kv_cache_memory / GiB_bytes`` with ``%.2f``): several ranks → the minimum,
   as ``get_kv_cache_configs`` takes the minimum over workers.
 - ``GPU KV cache size: N tokens`` and ``Maximum concurrency for L tokens per request: Xx``
-  (``core/kv_cache_utils.py``; old V1: ``# GPU blocks: N``), ``Overriding num_gpu_blocks=…
+  (``core/kv_cache_utils.py``; old V1 and V0: ``# GPU blocks: N`` / ``# cuda blocks: N``;
+  V0's budget ``… the rest of the memory reserved for KV Cache is X GiB``,
+  ``worker/worker.py``), ``Overriding num_gpu_blocks=…
   with num_gpu_blocks_override=N``, ``Add K padding layers``.
 - CUDA graphs: ``Graph capturing finished in S secs, took X GiB`` and ``Estimated CUDA
   graph memory: X GiB total``; ``Setting attention block size to N tokens``.
@@ -195,7 +197,10 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
         m = re.search(r"GPU KV cache size: ([\d,]+) tokens", t)
         if m:
             r["gpu_kv_cache_tokens"] = to_int(m.group(1))
-        m = re.search(r"# GPU blocks: ([\d,]+)", t)
+        m = re.search(r"the rest of the memory reserved for KV Cache is " + _NUM + r" ?GiB", t)
+        if m and _rank_key(ln) not in avail:
+            avail[_rank_key(ln)] = logged(m.group(1), GIB, "GiB")
+        m = re.search(r"# (?:GPU|cuda|CUDA|npu|NPU|xpu|XPU) blocks: ([\d,]+)", t)
         if m:
             r["gpu_blocks"] = to_int(m.group(1))
         m = re.search(r"num_gpu_blocks_override=(\d+)", t)
