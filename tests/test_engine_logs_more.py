@@ -392,3 +392,22 @@ def test_vllm_v0_budget_and_cuda_blocks_lines():
             "INFO 02-11 07:40:46 executor_base.py:110] # cuda blocks: 5096, # CPU blocks: 0\n")
     p = read_engine_log("v0.log", text=text, engine="vllm")
     assert (p.pool_bytes.low, p.pool_bytes.high) == interval("8.69", GIB) and p.pool_tokens == 5096 * 16
+
+
+def test_vllm_pp4_log_from_its_worker_tags():
+    p = read_engine_log(LOGS / "vllm_pp4_worker-tags.log", engine="vllm")
+    # Worker_PP0 … Worker_PP3: PP ≥ 4; no TP part in a worker's name: TP 1 (vLLM names a
+    # dimension only when its size exceeds 1)
+    assert (p.pp, p.tp) == (4, 1) and "process tags" in p.parallel["pp"]["source"]
+    assert p.pool_bytes.text == "18.02 GiB"  # the least of the stages' budgets (Worker_PP0)
+    assert set(p.parsed["available_kv_by_rank"]) == {"Worker_PP0", "Worker_PP1", "Worker_PP2"}
+    cc = crosscheck(p, spec_from_config(QWEN3_06B, name="q", source="t"), kv_format="bf16")
+    assert cc["status"] == "cannot-check" and "pipeline parallel size 4" in cc["lines"][0]
+
+
+def test_ollama_reload_of_the_same_model_is_a_second_startup():
+    p = read_engine_log(LOGS / "llamacpp_ollama_qwen2_reload.log")
+    # the first load's cache only: 2048.00 MiB (K 1024.00 + V 1024.00); the reload has no pool line yet
+    assert (p.pool_bytes.low, p.pool_bytes.high) == interval("2048.00", MIB) and len(p.parsed["caches"]) == 1
+    assert [s["complete"] for s in p.startup["startups"]] == [True, False] and p.startup["startup"] == 1
+    assert any("startup 2 (lines 11–13, no pool line)" in n for n in p.notes)

@@ -249,10 +249,13 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
         if r[k] is not None:
             r[k] = _int(r[k])
     tags = _tag_sizes(lines)
+    if tags.get("workers") and "TP" not in tags:
+        tags["TP"] = 1  # worker tags name every dimension above 1, and none names TP
     for k, tag in (("tensor_parallel_size", "TP"), ("pipeline_parallel_size", "PP"), ("decode_context_parallel_size", "DCP")):
         if r[k] is None and tag in tags:
             r[k] = tags[tag]
-            src[k] = f"the process tags (Worker_{tag}…: at least {tags[tag]})"
+            src[k] = (f"the process tags (Worker_{tag}…: at least {tags[tag]})" if tag in tags and tags[tag] > 1
+                      else f"the process tags (no Worker_{tag}…: {tag} 1)")
     for short, k in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dcp", "decode_context_parallel_size")):
         if r[k] is not None:
             r["parallel"][short] = {"value": r[k], "source": src.get(k, "the log")}
@@ -283,11 +286,16 @@ def _rank_key(ln: Line) -> Any:
 def _tag_sizes(lines: list[Line]) -> dict[str, int]:
     """The least size of each parallel dimension the process tags show: the largest index
     seen + 1, and at least 2, as vLLM names a dimension only when its size exceeds 1
-    (``Worker_PP1_TP3_DCP1`` → ``{"PP": 2, "TP": 4, "DCP": 2}``; ``Worker_TP0`` → TP 2)."""
+    (``Worker_PP1_TP3_DCP1`` → ``{"PP": 2, "TP": 4, "DCP": 2}``; ``Worker_TP0`` → TP 2);
+    ``"workers"`` is set when a worker's tag names its dimensions (then a dimension it does
+    not name is 1)."""
     out: dict[str, int] = {}
     for ln in lines:
-        for dim, idx in re.findall(r"(?:^|_)(DP|PP|TP|DCP|PCP|EP)(\d+)", ln.who or ""):
+        dims = re.findall(r"(?:^|_)(DP|PP|TP|DCP|PCP|EP)(\d+)", ln.who or "")
+        for dim, idx in dims:
             out[dim] = max(out.get(dim, 2), to_int(idx) + 1)
+        if dims and (ln.who or "").startswith(("Worker", "VllmWorker")):
+            out["workers"] = 1  # a worker tag that names its dimensions
     return out
 
 
