@@ -411,3 +411,14 @@ def test_ollama_reload_of_the_same_model_is_a_second_startup():
     assert (p.pool_bytes.low, p.pool_bytes.high) == interval("2048.00", MIB) and len(p.parsed["caches"]) == 1
     assert [s["complete"] for s in p.startup["startups"]] == [True, False] and p.startup["startup"] == 1
     assert any("startup 2 (lines 11–13, no pool line)" in n for n in p.notes)
+
+
+def test_sglang_second_pool_of_a_rank_is_not_read_as_its_pool():
+    p = read_engine_log(LOGS / "sglang_2x5090_fp8kv_draft.log")
+    # each rank: the target's pool (K 3.46 + V 3.46 GB, SGLang's GB = 2^30 B), then the draft's
+    # (1.08 + 1.08): the first is the pool, the second is listed, not added
+    lo, hi = interval("3.46", GIB)
+    assert p.pool_tokens == 454_112 and p.kv_format == "fp8"
+    assert (p.pool_bytes.low, p.pool_bytes.high) == (2 * lo, 2 * hi)
+    assert [e["rank"] for e in p.parsed["extra_pools"]] == [0, 1]
+    assert any("second 'KV Cache is allocated' line" in n for n in p.notes)

@@ -275,11 +275,17 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
     kv = p["kv_store_dtype"] or p["kv_cache_dtype"]
     flags = {k: p[k] for k in ("mem_fraction_static", "page_size", "max_running_requests", "kv_cache_dtype",
                                "dtype", "model_type") if p.get(k) is not None}
+    notes = []
+    if p.get("extra_pools"):
+        n = len({e["rank"] for e in p["extra_pools"]})
+        notes.append(f"{n} rank(s) logged a second 'KV Cache is allocated' line (a draft model's or a hybrid model's "
+                     f"second pool, line {p['extra_pools'][0]['line']}): the first pool of each rank is read, the "
+                     "others are not added to it")
     return EnginePool(engine="sglang", version=p["version"], model=p["model"],
                       kv_format=kv_format_name("sglang", kv, p["dtype"]), pool_bytes=pool,
                       pool_tokens=p["tokens"] or p["max_total_num_tokens"], tp=p["tp_size"],
                       max_model_len=p["context_length"], slots=p["max_running_requests"], weights=p["weights"],
-                      flags=flags, parsed=p)
+                      flags=flags, parsed=p, notes=notes)
 
 
 def _from_llamacpp(p: dict[str, Any]) -> EnginePool:

@@ -17,7 +17,10 @@ Lines read (``python/sglang/srt/…``):
   ``configure_kv_cache_dtype``, on rank 0): the cache's dtype after ``auto`` and the
   ``fp8_e4m3``/``fp8_e5m2`` names are resolved; read when the pool line has no ``dtype:``.
 
-Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks.
+Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks. A rank
+that prints a second pool in the same startup (a speculative draft model's pool, built after
+the target's, or a hybrid model's second pool) keeps its first, the target's full-attention
+pool; the others are listed in ``extra_pools``, never added to it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         "kv_store_dtype": None, "mem_fraction_static": None, "tp_size": None, "page_size": None,
         "context_length": None, "max_total_num_tokens": None, "max_running_requests": None,
         "tokens": None, "k_size": None, "v_size": None, "kv_size": None, "weights": None,
-        "avail_after_weights": None, "model_type": None, "ranks": {}, "kv_dtype_line": None,
+        "avail_after_weights": None, "model_type": None, "ranks": {}, "kv_dtype_line": None, "extra_pools": [],
     }
     pools: dict[Any, dict[str, Any]] = {}
     for ln in lines:
@@ -69,7 +72,10 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
                 p["v_size"] = logged(m.group(4), GIB, "GB (SGLang's GB = 2^30 B)")
             else:
                 p["kv_size"] = logged(m.group(5), GIB, "GB (SGLang's GB = 2^30 B)")
-            pools[ln.rank] = p
+            if ln.rank in pools:
+                r["extra_pools"].append({"rank": ln.rank, "line": ln.number, **p})
+            else:
+                pools[ln.rank] = p
         m = re.search(r"Load weight end\. (?:elapsed=[\d.]+ s, )?type=(\w+), (?:dtype=torch\.(\w+), )?avail mem="
                       + _NUM + r" GB, mem usage=" + _NUM + r" GB", t)
         if m:
