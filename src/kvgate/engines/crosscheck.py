@@ -13,6 +13,11 @@ engine's own rules, give the pool the engine logged?
   cells × Σ_layers row bytes of its type (``ggml_row_size``); agrees "to the cell" when
   the cells reproduce each printed figure.
 
+vLLM pipeline parallelism (``pp`` > 1) is not cross-checked: each stage holds its own layers
+(``vllm/distributed/utils.py`` ``get_pp_indices``) and the stage with the most layers sets
+the pool, which this check does not model: it says so (``cannot-check``). Under decode
+context parallelism one rank holds cdiv(max_model_len, pcp × dcp) tokens of a request.
+
 When a check differs, kvgate tries the usual misconfigurations (another KV format, the
 tensor-parallel split not applied, another block size, the other vLLM token rule) and
 names those that would agree: the likely cause. A KV format that was requested but not

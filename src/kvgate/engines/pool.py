@@ -14,6 +14,12 @@ means per engine:
 - **llama.cpp**: the pool is the sum of every ``llama_kv_cache`` line (iSWA has two),
   plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's.
 
+A log that holds several startups (a restart, two logs concatenated) or ``docker compose``
+services is read one startup of one service (:mod:`kvgate.engines.startups`), never their
+sum; ``read_engine_log(startup=N, service=NAME)`` chooses. vLLM's "GPU KV cache size"
+under decode context parallelism counts the whole context-parallel group: the pool's tokens
+are one rank's (the logged count / (pcp × dcp)).
+
 :meth:`EnginePool.measurement` turns the pool into a :class:`kvgate.measure.Measurement`
 of the domain ``kv-pool`` (T = pool bytes, P = 0: the pool is empty at start), so the
 gate's machinery (verdicts, boundaries, records) applies to it unchanged.
