@@ -422,3 +422,36 @@ def test_sglang_second_pool_of_a_rank_is_not_read_as_its_pool():
     assert (p.pool_bytes.low, p.pool_bytes.high) == (2 * lo, 2 * hi)
     assert [e["rank"] for e in p.parsed["extra_pools"]] == [0, 1]
     assert any("second 'KV Cache is allocated' line" in n for n in p.notes)
+
+
+def test_ray_worker_tags_are_ranks_not_restarts():
+    # vLLM V1 on Ray: every worker prints its budget under a "(RayWorkerWrapper pid=…, ip=…)" tag
+    text = ("(RayWorkerWrapper pid=4041, ip=172.17.0.2) INFO 01-01 00:00:01 [gpu_worker.py:1] "
+            "Available KV cache memory: 20.00 GiB\n"
+            "(RayWorkerWrapper pid=4042, ip=172.17.0.3) INFO 01-01 00:00:01 [gpu_worker.py:1] "
+            "Available KV cache memory: 19.50 GiB\n"
+            "INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: 100,000 tokens\n")
+    p = read_engine_log("ray.log", text=text)
+    assert len(p.startup["startups"]) == 1 and p.pool_bytes.text == "19.50 GiB" and p.pool_tokens == 100_000
+    assert len(p.parsed["available_kv_by_rank"]) == 2
+
+
+def test_an_excerpt_pasted_twice_is_two_startups():
+    text = ("Available KV cache memory: 8.11 GiB\nGPU KV cache size: 178,880 tokens\n"
+            "Available KV cache memory: 9.00 GiB\nGPU KV cache size: 198,784 tokens\n")
+    p = read_engine_log("twice.log", text=text, engine="vllm")
+    assert p.pool_tokens == 198_784 and p.pool_bytes.text == "9.00 GiB" and p.startup["startup"] == 2
+
+
+def test_engine_gate_on_a_restarted_llama_server_uses_one_pool():
+    text = read("llamacpp_tiny-llama_server.log")
+    pool = read_engine_log("restart.log", text=text + text)
+    model = spec_from_config(TINY_LLAMA, name="tiny-llama", source="test")
+    g = gate_from_engine_log(pool, model, slots=5, max_seq=512)
+    # one sequence: 512 cells × 4 layers × (K + V: 2 × 2 heads × 64 × 2 B) = 1 MiB; five need 5 MiB
+    # of a 4 MiB pool (8 MiB had the two startups been summed: "fits")
+    assert g["pool_bytes"] == 4 * MIB and g["slot_bytes"] == 512 * 4 * 2 * 2 * 64 * 2 == MIB
+    assert g["verdict"] == "does-not-fit"
+    q8 = next(c for c in g["candidates"] if c["name"] == "kv-quant:q8_0")
+    # q8_0: 128 values = 4 blocks of 34 B per K row: 512 × 4 × 2 × 136 = 557,056 B a slot
+    assert q8["demand_bytes"] == 5 * 557_056 and q8["verdict"] == "pays"

@@ -15,7 +15,8 @@ Prefixes removed (any number, in any order, each optional):
 - systemd journal heads ``Sep 11 01:16:15 host ollama[1884]:``;
 - vLLM process tags ``(VllmWorker rank=0 pid=105)``, ``(Worker_TP1 pid=26348)``,
   ``(Worker_PP1_TP0 pid=…)``, ``(Worker_TP0_DCP0_EP0 pid=…)``, ``(EngineCore_DP0 pid=26283)``,
-  ``(APIServer pid=1)``; the process name and its rank are kept;
+  ``(APIServer pid=1)``, Ray's ``(RayWorkerWrapper pid=4041, ip=172.17.0.2)``; the process
+  name, its rank and its pid are kept;
 - llama.cpp's ``[47161] 0.14.912.338 I `` timestamps of ``--log-timestamps``.
 
 A line holding a run of more than :data:`MAX_LOG_DIGITS` digits is refused
@@ -46,7 +47,7 @@ _QUOTE = re.compile(r"^>\s?")
 _ISO = re.compile(r"^\[\d{4}-\d\d-\d\dT[\d:.]+Z?\]\s*")
 _JOURNAL = re.compile(r"^[A-Z][a-z]{2}\s+\d+\s+\d\d:\d\d:\d\d\s+\S+\s+[\w.\-]+\[\d+\]:\s*")
 _VLLM_TAG = re.compile(r"^\((?P<who>[A-Za-z_]+[A-Za-z0-9_]*(?:\s+[A-Z]+\d+(?:_[A-Z]+\d+)*)?)"
-                       r"(?:\s+rank=(?P<rank>\d+))?\s+pid=\d+\)\s*")
+                       r"(?:\s+rank=(?P<rank>\d+))?,?\s+pid=(?P<pid>\d+)(?:,\s*ip=[\w.:\-]+)?\)\s*")
 _LLAMA_TS = re.compile(r"^(?:\[\d+\]\s+)?\d+\.\d\d\.\d{3}\.\d{3}\s+[IWEDT]\s+(?:(?:srv|cmn|slot|que|res|ctx|log)\s+)?")
 _LLAMA_PID = re.compile(r"^\[\d+\]\s+")
 _LLAMA_DEBUG = re.compile(r"^\[llama (?:Debug|Info|Warning|Error)\]:\s*")
@@ -83,21 +84,23 @@ class Line:
     (``rank=3``, ``Worker_TP3``, SGLang ``TP3``), else ``None``; ``number`` is the
     1-based physical line it starts on; ``service`` the ``docker compose`` service column
     (``vllm-a-1``) or ``None``; ``who`` the vLLM process tag (``Worker_PP1_TP0``,
-    ``EngineCore_DP0``, ``VllmWorker``) or ``None``."""
+    ``EngineCore_DP0``, ``VllmWorker``) or ``None``, ``pid`` its process id."""
 
     text: str
     rank: int | None
     number: int
     service: str | None = None
     who: str | None = None
+    pid: int | None = None
 
 
-def _strip(raw: str) -> tuple[str, int | None, str | None, str | None]:
+def _strip(raw: str) -> tuple[str, int | None, str | None, str | None, int | None]:
     s = _ANSI.sub("", raw).rstrip("\n")
     if "\r" in s:
         s = s.split("\r")[-1]
     rank = None
     service = who = None
+    pid = None
     for _ in range(6):
         before = s
         for rx in (_QUOTE, _COMPOSE, _ISO, _JOURNAL, _LLAMA_TS, _LLAMA_PID, _LLAMA_DEBUG):
@@ -112,6 +115,7 @@ def _strip(raw: str) -> tuple[str, int | None, str | None, str | None]:
         m = _VLLM_TAG.match(s)
         if m:
             who = re.sub(r"\s+", "_", m.group("who"))
+            pid = int(m.group("pid")[:18])
             if m.group("rank") is not None:
                 rank = int(m.group("rank"))
             else:
@@ -124,7 +128,7 @@ def _strip(raw: str) -> tuple[str, int | None, str | None, str | None]:
     m = re.match(r"^\[\d{4}-\d\d-\d\d [\d:]+ (?:DP\d+ )?TP(\d+)", s)
     if m:
         rank = int(m.group(1))
-    return s.strip(), rank, service, who
+    return s.strip(), rank, service, who, pid
 
 
 def _head(s: str) -> bool:
@@ -142,7 +146,7 @@ def logical_lines(text: str) -> list[Line]:
     out: list[Line] = []
     last: dict[str | None, int] = {}  # service -> index of its last record in out
     for n, raw in enumerate(text.splitlines(), start=1):
-        s, rank, service, who = _strip(raw)
+        s, rank, service, who, pid = _strip(raw)
         if not s:
             continue
         # a piece without a compose column (a terminal wrap) continues the last record
@@ -150,10 +154,10 @@ def logical_lines(text: str) -> list[Line]:
         if (i is not None and not _head(s) and rank is None and who is None and _head(out[i].text)
                 and not _COMMAND.match(s)):
             prev = out[i]
-            out[i] = Line(prev.text + s, prev.rank, prev.number, prev.service, prev.who)
+            out[i] = Line(prev.text + s, prev.rank, prev.number, prev.service, prev.who, prev.pid)
             continue
         last[service] = len(out)
-        out.append(Line(s, rank, n, service, who))
+        out.append(Line(s, rank, n, service, who, pid))
     for ln in out:
         m = _TOO_LONG.search(ln.text)
         if m:

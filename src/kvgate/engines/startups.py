@@ -12,7 +12,8 @@ into services, and each service into startups, then picks one:
   services are two servers, and no default is safe.
 - **startups**: a new startup begins at a *start line* of the engine (below) when the
   current one already holds a pool line or already holds a start line of the same kind
-  from the same process (a restart before the pool was built). The default is the last
+  from the same process (name, rank and pid of its tag: a restart before the pool was
+  built, or an untagged excerpt pasted twice). The default is the last
   *complete* startup (one with a pool line), as a restarted server runs with it; any
   other is chosen with ``startup=N`` (1-based, as listed).
 
@@ -111,13 +112,13 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
     start line belong to the first startup."""
     starts, pool = _START[engine], _POOL[engine]
     out = [Startup(1, lines[0].service if lines else None)]
-    kinds: set[tuple[str, str | None, int | None]] = set()
+    kinds: set[tuple[str, str | None, int | None, int | None]] = set()
     draft_after_pool = False
     for ln in lines:
         kind = next((k for k, rx in starts if rx.search(ln.text)), None)
         cur = out[-1]
         if kind is not None:
-            repeat = (kind, ln.who, ln.rank) in kinds
+            repeat = (kind, ln.who, ln.rank, ln.pid) in kinds
             opens = repeat or (cur.complete and kind not in ("pool", "budget"))
             if opens and not (engine == "llama.cpp" and draft_after_pool):
                 if cur.lines:
@@ -125,7 +126,7 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
                     cur = out[-1]
                     kinds = set()
                     draft_after_pool = False
-            kinds.add((kind, ln.who, ln.rank))
+            kinds.add((kind, ln.who, ln.rank, ln.pid))
         if pool.search(ln.text):
             cur.complete = True
             draft_after_pool = False

@@ -280,6 +280,8 @@ def _rank_key(ln: Line) -> Any:
     and ``Worker_PP0_TP0`` are two ranks)."""
     if ln.who and re.search(r"(?:^|_)(?:PP|DP|DCP|PCP)\d", ln.who):
         return ln.who
+    if ln.rank is None and ln.who is not None and ln.pid is not None:
+        return f"{ln.who} pid={ln.pid}"  # Ray workers: no rank, one process each
     return ln.rank
 
 
