@@ -455,3 +455,14 @@ def test_engine_gate_on_a_restarted_llama_server_uses_one_pool():
     q8 = next(c for c in g["candidates"] if c["name"] == "kv-quant:q8_0")
     # q8_0: 128 values = 4 blocks of 34 B per K row: 512 × 4 × 2 × 136 = 557,056 B a slot
     assert q8["demand_bytes"] == 5 * 557_056 and q8["verdict"] == "pays"
+
+
+def test_llamacpp_cache_lines_pasted_twice_are_two_startups_but_iswa_pairs_are_one():
+    line = "llama_kv_cache: size =    4.00 MiB (   512 cells,   4 layers,  4/4 seqs), K (f16):    2.00 MiB, V (f16):    2.00 MiB\n"
+    twice = read_engine_log("x.log", text=line + line, engine="llama.cpp")
+    assert twice.pool_bytes.text == "4.00 MiB" and len(twice.startup["startups"]) == 2
+    iswa = ("llama_kv_cache_iswa: creating non-SWA KV cache, size = 512 cells\n" + line
+            + "llama_kv_cache_iswa: creating     SWA KV cache, size = 512 cells\n" + line)
+    pair = read_engine_log("x.log", text=iswa, engine="llama.cpp")
+    assert len(pair.startup["startups"]) == 1 and [c["swa"] for c in pair.parsed["caches"]] == ["non-swa", "swa"]
+    assert pair.pool_bytes.text == "4.00 MiB + 4.00 MiB"  # one context's two caches: both are its pool

@@ -30,8 +30,10 @@ Start lines, per engine (the lines each prints once per startup, before its pool
 - llama.cpp: the build line (``build: N (hash)``, ``main: build = N``,
   ``common_params_print_info: build``), ``llama_model_loader: loaded meta data``, the
   context's ``n_ctx = N`` line (``llama_context`` / ``llama_new_context_with_model``);
-  pool: the KV and recurrent ``size = … MiB`` lines. A model loaded after a line that
-  names a draft model (speculative decoding) belongs to the same startup.
+  pool: the KV and recurrent ``size = … MiB`` lines; a second KV line of a context that no
+  ``llama_kv_cache_iswa: creating (non-)SWA KV cache`` line announced is a second startup
+  (an excerpt pasted twice). A model loaded after a line that names a draft model
+  (speculative decoding) belongs to the same startup.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ _POOL = {
     "llama.cpp": re.compile(r"(?:size|KV self size)\s*=\s*\d+(?:\.\d+)? MiB.*\b[KR] \(\w+\):\s*\d"),
 }
 _DRAFT = re.compile(r"draft", re.I)
+_ISWA = re.compile(r"creating\s+(?:non-SWA|SWA) KV cache")
 
 
 class StartupError(KvgateError):
@@ -113,23 +116,30 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
     starts, pool = _START[engine], _POOL[engine]
     out = [Startup(1, lines[0].service if lines else None)]
     kinds: set[tuple[str, str | None, int | None, int | None]] = set()
-    draft_after_pool = False
+    draft_after_pool = swa_next = False
     for ln in lines:
         kind = next((k for k, rx in starts if rx.search(ln.text)), None)
+        is_pool = bool(pool.search(ln.text))
+        if engine == "llama.cpp":
+            if _ISWA.search(ln.text):
+                swa_next = True
+            elif is_pool and kind is None and re.search(r"\bK \(", ln.text) and not swa_next:
+                # a KV cache line not announced by llama_kv_cache_iswa: one per context, so a
+                # second one (an excerpt pasted twice) is a second startup
+                kind = "plain-kv"
         cur = out[-1]
         if kind is not None:
             repeat = (kind, ln.who, ln.rank, ln.pid) in kinds
-            opens = repeat or (cur.complete and kind not in ("pool", "budget"))
+            opens = repeat or (cur.complete and kind not in ("pool", "budget", "plain-kv"))
             if opens and not (engine == "llama.cpp" and draft_after_pool):
                 if cur.lines:
                     out.append(Startup(len(out) + 1, ln.service))
                     cur = out[-1]
                     kinds = set()
-                    draft_after_pool = False
             kinds.add((kind, ln.who, ln.rank, ln.pid))
-        if pool.search(ln.text):
+        if is_pool:
             cur.complete = True
-            draft_after_pool = False
+            draft_after_pool = swa_next = False
         elif cur.complete and _DRAFT.search(ln.text):
             draft_after_pool = True
         cur.lines.append(ln)
