@@ -466,3 +466,13 @@ def test_llamacpp_cache_lines_pasted_twice_are_two_startups_but_iswa_pairs_are_o
     pair = read_engine_log("x.log", text=iswa, engine="llama.cpp")
     assert len(pair.startup["startups"]) == 1 and [c["swa"] for c in pair.parsed["caches"]] == ["non-swa", "swa"]
     assert pair.pool_bytes.text == "4.00 MiB + 4.00 MiB"  # one context's two caches: both are its pool
+
+
+def test_vllm_dcp_without_max_model_len_uses_the_configs_then_shards_it():
+    lines = read("vllm_qwen3-235b-a22b_tp8_dcp2.log").splitlines()
+    p = read_engine_log("dcp.log", text="\n".join(lines[:3]) + "\n")  # no concurrency line: no max length logged
+    assert p.max_model_len is None and p.pool_tokens == 861_792
+    cc = crosscheck(p, spec_from_config(QWEN3_235B, name="qwen3-235b-a22b", source="test"), kv_format="bf16")
+    # the config's 262,144, then cdiv(262,144, 2) per rank: the same 53,862 blocks as above
+    assert cc["status"] == "consistent" and cc["expected"]["num_blocks"] == 53_862
+    assert "max_model_len not logged" in cc["lines"][0] and "context parallel 2" in cc["lines"][0]

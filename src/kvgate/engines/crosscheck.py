@@ -133,18 +133,19 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
             f"pipeline parallel size {pool.pp} (from {src}): vLLM gives each stage its own layers "
             "(vllm/distributed/utils.py get_pp_indices) and the stage with the most layers sets the pool; "
             "this cross-check puts every layer on every rank and cannot model it"]}
-    cp = pool.parsed.get("cp_world_size") or 1
-    if cp > 1 and pool.max_model_len is not None:
-        # FullAttentionSpec.max_memory_usage_bytes: one rank holds cdiv(max_model_len, cp) tokens
-        # of a request; pool_tokens is already one rank's (the logged count / cp)
-        note = (f"context parallel {cp}: one rank holds {pool.pool_tokens:,} tokens and "
-                f"cdiv({pool.max_model_len:,}, {cp}) tokens of each request")
-        pool = replace(pool, max_model_len=-(-pool.max_model_len // cp))
     if pool.max_model_len is None and model.max_position_embeddings and pool.pool_tokens is not None:
         # vLLM's default max_model_len is the config's (ModelConfig.get_and_verify_max_len)
         pool = replace(pool, max_model_len=model.max_position_embeddings)
         note = (f"max_model_len not logged: vLLM's default, the config's max_position_embeddings "
                 f"{model.max_position_embeddings:,}, is assumed")
+    cp = int(pool.parsed.get("cp_world_size") or 1)
+    if cp > 1 and pool.max_model_len is not None and pool.pool_tokens is not None:
+        # FullAttentionSpec.max_memory_usage_bytes: one rank holds cdiv(max_model_len, cp) tokens
+        # of a request; pool_tokens is already one rank's (the logged count / cp)
+        note = ((note + "; ") if note else "") + (
+            f"context parallel {cp}: one rank holds {pool.pool_tokens:,} tokens and "
+            f"cdiv({pool.max_model_len:,}, {cp}) tokens of each request")
+        pool = replace(pool, max_model_len=-(-pool.max_model_len // cp))
     if pool.max_model_len is None or pool.pool_tokens is None:
         return {"status": "cannot-check", "unit": "block", "lines": [
             "the log has no 'GPU KV cache size' / 'Maximum concurrency for L tokens' line to check"], "causes": []}
