@@ -476,3 +476,21 @@ def test_vllm_dcp_without_max_model_len_uses_the_configs_then_shards_it():
     # the config's 262,144, then cdiv(262,144, 2) per rank: the same 53,862 blocks as above
     assert cc["status"] == "consistent" and cc["expected"]["num_blocks"] == 53_862
     assert "max_model_len not logged" in cc["lines"][0] and "context parallel 2" in cc["lines"][0]
+
+
+def test_ollama_kv_self_size_takes_its_cells_from_kv_size_and_cross_checks():
+    p = read_engine_log(LOGS / "llamacpp_ollama_qwen2_reload.log")
+    (c,) = p.parsed["caches"]
+    assert c["cells"] == 8192 and c["layers"] is None  # "kv_size = 8192 … n_layer = 64"
+    # a qwen2 of 64 layers with 8 KV heads of 128 (Qwen2.5-32B's shape): 8,192 cells × 64 × 8 × 128 × 2 B
+    # = 1,073,741,824 B = 1024.00 MiB for K, V alike, as logged
+    qwen2 = spec_from_config(dict(model_type="qwen2", num_hidden_layers=64, num_attention_heads=40,
+                                  num_key_value_heads=8, hidden_size=5120, intermediate_size=27648,
+                                  vocab_size=152064, torch_dtype="bfloat16"), name="qwen2-64l", source="test")
+    assert 8192 * 64 * 8 * 128 * 2 == 1024 * MIB
+    cc = crosscheck(p, qwen2)
+    assert cc["status"] == "agrees" and cc["pool_bytes"] == 2 * 1024 * MIB
+    wrong = spec_from_config(dict(model_type="qwen2", num_hidden_layers=48, num_attention_heads=40,
+                                  num_key_value_heads=8, hidden_size=5120, intermediate_size=13824,
+                                  vocab_size=152064, torch_dtype="bfloat16"), name="qwen2-48l", source="test")
+    assert crosscheck(p, wrong)["status"] == "differs"  # 48 layers give 768 MiB, not 1024

@@ -271,6 +271,9 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
     if not kv and not rs:
         return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
                 "lines": ["the log has no 'llama_kv_cache: size = …' line"]}
+    if any(c["cells"] is None for c in kv + rs):
+        return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
+                "lines": ["a cache line gives no cell count ('KV self size' without 'kv_size = N' before it)"]}
     total = 0
     lines, ok = [], True
     for c in rs:
@@ -293,7 +296,7 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         kb = sum(cells * _k_row(geo, l) for l in sub)
         vb = sum(cells * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
                  if l.kind != "mla")
-        good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and len(sub) == c["layers"]
+        good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and c["layers"] in (None, len(sub))
         ok &= good
         total += kb + vb
         lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {c['n_stream']} "

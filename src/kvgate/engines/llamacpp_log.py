@@ -9,7 +9,8 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
   K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
   ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
   ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
-  cells), each preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
+  cells, which come from the ``llama_kv_cache_init: kv_size = N`` line before it), each
+  preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
   cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
   (MiB, 2^20).
 - the recurrent state ``llama_memory_recurrent: size = … (N cells, L layers, S seqs),
@@ -53,8 +54,13 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
     r: dict[str, Any] = {"engine": "llama.cpp", "version": None, "commit": None, "model": None,
                          "context": {}, "meta": {}, "caches": []}
     swa_next: str | None = None
+    kv_size_next: int | None = None
     for ln in lines:
         t = ln.text
+        m = re.search(r"llama_kv_cache_init: kv_size = (\d+),", t)
+        if m:
+            kv_size_next = to_int(m.group(1), "kv_size")  # old llama.cpp: the cells of the next "KV self size"
+            continue
         m = _SWA.search(t)
         if m:
             swa_next = "swa" if m.group(1) == "SWA" else "non-swa"
@@ -65,7 +71,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
             r["caches"].append({
                 "kind": kind, "source": m.group(1),
                 "size": logged(m.group(2), MIB, "MiB"),
-                "cells": to_int(m.group(3), "cells") if m.group(3) else None,
+                "cells": to_int(m.group(3), "cells") if m.group(3) else (kv_size_next if kind == "kv" else None),
                 "layers": to_int(m.group(4), "layers") if m.group(4) else None,
                 "n_seq_max": to_int(m.group(5), "seqs") if m.group(5) else None,
                 # "%2u/%u seqs" = n_seq_max / n_stream (llama-kv-cache.cpp); older lines print
@@ -76,6 +82,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "swa": swa_next if kind == "kv" else None,
             })
             swa_next = None
+            kv_size_next = None
             continue
         m = _CTX.search(t)
         if m:
