@@ -58,10 +58,13 @@ def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
     return {"name": "contiguous", "sliding_full": True}
 
 
-def _slot_fn(model: ModelSpec, fmt: str, tp: int, layout: dict[str, Any]):
+def _slot_fn(model: ModelSpec, fmt: str, tp: int, layout: dict[str, Any], cp: int = 1):
+    """One sequence's bytes per rank at L tokens; under vLLM context parallelism (``cp`` =
+    pcp × dcp ranks share a sequence's tokens) a rank holds cdiv(L, cp) of them
+    (``FullAttentionSpec.max_memory_usage_bytes``)."""
     opts = {k: v for k, v in layout.items() if k != "name"}
     geo = KVGeometry(model, fmt, tp=tp, layout=get_layout(layout["name"], **opts))
-    return geo.slot_bytes
+    return geo.slot_bytes if cp <= 1 else (lambda L: geo.slot_bytes(-(-L // cp)))
 
 
 def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_seq: int,
@@ -96,8 +99,13 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     if fmt is None:
         raise EngineLogError(f"the {pool.engine} log does not say the KV format", hint="pass --kv-format")
     tpv = tp or pool.tp or 1
+    if (pool.pp or 1) > 1:
+        raise EngineLogError(f"the engine-log gate cannot size pipeline parallel size {pool.pp} yet: vLLM gives each "
+                             "stage its own layers (get_pp_indices) and kvgate would count every layer on every rank",
+                             hint="gate a log of the same model without pipeline parallelism, or use kvgate fit")
+    cp = int(pool.parsed.get("cp_world_size") or 1) if pool.engine == "vllm" else 1
     layout = engine_layout(pool, slots)
-    S = _slot_fn(model, fmt, tpv, layout)
+    S = _slot_fn(model, fmt, tpv, layout, cp)
     C = pool_bytes
     if C is None:
         if pool.pool_bytes is None:
@@ -111,7 +119,7 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     base = "not-a-bottleneck" if D <= C else None
     cands: list[dict[str, Any]] = []
     for q in quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt]:
-        Sq = _slot_fn(model, q, tpv, layout)
+        Sq = _slot_fn(model, q, tpv, layout, cp)
         dq = slots * Sq(max_seq)
         cands.append({"name": f"kv-quant:{q}", "demand_bytes": dq, "capacity_bytes": C,
                       "verdict": base or ("pays" if dq <= C else "insufficient"),

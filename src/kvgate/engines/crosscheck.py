@@ -13,6 +13,11 @@ engine's own rules, give the pool the engine logged?
   cells × Σ_layers row bytes of its type (``ggml_row_size``); agrees "to the cell" when
   the cells reproduce each printed figure.
 
+vLLM pipeline parallelism (``pp`` > 1) is not cross-checked: each stage holds its own layers
+(``vllm/distributed/utils.py`` ``get_pp_indices``) and the stage with the most layers sets
+the pool, which this check does not model: it says so (``cannot-check``). Under decode
+context parallelism one rank holds cdiv(max_model_len, pcp × dcp) tokens of a request.
+
 When a check differs, kvgate tries the usual misconfigurations (another KV format, the
 tensor-parallel split not applied, another block size, the other vLLM token rule) and
 names those that would agree: the likely cause. A KV format that was requested but not
@@ -122,11 +127,25 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
     block = block_size or pool.flags.get("block_size") or 16
     version = pool.version
     note = None
+    if (pool.pp or 1) > 1:
+        src = (pool.parallel.get("pp") or {}).get("source", "the log")
+        return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None, "lines": [
+            f"pipeline parallel size {pool.pp} (from {src}): vLLM gives each stage its own layers "
+            "(vllm/distributed/utils.py get_pp_indices) and the stage with the most layers sets the pool; "
+            "this cross-check puts every layer on every rank and cannot model it"]}
     if pool.max_model_len is None and model.max_position_embeddings and pool.pool_tokens is not None:
         # vLLM's default max_model_len is the config's (ModelConfig.get_and_verify_max_len)
         pool = replace(pool, max_model_len=model.max_position_embeddings)
         note = (f"max_model_len not logged: vLLM's default, the config's max_position_embeddings "
                 f"{model.max_position_embeddings:,}, is assumed")
+    cp = int(pool.parsed.get("cp_world_size") or 1)
+    if cp > 1 and pool.max_model_len is not None and pool.pool_tokens is not None:
+        # FullAttentionSpec.max_memory_usage_bytes: one rank holds cdiv(max_model_len, cp) tokens
+        # of a request; pool_tokens is already one rank's (the logged count / cp)
+        note = ((note + "; ") if note else "") + (
+            f"context parallel {cp}: one rank holds {pool.pool_tokens:,} tokens and "
+            f"cdiv({pool.max_model_len:,}, {cp}) tokens of each request")
+        pool = replace(pool, max_model_len=-(-pool.max_model_len // cp))
     if pool.max_model_len is None or pool.pool_tokens is None:
         return {"status": "cannot-check", "unit": "block", "lines": [
             "the log has no 'GPU KV cache size' / 'Maximum concurrency for L tokens' line to check"], "causes": []}
@@ -252,6 +271,9 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
     if not kv and not rs:
         return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
                 "lines": ["the log has no 'llama_kv_cache: size = …' line"]}
+    if any(c["cells"] is None for c in kv + rs):
+        return {"status": "cannot-check", "unit": "cell", "causes": [], "pool_bytes": None,
+                "lines": ["a cache line gives no cell count ('KV self size' without 'kv_size = N' before it)"]}
     total = 0
     lines, ok = [], True
     for c in rs:
@@ -274,7 +296,7 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         kb = sum(cells * _k_row(geo, l) for l in sub)
         vb = sum(cells * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
                  if l.kind != "mla")
-        good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and len(sub) == c["layers"]
+        good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and c["layers"] in (None, len(sub))
         ok &= good
         total += kb + vb
         lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {c['n_stream']} "

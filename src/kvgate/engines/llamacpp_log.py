@@ -9,7 +9,8 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
   K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
   ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
   ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
-  cells), each preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
+  cells, which come from the ``llama_kv_cache_init: kv_size = N`` line before it), each
+  preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
   cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
   (MiB, 2^20).
 - the recurrent state ``llama_memory_recurrent: size = … (N cells, L layers, S seqs),
@@ -17,6 +18,10 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
 - model metadata (``print_info:`` / ``llm_load_print_meta:``): ``arch``, ``general.name``,
   ``file type``, ``n_layer``, ``n_head_kv``, ``n_embd_head_k``/``_v``,
   ``n_embd_k_gqa``/``_v_gqa``, ``n_swa``, ``n_ctx_train``, ``model params``.
+- a line is read wherever its function name stands: after a timestamp, a journal head, or
+  a host program's own prefix (WasmEdge's ``[WASI-NN] llama.cpp: llama_kv_cache: …``); a
+  cache line whose ``llama_kv_cache:`` prefix an excerpt dropped is still read by its
+  ``size = … MiB (… cells …), K (f16): … MiB, V (f16): … MiB`` shape (``source`` None).
 - the build: ``build: 6000 (abc1234)`` / ``common_params_print_info: build 9421 (ed7be1568)``
   / ``main: build = 3265 (…)``; the model path from ``llama_model_loader: loaded meta data
   … from /path/model.gguf``.
@@ -27,16 +32,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kvgate.engines.logtext import MIB, Line, logged
+from kvgate.engines.logtext import MIB, Line, logged, to_int
 
 _NUM = r"(\d+(?:\.\d+)?)"
 _KV = re.compile(
-    r"^(llama_kv_cache(?:_unified)?|llama_kv_cache_iswa|llama_memory_recurrent|llama_new_context_with_model"
-    r"|llama_init_from_model):\s+(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
+    r"(?:^|(?<=[\s:\]]))(?:(llama_kv_cache(?:_unified)?|llama_kv_cache_iswa|llama_memory_recurrent"
+    r"|llama_new_context_with_model|llama_init_from_model):\s+)?(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
     r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\))?,"
     r"\s*(K|R) \((\w+)\):\s*" + _NUM + r" MiB,\s*(V|S) \((\w+)\):\s*" + _NUM + r" MiB")
-_CTX = re.compile(r"^(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
-_META = re.compile(r"^(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
+_AT = r"(?:^|(?<=[\s\]]))"  # a function name at the start or after a host program's prefix
+_CTX = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
+_META = re.compile(_AT + r"(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
 _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
 
 
@@ -48,8 +54,13 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
     r: dict[str, Any] = {"engine": "llama.cpp", "version": None, "commit": None, "model": None,
                          "context": {}, "meta": {}, "caches": []}
     swa_next: str | None = None
+    kv_size_next: int | None = None
     for ln in lines:
         t = ln.text
+        m = re.search(r"llama_kv_cache_init: kv_size = (\d+),", t)
+        if m:
+            kv_size_next = to_int(m.group(1), "kv_size")  # old llama.cpp: the cells of the next "KV self size"
+            continue
         m = _SWA.search(t)
         if m:
             swa_next = "swa" if m.group(1) == "SWA" else "non-swa"
@@ -60,30 +71,31 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
             r["caches"].append({
                 "kind": kind, "source": m.group(1),
                 "size": logged(m.group(2), MIB, "MiB"),
-                "cells": int(m.group(3)) if m.group(3) else None,
-                "layers": int(m.group(4)) if m.group(4) else None,
-                "n_seq_max": int(m.group(5)) if m.group(5) else None,
+                "cells": to_int(m.group(3), "cells") if m.group(3) else (kv_size_next if kind == "kv" else None),
+                "layers": to_int(m.group(4), "layers") if m.group(4) else None,
+                "n_seq_max": to_int(m.group(5), "seqs") if m.group(5) else None,
                 # "%2u/%u seqs" = n_seq_max / n_stream (llama-kv-cache.cpp); older lines print
                 # one number and had one stream
-                "n_stream": int(m.group(6)) if m.group(6) else 1,
+                "n_stream": to_int(m.group(6), "streams") if m.group(6) else 1,
                 "k_type": m.group(8), "k_size": logged(m.group(9), MIB, "MiB"),
                 "v_type": m.group(11), "v_size": logged(m.group(12), MIB, "MiB"),
                 "swa": swa_next if kind == "kv" else None,
             })
             swa_next = None
+            kv_size_next = None
             continue
-        m = _CTX.match(t)
+        m = _CTX.search(t)
         if m:
             key = {"n_ctx_per_seq": "n_ctx_seq"}.get(m.group(1), m.group(1))
             r["context"][key] = _value(m.group(2))
             continue
-        m = _META.match(t)
+        m = _META.search(t)
         if m:
             r["meta"][m.group(1).strip()] = _value(m.group(2))
             continue
-        m = re.search(r"\bbuild(?::| =)\s*(\d+) \(([0-9a-f]+)\)", t)
+        m = re.search(r"\bbuild(?::| =)?\s*(\d+) \(([0-9a-f]+)\)", t)
         if m:
-            r["version"], r["commit"] = m.group(1), m.group(2)
+            r["version"], r["commit"] = str(to_int(m.group(1), "build")), m.group(2)
             continue
         m = re.search(r"loaded meta data with .* from (\S+\.gguf)", t)
         if m:
@@ -94,7 +106,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
 def _value(s: str) -> Any:
     s = s.strip()
     if re.fullmatch(r"-?\d+", s):
-        return int(s)
+        return -to_int(s[1:]) if s.startswith("-") else to_int(s)
     if s in ("true", "false"):
         return s == "true"
     return s

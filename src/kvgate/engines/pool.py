@@ -14,6 +14,12 @@ means per engine:
 - **llama.cpp**: the pool is the sum of every ``llama_kv_cache`` line (iSWA has two),
   plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's.
 
+A log that holds several startups (a restart, two logs concatenated) or ``docker compose``
+services is read one startup of one service (:mod:`kvgate.engines.startups`), never their
+sum; ``read_engine_log(startup=N, service=NAME)`` chooses. vLLM's "GPU KV cache size"
+under decode context parallelism counts the whole context-parallel group: the pool's tokens
+are one rank's (the logged count / (pcp × dcp)).
+
 :meth:`EnginePool.measurement` turns the pool into a :class:`kvgate.measure.Measurement`
 of the domain ``kv-pool`` (T = pool bytes, P = 0: the pool is empty at start), so the
 gate's machinery (verdicts, boundaries, records) applies to it unchanged.
@@ -21,6 +27,7 @@ gate's machinery (verdicts, boundaries, records) applies to it unchanged.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,7 @@ from typing import Any
 from kvgate.engines.llamacpp_log import parse_llamacpp
 from kvgate.engines.logtext import Logged, logical_lines
 from kvgate.engines.sglang_log import parse_sglang
+from kvgate.engines.startups import engines_with_pools, select_startup
 from kvgate.engines.vllm_log import parse_vllm
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import FormatError, get_format
@@ -59,7 +67,10 @@ class EnginePool:
             ``None``; ``pool_is_budget``: True when it is vLLM's budget (the pool is the
             whole blocks that fit in it).
         pool_tokens: tokens (vLLM, SGLang) or cells (llama.cpp) the pool holds.
-        tp, pp: tensor / pipeline parallel sizes (``None`` = not logged).
+        tp, pp: tensor / pipeline parallel sizes (``None`` = not logged); ``dcp``: vLLM's
+            decode context parallel size (``None`` = not logged); ``parallel``: each one's
+            ``{"value", "source"}`` (config line, non-default args, launch command, or the
+            process tags ``Worker_TP3``, a lower bound).
         max_model_len: the engine's longest sequence (vLLM ``max_model_len``, SGLang
             ``context_len``, llama.cpp ``n_ctx_seq``).
         slots: parallel sequences the engine was set up for (llama.cpp ``n_seq_max``,
@@ -68,6 +79,8 @@ class EnginePool:
         flags: the engine options read (block size, prefix caching, speculative config,
             flash attention, unified KV, gpu_memory_utilization, mem_fraction_static …).
         parsed: everything the engine's parser read.
+        startup: which startup / service of the log was read
+            (:func:`kvgate.engines.startups.select_startup`'s info).
     """
 
     engine: str
@@ -86,6 +99,9 @@ class EnginePool:
     parsed: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str | None = None
+    dcp: int | None = None
+    parallel: dict[str, Any] = field(default_factory=dict)
+    startup: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``Logged`` values as ``{bytes, low, high, text}``)."""
@@ -96,6 +112,8 @@ class EnginePool:
             "max_model_len": self.max_model_len, "slots": self.slots,
             "weights": self.weights.to_dict() if self.weights else None,
             "flags": self.flags, "notes": self.notes, "source": self.source,
+            "dcp": self.dcp, "parallel": self.parallel,
+            "startup": {k: v for k, v in self.startup.items() if k != "notes"},
         }
 
     def measurement(self, *, total_bytes: int | None = None):
@@ -157,11 +175,22 @@ def kv_format_name(engine: str, kv_dtype: str | None, model_dtype: str | None) -
         raise EngineLogError(f"{engine} KV cache dtype {name!r} has no kvgate format", hint=exc.hint) from exc
 
 
-def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | None = None) -> EnginePool:
+def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | None = None,
+                    startup: int | None = None, service: str | None = None) -> EnginePool:
     """Read a startup log file (or ``text``) into an :class:`EnginePool`.
 
+    A log holding several startups or ``docker compose`` services is read one startup of
+    one service at a time (:func:`kvgate.engines.startups.select_startup`): by default the
+    last complete startup of the only service with a pool; ``startup`` (1-based) and
+    ``service`` choose another. What was read is in ``pool.startup`` and ``pool.notes``.
+
     Raises:
-        EngineLogError: unreadable file, unknown engine, or no pool figure at all.
+        EngineLogError: unreadable file, unknown engine, two engines' pools in one log
+            without ``engine``, or no pool figure at all (the lines that mention a KV
+            cache but were not read are named).
+        StartupError: several services with pools and no ``service``; a ``service`` or
+            ``startup`` not in the log.
+        LogNumberError: a number longer than any engine prints.
     """
     if text is None:
         try:
@@ -170,8 +199,13 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
             raise EngineLogError(f"cannot read engine log {path}: {exc.strerror or exc}") from exc
     if engine is not None and engine not in ENGINES:
         raise EngineLogError(f"unknown engine {engine!r}", hint=f"one of: {', '.join(ENGINES)}")
+    if engine is None:
+        both = engines_with_pools(text)
+        if len(both) > 1:
+            raise EngineLogError(f"the log holds the KV pool lines of {len(both)} engines ({', '.join(both)}): "
+                                 "two logs in one file", hint="split the file, or pass --engine to read one")
     eng = engine or detect_engine(text)
-    lines = logical_lines(text)
+    lines, chosen = select_startup(logical_lines(text), eng, startup=startup, service=service)
     src = str(path) if path else None
     if eng == "vllm":
         pool = _from_vllm(parse_vllm(lines))
@@ -180,18 +214,42 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     else:
         pool = _from_llamacpp(parse_llamacpp(lines))
     pool.source = src
+    pool.startup = chosen
+    pool.notes[:0] = chosen["notes"]
     if pool.pool_bytes is None and pool.pool_tokens is None:
-        raise EngineLogError(f"the {eng} log has no KV pool line",
-                             hint={"vllm": "look for 'Available KV cache memory' / 'GPU KV cache size'",
-                                   "sglang": "look for 'KV Cache is allocated. #tokens: …'",
-                                   "llama.cpp": "look for 'llama_kv_cache: size = …'"}[eng])
+        unread = _unread_pool_lines(lines)
+        where = (f" (startup {chosen['startup']} of {len(chosen['startups'])})" if len(chosen["startups"]) > 1 else "")
+        raise EngineLogError(
+            f"the {eng} log{where} has no KV pool line"
+            + ("; these mention a KV cache but are not in a form kvgate reads: "
+               + "; ".join(f"line {ln.number}: {ln.text[:100]!r}" for ln in unread[:3]) if unread else
+               ": none of its lines gives a KV cache size"),
+            hint={"vllm": "look for 'Available KV cache memory' / 'GPU KV cache size'",
+                  "sglang": "look for 'KV Cache is allocated. #tokens: …'",
+                  "llama.cpp": "look for 'llama_kv_cache: size = …'"}[eng])
     return pool
+
+
+_KV_MENTION = re.compile(r"(?i)(?:kv[ _]?cache|kv self|kv size|gpu blocks|cache_size).*\d")
+
+
+def _unread_pool_lines(lines: list) -> list:
+    """Lines that speak of a KV cache with a number (for an honest "no pool line")."""
+    return [ln for ln in lines if _KV_MENTION.search(ln.text)]
 
 
 def _from_vllm(p: dict[str, Any]) -> EnginePool:
     block = p["attention_block_size"] or p["block_size"]
     tokens = p["gpu_kv_cache_tokens"]
     notes = []
+    if p.get("tokens_per_rank") is not None:
+        # kv_cache_utils._report_kv_cache_config: num_tokens *= pcp_size * dcp_size
+        tokens = p["tokens_per_rank"]
+        notes.append(f"'GPU KV cache size: {p['logged_gpu_kv_cache_tokens']:,} tokens' counts the {p['cp_world_size']} "
+                     f"ranks of a context-parallel group (vLLM multiplies by pcp × dcp): one rank holds {tokens:,}")
+    for k, v in p.get("parallel", {}).items():
+        if "process tags" in v["source"]:
+            notes.append(f"{k} {v['value']} from {v['source']}")
     if tokens is None and p["gpu_blocks"] is not None:
         tokens = p["gpu_blocks"] * (block or 16)
         notes.append(f"tokens = # GPU blocks {p['gpu_blocks']:,} × block size {block or 16}")
@@ -210,7 +268,8 @@ def _from_vllm(p: dict[str, Any]) -> EnginePool:
                       pool_bytes=p["available_kv"], pool_is_budget=True, pool_tokens=tokens,
                       tp=p["tensor_parallel_size"], pp=p["pipeline_parallel_size"],
                       max_model_len=p["max_model_len"], slots=p["max_num_seqs"], weights=p["model_loading"],
-                      flags=flags, parsed=p, notes=notes)
+                      flags=flags, parsed=p, notes=notes, dcp=p.get("decode_context_parallel_size"),
+                      parallel=p.get("parallel", {}))
 
 
 def _from_sglang(p: dict[str, Any]) -> EnginePool:
@@ -222,11 +281,17 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
     kv = p["kv_store_dtype"] or p["kv_cache_dtype"]
     flags = {k: p[k] for k in ("mem_fraction_static", "page_size", "max_running_requests", "kv_cache_dtype",
                                "dtype", "model_type") if p.get(k) is not None}
+    notes = []
+    if p.get("extra_pools"):
+        n = len({e["rank"] for e in p["extra_pools"]})
+        notes.append(f"{n} rank(s) logged a second 'KV Cache is allocated' line (a draft model's or a hybrid model's "
+                     f"second pool, line {p['extra_pools'][0]['line']}): the first pool of each rank is read, the "
+                     "others are not added to it")
     return EnginePool(engine="sglang", version=p["version"], model=p["model"],
                       kv_format=kv_format_name("sglang", kv, p["dtype"]), pool_bytes=pool,
                       pool_tokens=p["tokens"] or p["max_total_num_tokens"], tp=p["tp_size"],
                       max_model_len=p["context_length"], slots=p["max_running_requests"], weights=p["weights"],
-                      flags=flags, parsed=p)
+                      flags=flags, parsed=p, notes=notes)
 
 
 def _from_llamacpp(p: dict[str, Any]) -> EnginePool:

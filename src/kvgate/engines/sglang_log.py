@@ -13,8 +13,14 @@ Lines read (``python/sglang/srt/…``):
   mem_fraction_static=0.851, …, tp_size=…, page_size=…, context_length=…)``.
 - ``max_total_num_tokens=N, chunked_prefill_size=…, max_prefill_tokens=…,
   max_running_requests=…, context_len=…`` (``managers/scheduler.py``).
+- ``Using KV cache dtype: torch.float8_e4m3fn`` (``model_executor/model_runner.py``
+  ``configure_kv_cache_dtype``, on rank 0): the cache's dtype after ``auto`` and the
+  ``fp8_e4m3``/``fp8_e5m2`` names are resolved; read when the pool line has no ``dtype:``.
 
-Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks.
+Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks. A rank
+that prints a second pool in the same startup (a speculative draft model's pool, built after
+the target's, or a hybrid model's second pool) keeps its first, the target's full-attention
+pool; the others are listed in ``extra_pools``, never added to it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kvgate.engines.logtext import GIB, Line, launch_flags, logged
+from kvgate.engines.logtext import GIB, Line, launch_flags, logged, to_int
 
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -41,7 +47,7 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         "kv_store_dtype": None, "mem_fraction_static": None, "tp_size": None, "page_size": None,
         "context_length": None, "max_total_num_tokens": None, "max_running_requests": None,
         "tokens": None, "k_size": None, "v_size": None, "kv_size": None, "weights": None,
-        "avail_after_weights": None, "model_type": None, "ranks": {},
+        "avail_after_weights": None, "model_type": None, "ranks": {}, "kv_dtype_line": None, "extra_pools": [],
     }
     pools: dict[Any, dict[str, Any]] = {}
     for ln in lines:
@@ -49,8 +55,8 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         if "server_args=ServerArgs(" in t:
             r["model"] = _arg(t, "model_path") or r["model"]
             r["kv_cache_dtype"] = _arg(t, "kv_cache_dtype") or r["kv_cache_dtype"]
-            for k, conv in (("mem_fraction_static", str), ("tp_size", int), ("page_size", int),
-                            ("context_length", int)):
+            for k, conv in (("mem_fraction_static", str), ("tp_size", to_int), ("page_size", to_int),
+                            ("context_length", to_int)):
                 v = _arg(t, k)
                 if v not in (None, "None"):
                     try:
@@ -60,13 +66,16 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         m = re.search(r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: "
                       + _NUM + r" GB, V size: " + _NUM + r" GB|KV size: " + _NUM + r" GB)", t)
         if m:
-            p = {"tokens": int(m.group(2)), "dtype": m.group(1)}
+            p = {"tokens": to_int(m.group(2), "#tokens"), "dtype": m.group(1)}
             if m.group(3):
                 p["k_size"] = logged(m.group(3), GIB, "GB (SGLang's GB = 2^30 B)")
                 p["v_size"] = logged(m.group(4), GIB, "GB (SGLang's GB = 2^30 B)")
             else:
                 p["kv_size"] = logged(m.group(5), GIB, "GB (SGLang's GB = 2^30 B)")
-            pools[ln.rank] = p
+            if ln.rank in pools:
+                r["extra_pools"].append({"rank": ln.rank, "line": ln.number, **p})
+            else:
+                pools[ln.rank] = p
         m = re.search(r"Load weight end\. (?:elapsed=[\d.]+ s, )?type=(\w+), (?:dtype=torch\.(\w+), )?avail mem="
                       + _NUM + r" GB, mem usage=" + _NUM + r" GB", t)
         if m:
@@ -74,13 +83,16 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
             r["dtype"] = m.group(2) or r["dtype"]
             r["avail_after_weights"] = logged(m.group(3), GIB, "GB (2^30 B)")
             r["weights"] = logged(m.group(4), GIB, "GB (2^30 B)")
+        m = re.search(r"Using KV cache dtype: (?:torch\.)?([\w.]+)", t)
+        if m:
+            r["kv_dtype_line"] = m.group(1)
         m = re.search(r"max_total_num_tokens=(\d+)", t)
         if m:
-            r["max_total_num_tokens"] = int(m.group(1))
+            r["max_total_num_tokens"] = to_int(m.group(1), "max_total_num_tokens")
             mr = re.search(r"max_running_requests=(\d+)", t)
-            r["max_running_requests"] = int(mr.group(1)) if mr else r["max_running_requests"]
+            r["max_running_requests"] = to_int(mr.group(1)) if mr else r["max_running_requests"]
             mc = re.search(r"context_len=(\d+)", t)
-            r["context_length"] = int(mc.group(1)) if mc else r["context_length"]
+            r["context_length"] = to_int(mc.group(1)) if mc else r["context_length"]
         m = re.search(r"sglang(?: version)?[ =:]+v?(\d+\.\d+\.\d+[\w.]*)", t, re.I)
         if m and r["version"] is None:
             r["version"] = m.group(1)
@@ -90,12 +102,15 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         for k in ("tokens", "k_size", "v_size", "kv_size"):
             r[k] = best.get(k)
         r["kv_store_dtype"] = best.get("dtype")
+    if r["kv_store_dtype"] is None and r["kv_dtype_line"] is not None:
+        r["kv_store_dtype"] = r["kv_dtype_line"]
     if r["max_total_num_tokens"] is None:
         r["max_total_num_tokens"] = r["tokens"]
     cmd = launch_flags("\n".join(ln.text for ln in lines))
-    for key, names, conv in (("tp_size", ("tp", "tp_size"), int), ("mem_fraction_static", ("mem_fraction_static",), str),
+    for key, names, conv in (("tp_size", ("tp", "tp_size", "tensor_parallel_size"), to_int),
+                             ("mem_fraction_static", ("mem_fraction_static",), str),
                              ("model", ("model", "model_path"), str), ("kv_cache_dtype", ("kv_cache_dtype",), str),
-                             ("page_size", ("page_size",), int), ("context_length", ("context_length",), int)):
+                             ("page_size", ("page_size",), to_int), ("context_length", ("context_length",), to_int)):
         for n in names:
             if r[key] is None and n in cmd:
                 try:
