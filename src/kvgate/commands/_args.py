@@ -214,6 +214,9 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     k = _one("the K format", [("--kv-format", a.get("kv_format")), ("--kv-cache-dtype", a.get("vllm_kv_cache_dtype")),
                               ("-ctk", ctk)])
     v = _one("the V format", [("--kv-format-v", a.get("kv_format_v")), ("-ctv", ctv)])
+    tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))])
+    given = {"model": a.get("model"), "kv_format": k, "kv_format_v": v, "tp": tp, "layout": a.get("layout") or engine,
+             "max_seq": max_seq, "slots": slots}
     if layout == LLAMACPP:  # llama.cpp's default for the side not given is f16
         k = k or LLAMACPP_DEFAULT_KV
         if v is None and (ctk or ctv):
@@ -221,15 +224,17 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     k = k or DEFAULT_KV_FORMAT
     if v is not None and _same_format(k, v):
         v = None
-    tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))]) or 1
 
     opts = EngineOptions(
-        model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp, layout=layout, layout_options=lo,
+        model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp or 1, layout=layout, layout_options=lo,
         max_seq=max_seq, slots=slots, ctx_size=ctx, engine=engine,
         engine_flags=tuple(engines.get(engine, ())) if engine else (),
+        explicit=frozenset(name for name, val in given.items() if val is not None) | ({"layout_options"} if lo else set()),
     )
     if check:
-        opts.build_layout()  # an option the layout does not take: named now, before any work
+        from kvgate.session import build_layout
+
+        build_layout(opts)  # an option the layout does not take: named now, before any work
     return opts
 
 

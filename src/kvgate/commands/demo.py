@@ -37,4 +37,5 @@ def run(args: argparse.Namespace) -> int:
     from kvgate.session import decide_from_options
 
     engine, gate = options(args)
-    return emit_decision(args, decide_from_options(engine, gate, case.measurement(), notes=list(case.ERRATA)), gate)
+    d = decide_from_options(engine, gate, case.measurement(), notes=list(case.ERRATA))
+    return emit_decision(args, d.record, gate)

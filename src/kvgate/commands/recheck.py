@@ -11,7 +11,7 @@ from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 from kvgate.gate.record import recheck_exit_code, recheck_path
 from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
-from kvgate.measure.measurement import load_measurement_file
+from kvgate.measure.select import select_measurement
 from kvgate.output import emit, table
 from kvgate.units import fmt_gib, fmt_mib, parse_bytes
 
@@ -79,11 +79,11 @@ def _new_measurement(args: argparse.Namespace):
     if args.measurement and args.smi:
         raise KvgateError("give --measurement or --smi, not both")
     if args.measurement:
-        return load_measurement_file(read_json(args.measurement, what="measurement"), domain=args.domain)[0]
+        return select_measurement(read_json(args.measurement, what="measurement"), domain=args.domain).measurement
     if args.smi:
         from kvgate.measure.smi_csv import load_smi_csv
 
-        return load_measurement_file(load_smi_csv(args.smi), domain=args.domain)[0]
+        return select_measurement(load_smi_csv(args.smi), domain=args.domain).measurement
     return None
 
 

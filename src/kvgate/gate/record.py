@@ -6,7 +6,9 @@ and measurements; recomputation (``recheck``) of one record or a directory of th
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +33,13 @@ from kvgate.gate.schema import (
     RecordError,
     validate,
 )
+from kvgate.measure.fallback import Saved, save_with_fallback
 from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
 DEFAULT_DIR = "kvgate-records"
 DECISION_SCHEMAS = (DECISION_SCHEMA, DECISION_SCHEMA_V1)
 
-__all__ = ["RecordError", "record_paths", "write_record", "load_record", "load_measurement",
+__all__ = ["RecordError", "record_paths", "write_record", "save_record", "load_record", "load_measurement",
            "recheck", "recheck_path", "DEFAULT_DIR"]
 
 
@@ -87,6 +90,25 @@ def _normalized(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def save_record(rec: dict[str, Any], out: str | None, *, force: bool = False) -> Saved:
+    """:func:`write_record` that never loses the decision (``kvgate run``, after a
+    measured workload): if the record cannot be written where ``out`` says, it goes to a
+    fallback directory under its default name (:func:`kvgate.measure.fallback.save_with_fallback`),
+    and as a last resort its JSON to stderr. Show ``saved.warning`` when it is set.
+    """
+    js, _ = record_paths(out, rec)
+
+    def write(p: Path) -> Path:
+        if p == js:
+            return write_record(rec, out, force=force)
+        return write_record(rec, str(p), force=False)
+
+    saved = save_with_fallback(write, js, what="decision record")
+    if saved.path is None:
+        sys.stderr.write(json.dumps(rec, indent=2) + "\n")
+    return saved
+
+
 def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
     """Validate a parsed record (version 2, or 1 upgraded) and return it normalized,
     with ``digest_recorded`` (the stored digest or ``None``) and ``digest`` recomputed.
@@ -124,7 +146,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
 def load_measurement(source: str | Path | dict[str, Any], *, domain: str | None = None) -> tuple[Measurement, dict[str, Any]]:
     """Read and validate a ``kvgate.measurement/1`` document (a path or a parsed dict),
     and pick one domain (``domain``, else the one with the least headroom; see
-    :func:`kvgate.measure.measurement.load_measurement_file`).
+    :func:`kvgate.measure.select.select_measurement`).
 
     Returns ``(measurement, document)``.
 
@@ -138,9 +160,9 @@ def load_measurement(source: str | Path | dict[str, Any], *, domain: str | None 
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise RecordError(f"{where} is not a kvgate measurement (schema {got!r:.60}, expected {MEASUREMENT_SCHEMA!r})")
     validate(MeasurementDocument, doc, where)
-    from kvgate.measure.measurement import load_measurement_file
+    from kvgate.measure.select import select_measurement
 
-    return load_measurement_file(doc, domain=domain)
+    return select_measurement(doc, domain=domain).measurement, doc
 
 
 def recorded_measurement(rec: dict[str, Any]) -> Measurement | None:

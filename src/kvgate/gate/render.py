@@ -6,9 +6,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from kvgate.gate.schema import NA, exact
+from kvgate.gate.schema import exact
 from kvgate.output import table
-from kvgate.units import fmt_bytes, fmt_gib, fmt_mib, fmt_pct
+from kvgate.units import NA, fmt_bytes, fmt_gib, fmt_mib, fmt_pct
 
 _BOUNDARY_LABEL = {
     "total_bytes": "card memory",

@@ -35,7 +35,6 @@ from kvgate.units import MAX_BYTES
 DECISION_SCHEMA = "kvgate.decision/2"
 DECISION_SCHEMA_V1 = "kvgate.decision/1"
 MEASUREMENT_SCHEMA = "kvgate.measurement/1"
-NA = "not available"  # how an unknown value prints, everywhere (JSON: null)
 
 MAX_COUNT = 2**31 - 1  # slots, positions, heads, layers: far above any real value
 

@@ -19,7 +19,7 @@ Terms (all ``int`` bytes; ratios as ``Fraction``):
     sensitivity = N·S(L) / H,  H = T − P   (the write-up's rule: > 10% → re-measure on any change)
 
 When the workload was measured at two or more concurrency levels, the marginal bytes per
-sequence β are fitted (least squares) and a second projection is made,
+sequence β are fitted (:mod:`kvgate.gate.fit`) and a second projection is made,
 ``P_fit = P + ΔW + (N − n)·β + N·(S(L) − S(L0))``; the gate then uses the larger of the
 two projections, and shows both with the per-sequence overhead β − S(L0).
 
@@ -30,13 +30,16 @@ at which the verdict changes: card memory T, max_seq L, slots N, resident weight
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
 from kvgate.gate.weights_policy import WeightsPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.gate.fit import Fit
 
 VERDICTS = ("not-a-bottleneck", "pays", "pays-if", "insufficient", "no-verdict")
 CANDIDATES = ("paging", "tiering", "kv-quant")
@@ -115,44 +118,6 @@ def _scenario_check() -> tuple[Any, type[Exception], Any]:
 
 
 @dataclass(frozen=True)
-class Fit:
-    """Marginal bytes per sequence fitted from peaks at several concurrency levels.
-
-    Attributes:
-        points: ``[(sequences, peak_bytes), ...]`` as measured.
-        slope: β, bytes per additional sequence (least squares, exact Fraction).
-        intercept: peak at 0 sequences (exact Fraction).
-    """
-
-    points: tuple[tuple[int, int], ...]
-    slope: Fraction
-    intercept: Fraction
-
-    def predict(self, sequences: int) -> Fraction:
-        return self.intercept + self.slope * sequences
-
-
-def fit_marginal(points: Sequence[tuple[int, int]]) -> Fit:
-    """Least-squares line through ``(sequences, peak_bytes)`` points, exact.
-
-    Raises:
-        GateError: fewer than two distinct sequence counts.
-    """
-    pts = tuple((int(n), int(p)) for n, p in points)
-    xs = {n for n, _ in pts}
-    if len(xs) < 2:
-        raise GateError("a concurrency fit needs peaks at two or more different sequence counts")
-    k = len(pts)
-    sx = sum(n for n, _ in pts)
-    sy = sum(p for _, p in pts)
-    sxx = sum(n * n for n, _ in pts)
-    sxy = sum(n * p for n, p in pts)
-    slope = Fraction(k * sxy - sx * sy, k * sxx - sx * sx)
-    intercept = Fraction(sy, k) - slope * Fraction(sx, k)
-    return Fit(pts, slope, intercept)
-
-
-@dataclass(frozen=True)
 class Candidate:
     """An optimization under evaluation, by its reclaim R at the target.
 
@@ -162,8 +127,8 @@ class Candidate:
         bound_text: how R is bounded, in words (shown in the table).
         measured: whether R is measured (e.g. from a trace replay) rather than a bound.
         bound_only: R is an upper bound that the optimization may not reach (paging's
-            N·S assumes every slot empty): it can only "pay if" (issue 11 #7: without a
-            trace, paging "paid" at any slot count because the bound grows with N).
+            N·S assumes every slot empty): it can only "pay if" (without a trace, a
+            verdict "pays" would hold at any slot count, because the bound grows with N).
     """
 
     name: str
