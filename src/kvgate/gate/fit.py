@@ -35,8 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvgate.errors import KvgateError
-from kvgate.gate.verdict import GateError
+from kvgate.errors import GateError, KvgateError
 from kvgate.units import MiB, fmt_gb, fmt_mib
 
 

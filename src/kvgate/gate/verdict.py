@@ -33,23 +33,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kvgate.errors import KvgateError
+from kvgate.errors import GateError
+from kvgate.gate.fit import Fit
 from kvgate.gate.weights_policy import WeightsPolicy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kvgate.gate.fit import Fit
 
 VERDICTS = ("not-a-bottleneck", "pays", "pays-if", "insufficient", "no-verdict")
 CANDIDATES = ("paging", "tiering", "kv-quant")
 DEFAULT_MARGIN = Fraction(1, 10)
 DEFAULT_SENSITIVITY = Fraction(1, 10)
 MAX_SEQ_SEARCH_LIMIT = 1 << 24  # 16,777,216 positions: boundaries beyond are "none"
-
-
-class GateError(KvgateError):
-    """Inconsistent gate inputs (negative slots, margin outside [0, 1), ...)."""
 
 
 SlotFn = Callable[[int], int]
