@@ -1,4 +1,4 @@
-"""Record digests, the comparison ``recheck`` makes, and the 0.1.0 → 2 upgrade.
+"""Record digests, and the comparison ``recheck`` makes.
 
 A record's digest is ``"sha256:" + sha256(canonical JSON of {"inputs", "measurement"})``
 where canonical JSON is ``json.dumps(sort_keys=True, separators=(",", ":"),
@@ -15,12 +15,9 @@ changes the digest, the sensitivity and every boundary even when the verdicts do
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any
-
-from kvgate.gate.schema import DECISION_SCHEMA, DECISION_SCHEMA_V1, exact, ratio
 
 
 def canonical_json(obj: Any) -> str:
@@ -97,62 +94,3 @@ def derived_differences(stored: dict[str, Any], recomputed: dict[str, Any]) -> l
             out.append({"field": key, "recorded": None if x is _ABSENT else x,
                         "recomputed": None if y is _ABSENT else y})
     return out
-
-
-# --------------------------------------------------------------------------- upgrade
-
-def _r(x: Any) -> Any:
-    """A v1 ratio (``"n/d"`` string or int) as a v2 :class:`Ratio`; anything else is
-    left for validation to name."""
-    if isinstance(x, (str, int)) and not isinstance(x, bool):
-        try:
-            return ratio(exact(x))
-        except Exception:  # noqa: BLE001 - validation reports the field
-            return x
-    return x
-
-
-def upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
-    """A ``kvgate.decision/1`` record (kvgate 0.1.0) in the version-2 shape.
-
-    Ratios become ``{"exact", "float"}``; 0.1.0's ``projection.limit_bytes`` (an exact
-    string) is replaced by its ``limit_bytes_floor`` (the int the gate compares with);
-    the boundaries' ``exact`` values are dropped (recomputed from the inputs). There is
-    no digest. The argument is not modified.
-    """
-    d = copy.deepcopy(doc)
-    d["schema"] = DECISION_SCHEMA
-    d["upgraded_from"] = DECISION_SCHEMA_V1
-    inp = d.get("inputs")
-    if isinstance(inp, dict):
-        sc = inp.get("scenario")
-        if isinstance(sc, dict) and "margin" in sc:
-            sc["margin"] = _r(sc["margin"])
-        elif isinstance(sc, dict):
-            sc["margin"] = ratio(exact("1/10"))
-        inp["sensitivity_threshold"] = _r(inp.get("sensitivity_threshold", "1/10"))
-    for row in d.get("table") or []:
-        if isinstance(row, dict) and "share" in row:
-            row["share"] = _r(row["share"])
-    for c in d.get("candidates") or []:
-        if isinstance(c, dict) and "reclaim_share" in c:
-            c["reclaim_share"] = _r(c["reclaim_share"])
-    sens = d.get("sensitivity")
-    if isinstance(sens, dict):
-        if sens.get("value") is not None:
-            sens["value"] = _r(sens["value"])
-        if "threshold" in sens:
-            sens["threshold"] = _r(sens["threshold"])
-    proj = d.get("projection")
-    if isinstance(proj, dict):
-        if "limit_bytes_floor" in proj:
-            proj["limit_bytes"] = proj.pop("limit_bytes_floor")
-        fit = proj.get("fit")
-        if isinstance(fit, dict):
-            for k in ("slope_bytes_per_seq", "intercept_bytes", "overhead_per_seq_bytes"):
-                if k in fit:
-                    fit[k] = _r(fit[k])
-    for b in (d.get("boundaries") or {}).values():
-        if isinstance(b, dict):
-            b.pop("exact", None)
-    return d

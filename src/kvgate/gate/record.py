@@ -22,11 +22,10 @@ from kvgate.errors import (
     worst_exit,
 )
 from kvgate.gate.decision import DecisionInputs, decide, with_overrides
-from kvgate.gate.digest import derived_differences, inputs_digest, upgrade_v1
+from kvgate.gate.digest import derived_differences, inputs_digest
 from kvgate.gate.render import render_markdown
 from kvgate.gate.schema import (
     DECISION_SCHEMA,
-    DECISION_SCHEMA_V1,
     MEASUREMENT_SCHEMA,
     DecisionRecord,
     MeasurementDocument,
@@ -37,7 +36,6 @@ from kvgate.measure.fallback import Saved, save_with_fallback
 from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
 DEFAULT_DIR = "kvgate-records"
-DECISION_SCHEMAS = (DECISION_SCHEMA, DECISION_SCHEMA_V1)
 
 __all__ = ["RecordError", "record_paths", "write_record", "save_record", "load_record", "load_measurement",
            "recheck", "recheck_path", "DEFAULT_DIR"]
@@ -110,18 +108,16 @@ def save_record(rec: dict[str, Any], out: str | None, *, force: bool = False) ->
 
 
 def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
-    """Validate a parsed record (version 2, or 1 upgraded) and return it normalized,
+    """Validate a parsed record and return it normalized,
     with ``digest_recorded`` (the stored digest or ``None``) and ``digest`` recomputed.
 
     Raises:
         RecordError: not a decision record, or a field that does not validate (named).
     """
-    if not isinstance(doc, dict) or doc.get("schema") not in DECISION_SCHEMAS:
+    if not isinstance(doc, dict) or doc.get("schema") != DECISION_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise RecordError(f"{where} is not a kvgate decision record (schema {got!r:.60}, expected "
-                          f"{DECISION_SCHEMA!r} or {DECISION_SCHEMA_V1!r})")
-    if doc["schema"] == DECISION_SCHEMA_V1:
-        doc = upgrade_v1(doc)
+                          f"{DECISION_SCHEMA!r})")
     stored = doc.get("digest")
     rec = validate(DecisionRecord, doc, where).model_dump(mode="json", by_alias=True)
     rec["digest"] = inputs_digest(rec)
@@ -132,8 +128,8 @@ def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
 def load_record(path: str | Path) -> dict[str, Any]:
     """Read and validate a decision record (the one loader every command uses).
 
-    Returns the record as a dict in the version-2 shape (a 0.1.0 record is upgraded),
-    plus ``digest_recorded``: the digest stored in the file (``None`` for 0.1.0), next to
+    Returns the record as a dict, plus ``digest_recorded``: the digest stored in the
+    file (``None`` if it has none), next to
     ``digest`` recomputed from its inputs; they differ when the inputs were edited.
 
     Raises:
@@ -259,14 +255,13 @@ def recheck_path(path: str | Path, *, new_measurement: Measurement | None = None
         res: dict[str, Any] = {"record": str(f), "error": None}
         try:
             doc = read_json(f, what="decision record")
-            if p.is_dir() and not (isinstance(doc, dict) and doc.get("schema") in DECISION_SCHEMAS):
+            if p.is_dir() and not (isinstance(doc, dict) and doc.get("schema") == DECISION_SCHEMA):
                 got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
                 res.update(status="skipped", exit_code=EXIT_OK, error=f"not a decision record (schema {got!r:.60})")
                 results.append(res)
                 continue
             rec = parse_record(doc, f"decision record {f}")
-            res["stored"] = {"verdicts": rec["verdicts"], "created": rec.get("created"),
-                             "upgraded_from": rec.get("upgraded_from")}
+            res["stored"] = {"verdicts": rec["verdicts"], "created": rec.get("created")}
             res.update(recheck(rec, new_measurement=new_measurement, **what_if))
             res["inputs"] = rec["inputs"]
         except KvgateError as exc:
@@ -275,7 +270,7 @@ def recheck_path(path: str | Path, *, new_measurement: Measurement | None = None
             res.update(status="error", exit_code=EXIT_INPUT, error=f"cannot read {f}: {type(exc).__name__}")
         results.append(res)
     if p.is_dir() and not any(r["status"] != "skipped" for r in results):
-        raise KvgateError(f"no decision records (schema {DECISION_SCHEMA} or {DECISION_SCHEMA_V1}) in {p} "
+        raise KvgateError(f"no decision records (schema {DECISION_SCHEMA}) in {p} "
                           "(subfolders are not searched)")
     return results
 
