@@ -206,9 +206,9 @@ class GateOptions:
 
     def __post_init__(self) -> None:
         if not (0 <= self.margin < 1):
-            raise KvgateError(f"--margin must be at least 0% and below 100%, got {float(self.margin):.4g}")
+            raise KvgateError(f"--margin must be at least 0% and below 100%, got {float(self.margin * 100):g}%")
         if self.sensitivity <= 0:
-            raise KvgateError(f"--sensitivity must be positive, got {float(self.sensitivity):.4g}")
+            raise KvgateError(f"--sensitivity must be positive, got {float(self.sensitivity * 100):g}%")
         if self.slots_target < 0 or self.slots_measured < 0:
             raise KvgateError("slot counts must not be negative")
         if self.weights_max_bytes is not None and self.weights_policy != "half-free":

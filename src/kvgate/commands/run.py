@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvgate.commands._args import pct
 from kvgate.commands._measure import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
 from kvgate.commands.gate import add_gate_arguments, emit_decision, options_from_args
 from kvgate.errors import KvgateError
@@ -213,7 +214,7 @@ def _plot(path: str, m: Measurement, d: Decision, gate: GateOptions, model: str 
     if proj.get("fit_bytes") is not None:
         projections.append((int(proj["fit_bytes"]), f"projected peak at {sc.slots_target} slots, concurrency fit"))
     if proj.get("limit_bytes") is not None:
-        projections.append((int(proj["limit_bytes"]), f"gate limit (1 − margin {float(sc.margin * 100):g}%)·T"))
+        projections.append((int(proj["limit_bytes"]), f"gate limit (1 − margin {pct(sc.margin)})·T"))
     return plot_measurement(m, path, force=gate.force, projections=projections,
                             title=f"kvgate run: {model}, max_seq {sc.max_seq}, {sc.slots_measured} → "
                                   f"{sc.slots_target} slots")

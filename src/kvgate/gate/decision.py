@@ -48,7 +48,7 @@ class DecisionInputs:
         measured_reclaim_bytes: paging reclaim measured from a trace (else the bound).
         policy: resident-weights policy.
         fit_points: ``[(sequences, peak_bytes)]`` from a concurrency sweep, or ``None``.
-        sensitivity_threshold: the write-up's 10% rule.
+        sensitivity_threshold: N·S / H above which a verdict is flagged (10%).
     """
 
     model: ModelSpec

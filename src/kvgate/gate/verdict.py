@@ -16,7 +16,7 @@ Terms (all ``int`` bytes; ratios as ``Fraction``):
                                  --trace): it pays only if the reclaim reaches
                                  P_target − limit, stated as a share of the bound
                insufficient      otherwise (even the whole bound is not enough)
-    sensitivity = N·S(L) / H,  H = T − P   (the write-up's rule: > 10% → re-measure on any change)
+    sensitivity = N·S(L) / H,  H = T − P   (> 10% → re-measure on any change: gate/source_case.py)
 
 When the workload was measured at two or more concurrency levels, the marginal bytes per
 sequence β are fitted (:mod:`kvgate.gate.fit`) and a second projection is made,
@@ -134,7 +134,7 @@ class Candidate:
 
 def paging_candidate(slot_fn: SlotFn, measured_reclaim_bytes: int | None = None) -> Candidate:
     """Paging: reclaim ≤ the unwritten part of every slot, bounded by the whole mirror
-    N·S(L) (the write-up: "≤ 396 MiB per slot, 0 at a full window"). With a measured
+    N·S(L) (gate/source_case.py's case: ≤ 396 MiB per slot, 0 at a full window). With a measured
     reclaim (trace replay), that number is used instead."""
     if measured_reclaim_bytes is not None:
         return Candidate("paging", lambda sc: measured_reclaim_bytes, "measured from trace replay", True)
@@ -167,7 +167,7 @@ class Gate:
         candidates: the optimizations to judge.
         policy: resident-weights policy (card-memory boundary).
         fit: concurrency fit, or ``None``.
-        sensitivity_threshold: the write-up's 10% rule.
+        sensitivity_threshold: N·S / H above which a verdict is flagged (10%).
     """
 
     slot_fn: SlotFn
@@ -217,7 +217,7 @@ class Gate:
     def required_reclaim(self, sc: Scenario) -> int:
         """Bytes an optimization must free for the target to fit: max(0, P_target − limit).
 
-        For the write-up's case at 99 slots (T = 32,607 MiB, P = 19,625 MiB, S = 396 MiB,
+        For the case of gate/source_case.py at 99 slots (T = 32,607 MiB, P = 19,625 MiB, S = 396 MiB,
         n = 4): 57,245 MiB − ⌊0.9·T⌋ ≈ 27,898.7 MiB, 71.2% of the bound N·S = 39,204 MiB.
         """
         return max(0, self.target(sc) - sc.limit)
