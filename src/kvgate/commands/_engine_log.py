@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.commands._args import engine_options_from_args, replay_options_from_args
+from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
 from kvgate.engines.candidates import gate_from_engine_log
 from kvgate.engines.crosscheck import crosscheck
 from kvgate.engines.pool import EngineLogError, read_engine_log
@@ -32,8 +32,8 @@ def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_engine_gate(args: argparse.Namespace) -> int:
     """Run the engine-log gate: the engine flags as :class:`kvgate.options.EngineOptions`,
-    ``--trace`` as :class:`kvgate.options.ReplayOptions`, and ``--engine-log``,
-    ``--host-bytes`` and the record flags.
+    ``--trace`` as :class:`kvgate.options.ReplayOptions`, the record flags as
+    :class:`kvgate.options.GateOptions`, and ``--engine-log``, ``--host-bytes``.
 
     Raises:
         EngineLogError: no model to size the slots with, or no targets.
@@ -56,6 +56,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs --slots N and --max-seq L (the target)")
+    record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=given_tp,
                        block_size=engine.layout_options.get("block_size"))
     trace = load_replay_trace(replay) if replay is not None else None
@@ -63,8 +64,8 @@ def run_engine_gate(args: argparse.Namespace) -> int:
                                pool_bytes=check.get("pool_bytes"), trace=trace,
                                host_bytes=parse_bytes(args.host_bytes) if args.host_bytes else None)
     path = None
-    if not args.no_record:
-        path = str(write_record(res["record"], args.out, force=args.force))
+    if not record.no_record:
+        path = str(write_record(res["record"], record.out, force=record.force))
     res["record_path"] = path
     text = "\n".join([render_pool(pool), render_check(check), "", *res["lines"]]
                      + ([f"record: {path}"] if path else []))
