@@ -5,7 +5,7 @@
 (:mod:`kvgate.options`) into a layout, a geometry and a trace. :class:`GatePlan` loads
 the model once, checks every option once (before a workload runs), loads a ``--trace``
 once and replays it at most once; :meth:`GatePlan.decide` builds the gate once per
-measurement and returns the record with that gate. :func:`decide_from_options` is the
+measurement. :func:`decide_from_options` is the
 one-call form.
 
     engine = EngineOptions(model="qwen3-30b-a3b", kv_format="int8-f32scale", max_seq=8192, slots=8)
@@ -29,7 +29,6 @@ from kvgate.options import EngineOptions, GateOptions, ReplayOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.gate.decision import DecisionInputs
-    from kvgate.gate.verdict import Gate
     from kvgate.measure.measurement import Measurement
     from kvgate.replay.trace import Trace
 
@@ -51,16 +50,14 @@ def layout_record(engine: EngineOptions) -> dict[str, Any]:
     return d
 
 
-def engine_geometry(engine: EngineOptions, model: ModelSpec, kv_format: str | None = None) -> KVGeometry:
-    """:class:`kvgate.geometry.KVGeometry` of ``model`` under ``engine`` (``kv_format``
-    replaces both K and V, as the kv-quant candidate does).
+def engine_geometry(engine: EngineOptions, model: ModelSpec) -> KVGeometry:
+    """:class:`kvgate.geometry.KVGeometry` of ``model`` under ``engine``.
 
     Raises:
         KvgateError: bad format, TP split or layout option.
     """
     k, v = engine.formats_for(model)
-    return KVGeometry(model, kv_format or k, kv_format_v=None if kv_format else v, tp=engine.tp,
-                      layout=build_layout(engine))
+    return KVGeometry(model, k, kv_format_v=v, tp=engine.tp, layout=build_layout(engine))
 
 
 def load_replay_trace(replay: ReplayOptions) -> Trace:
@@ -77,14 +74,11 @@ def load_replay_trace(replay: ReplayOptions) -> Trace:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision: its inputs, the record (``kvgate.decision/2`` dict), the gate and
-    geometry it was computed with, the replay summary when a trace measured paging's
-    reclaim (else ``None``)."""
+    """A decision: its inputs, the record (``kvgate.decision/2`` dict), the replay
+    summary when a trace measured paging's reclaim (else ``None``)."""
 
     inputs: DecisionInputs
     record: dict[str, Any]
-    gate: Gate
-    geometry: KVGeometry
     replay: dict[str, Any] | None = None
 
     @property
@@ -114,7 +108,6 @@ class GatePlan:
             if not engine.model:
                 raise KvgateError("no model", hint="give --model (config.json, model directory, GGUF file or preset)")
             model = load_model(engine.model)
-        self.loaded_model = model  # as loaded, before this plan's notes
         max_seq = engine.max_seq_for(model)
         if max_seq is None:
             raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
@@ -244,9 +237,8 @@ class GatePlan:
         from kvgate.gate.decision import decide
 
         inputs = self.inputs(measurement, fit_points=fit_points)
-        gate, geo = inputs.build_gate(check_peak=measurement.status == "ok")
-        rec = decide(inputs, measurement, notes=notes, measurement_doc=measurement_doc, built=(gate, geo))
-        return Decision(inputs=inputs, record=rec, gate=gate, geometry=geo, replay=self._reclaim)
+        rec = decide(inputs, measurement, notes=notes, measurement_doc=measurement_doc)
+        return Decision(inputs=inputs, record=rec, replay=self._reclaim)
 
 
 def decide_from_options(engine: EngineOptions, gate: GateOptions, measurement: Measurement,

@@ -216,7 +216,6 @@ def decide(
     *,
     notes: list[str] | None = None,
     measurement_doc: dict[str, Any] | None = None,
-    built: tuple[Gate, KVGeometry] | None = None,
 ) -> dict[str, Any]:
     """Evaluate the gate and return the decision record (a JSON-ready dict).
 
@@ -224,9 +223,6 @@ def decide(
     verdict ``no-verdict`` for every candidate, with the exit code, and no boundaries:
     never a verdict from partial data. With a concurrency fit the notes carry the sweep's
     fit, residuals, interval and advice (:class:`kvgate.gate.fit.SweepProjection`).
-    ``built``: the gate and geometry already built from ``inputs`` by
-    :meth:`DecisionInputs.build_gate` with ``check_peak`` matching the measurement's
-    status (else built here).
 
     Raises:
         KvgateError: inputs the gate refuses (see :meth:`DecisionInputs.build_gate`);
@@ -234,7 +230,7 @@ def decide(
     """
     sc = inputs.scenario
     status = "ok" if measurement is None or measurement.status == "ok" else "no-verdict"
-    gate, geo = built or inputs.build_gate(check_peak=status == "ok")
+    gate, geo = inputs.build_gate(check_peak=status == "ok")
     s_l = geo.slot_bytes(sc.max_seq)
     s_l0 = geo.slot_bytes(sc.max_seq_measured)
     record: dict[str, Any] = {
