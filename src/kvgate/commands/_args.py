@@ -368,6 +368,19 @@ def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | N
     )
 
 
+def decision_options_from_args(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions, ReplayOptions | None]:
+    """The three typed option sets of a decision (``gate``, ``run``), built once.
+
+    Raises:
+        KvgateError: see :func:`engine_options_from_args`, :func:`gate_options_from_args`,
+            :func:`replay_options_from_args`; no target max_seq.
+    """
+    engine = engine_options_from_args(args)
+    if engine.max_seq is None and engine.ctx_size is None:
+        raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
+    return engine, gate_options_from_args(args, engine), replay_options_from_args(args, engine)
+
+
 # -- measure ---------------------------------------------------------------------------
 
 def add_measure_flags(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:

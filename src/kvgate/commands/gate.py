@@ -6,16 +6,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kvgate.commands._args import (
-    add_engine_flags,
-    add_gate_flags,
-    add_replay_flags,
-    engine_options_from_args,
-    gate_options_from_args,
-    replay_options_from_args,
-)
+from kvgate.commands._args import add_engine_flags, add_gate_flags, add_replay_flags, decision_options_from_args
 from kvgate.errors import KvgateError
-from kvgate.options import EngineOptions, GateOptions, ReplayOptions
+from kvgate.options import GateOptions
 from kvgate.output import emit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,19 +63,6 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool
         add_engine_log_arguments(p)
     add_gate_flags(p)
     add_replay_flags(p)
-
-
-def options_from_args(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions, ReplayOptions | None]:
-    """The three typed option sets of ``gate``/``run``/``demo``, built once.
-
-    Raises:
-        KvgateError: see :func:`kvgate.commands._args.engine_options_from_args`,
-            :func:`~kvgate.commands._args.gate_options_from_args`; no max_seq.
-    """
-    engine = engine_options_from_args(args)
-    if engine.max_seq is None and engine.ctx_size is None:
-        raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
-    return engine, gate_options_from_args(args, engine), replay_options_from_args(args, engine)
 
 
 def measurement_from_args(args: argparse.Namespace, *, tp: int = 1) -> tuple[Measurement, dict[str, Any] | None, list[str]]:
@@ -178,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                           hint="or --engine-log FILE to gate the KV pool a vLLM / SGLang / llama.cpp log shows")
     from kvgate.session import GatePlan
 
-    engine, gate, replay = options_from_args(args)
+    engine, gate, replay = decision_options_from_args(args)
     m, doc, notes = measurement_from_args(args, tp=engine.tp)
     d = GatePlan(engine, gate, replay).decide(m, notes=notes, measurement_doc=doc)
     return emit_decision(args, d.record, gate)

@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvgate.commands._args import pct
+from kvgate.commands._args import decision_options_from_args, pct
 from kvgate.commands._measure import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
-from kvgate.commands.gate import add_gate_arguments, emit_decision, options_from_args
+from kvgate.commands.gate import add_gate_arguments, emit_decision
 from kvgate.errors import KvgateError
 from kvgate.measure.measurement import Measurement
 from kvgate.measure.runner import RunOutcome
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = command_of(args)
     levels = levels_of(args.concurrency, cmd)
-    engine, gate, replay = options_from_args(args)
+    engine, gate, replay = decision_options_from_args(args)
     plan = GatePlan(engine, gate, replay)
     plan.check()  # every option checked before the workload, not after it
     outs = _out_paths(args.measurement_out, levels)
