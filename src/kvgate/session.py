@@ -74,17 +74,10 @@ def load_replay_trace(replay: ReplayOptions) -> Trace:
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision: its inputs, the record (``kvgate.decision/2`` dict), the replay
-    summary when a trace measured paging's reclaim (else ``None``)."""
+    """A decision: its inputs and its record (a ``kvgate.decision/2`` dict)."""
 
     inputs: DecisionInputs
     record: dict[str, Any]
-    replay: dict[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the measurement completed (a verdict, not ``no-verdict``)."""
-        return self.record.get("status") == "ok"
 
 
 class GatePlan:
@@ -238,7 +231,7 @@ class GatePlan:
 
         inputs = self.inputs(measurement, fit_points=fit_points)
         rec = decide(inputs, measurement, notes=notes, measurement_doc=measurement_doc)
-        return Decision(inputs=inputs, record=rec, replay=self._reclaim)
+        return Decision(inputs=inputs, record=rec)
 
 
 def decide_from_options(engine: EngineOptions, gate: GateOptions, measurement: Measurement,
