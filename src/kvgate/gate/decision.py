@@ -233,6 +233,7 @@ def decide(
     gate, geo = inputs.build_gate(check_peak=status == "ok")
     s_l = geo.slot_bytes(sc.max_seq)
     s_l0 = geo.slot_bytes(sc.max_seq_measured)
+    given_notes, policy_notes = list(inputs.model.notes) + list(notes or []), _policy_notes(inputs)
     record: dict[str, Any] = {
         "schema": DECISION_SCHEMA,
         "kvgate_version": __version__,
@@ -248,9 +249,8 @@ def decide(
             "slot_bytes_measured": s_l0,
             "slots_bytes": sc.slots_target * s_l,
         },
-        "notes": list(inputs.model.notes) + list(notes or []) + _policy_notes(inputs),
+        "notes": given_notes + policy_notes,
     }
-    given_notes = list(inputs.model.notes) + list(notes or [])
     if status != "ok" and measurement is not None:
         record["verdicts"] = {c.name: "no-verdict" for c in gate.candidates}
         record["no_verdict_reason"] = (
@@ -261,7 +261,7 @@ def decide(
 
     kv_only = gate.kv_only_target(sc)
     if inputs.fit_points:
-        record["notes"] = given_notes + _sweep_lines(inputs, gate, kv_only) + _policy_notes(inputs)
+        record["notes"] = given_notes + _sweep_lines(inputs, gate, kv_only) + policy_notes
     fit_t = gate.fit_target(sc)
     used = gate.target(sc)
     h = sc.total_bytes - sc.peak_bytes

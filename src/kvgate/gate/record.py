@@ -21,7 +21,7 @@ from kvgate.errors import (
     KvgateError,
     worst_exit,
 )
-from kvgate.gate.decision import DecisionInputs, decide, with_overrides
+from kvgate.gate.decision import DecisionInputs, decide, finalize, with_overrides
 from kvgate.gate.digest import derived_differences, inputs_digest
 from kvgate.gate.render import render_markdown
 from kvgate.gate.schema import (
@@ -72,7 +72,7 @@ def write_record(rec: dict[str, Any], out: str | None = None, *, force: bool = F
         RecordError: the record does not validate.
         KvgateError: the directory is not writable (nothing written).
     """
-    rec = _normalized(rec)
+    rec = finalize(rec)
     js, md = record_paths(out, rec)
     check_writable(js, force=force)
     check_writable(md, force=force)
@@ -80,12 +80,6 @@ def write_record(rec: dict[str, Any], out: str | None = None, *, force: bool = F
 
     write_files_atomic([(js, write_json_text(rec)), (md, render_markdown(rec))], force=force)
     return js
-
-
-def _normalized(rec: dict[str, Any]) -> dict[str, Any]:
-    out = validate(DecisionRecord, rec, "decision record").model_dump(mode="json", by_alias=True)
-    out["digest"] = inputs_digest(out)
-    return out
 
 
 def save_record(rec: dict[str, Any], out: str | None, *, force: bool = False) -> Saved:
