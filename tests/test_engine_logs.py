@@ -284,13 +284,13 @@ def test_llama_server_log_agrees_to_the_cell():
 
 def test_cli_import_log_writes_a_measurement(tmp_path, capsys):
     from kvgate.cli import main
-    from kvgate.measure.measurement import load_measurement_file
+    from kvgate.measure.select import select_measurement
 
     out = tmp_path / "pool.json"
     code = main(["import-log", str(LOGS / "sglang_gemma3-4b.log"), "--out", str(out), "--json"])
     assert code == 0
     doc = json.loads(out.read_text())
-    m, _ = load_measurement_file(doc)
+    m = select_measurement(doc).measurement
     lo, hi = interval("54.12", GIB)
     assert m.basis.domain == "kv-pool" and m.peak_used_bytes == 0
     assert m.total_bytes == 2 * round(Fraction("54.12") * GIB) and m.extra["pool_tokens"] == 834_615

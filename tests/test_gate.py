@@ -7,12 +7,12 @@ import pytest
 
 from kvgate.gate import source_case as case
 from kvgate.gate.decision import DecisionInputs, decide
+from kvgate.gate.fit import fit_marginal
 from kvgate.gate.render import render_text
 from kvgate.gate.verdict import (
     Gate,
     GateError,
     Scenario,
-    fit_marginal,
     paging_candidate,
 )
 from kvgate.gate.weights_policy import WeightsPolicy

@@ -123,7 +123,7 @@ def test_json_is_one_document_whatever_the_workload_prints(tmp_path):
 
 
 def test_save_record_falls_back_and_writes_both_files(tmp_path, monkeypatch, capsys):
-    from kvgate.measure.fallback import save_record
+    from kvgate.gate.record import save_record
 
     assert main(["gate", "--model", "qwen3-30b-a3b", "--max-seq", "8192", "--slots-measured", "4", "--slots", "8",
                  "--total", "32607MiB", "--idle", "936MiB", "--peak", "19625MiB", "--no-record", "--json"]) == 0

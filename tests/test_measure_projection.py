@@ -15,14 +15,14 @@ from fractions import Fraction
 import pytest
 
 from kvgate.cli import main
-from kvgate.measure.host import best_host_peak
-from kvgate.measure.projection import (
+from kvgate.gate.fit import (
     NegativeOverheadError,
     check_overhead,
     conservative_fit,
     least_squares,
     project_sweep,
 )
+from kvgate.measure.host import best_host_peak
 
 GB, MiB, GiB = 10**9, 2**20, 2**30
 P2 = 40 * GB

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from kvgate.cli import main
-from kvgate.measure.measurement import Measurement, MeasurementError, load_measurement_file
+from kvgate.measure.measurement import Measurement, MeasurementError
 from kvgate.measure.select import select_domain, select_measurement
 from kvgate.measure.smi_csv import load_smi_csv
 
@@ -46,7 +46,7 @@ def test_four_gpu_log_gates_on_the_loaded_gpu(data_dir, tmp_path):
     p, peak_mib, idle_mib, n = _four_gpu_log(data_dir, tmp_path)
     assert peak_mib == 67_143 and idle_mib == 615  # 143,771 − 143,156 free in the first row
     doc = load_smi_csv(str(p))
-    m, _ = load_measurement_file(doc)
+    m = select_measurement(doc).measurement
     assert m.domain == "gpu:1"
     assert m.peak_used_bytes == peak_mib * MiB and m.samples == n == 1644
     sel = select_measurement(doc)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from kvgate.cli import main
-from kvgate.measure.measurement import Measurement, load_measurement_file
+from kvgate.measure.measurement import Measurement
+from kvgate.measure.select import select_measurement
 from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv, parse_smi_csv
 
 MiB = 2**20
@@ -105,7 +106,7 @@ def test_every_fixture_parses(data_dir):
     for f in files:
         # the H200 run records its noheader log with --query-gpu=index,memory.total,memory.used
         doc = load_smi_csv(f, columns=["index", "memory.total", "memory.used"] if "noheader" in f.name else None)
-        m, _ = load_measurement_file(doc)
+        select_measurement(doc)
         for d in doc["domains"]:
             mm = Measurement.from_dict(d)
             assert isinstance(mm.peak_used_bytes, int) and mm.idle_used_bytes <= mm.peak_used_bytes <= mm.total_bytes

@@ -7,7 +7,7 @@ import csv
 
 import pytest
 
-from kvgate.measure.measurement import load_measurement_file
+from kvgate.measure.select import select_measurement
 from kvgate.measure.smi_csv import load_smi_csv
 
 MiB = 2**20
@@ -24,7 +24,7 @@ def _rows(path, header=None):
 
 
 def _m(path, **kw):
-    return load_measurement_file(load_smi_csv(str(path), **kw))[0]
+    return select_measurement(load_smi_csv(str(path), **kw)).measurement
 
 
 def test_units_log_uses_total_minus_free(data_dir):

@@ -13,7 +13,7 @@ import csv
 import pytest
 
 from kvgate.cli import main
-from kvgate.measure.measurement import load_measurement_file
+from kvgate.measure.select import select_measurement
 from kvgate.measure.smi_csv import SmiCsvError, load_smi_csv
 
 MiB = 2**20
@@ -31,7 +31,7 @@ def real(data_dir):
 
 
 def _m(path):
-    return load_measurement_file(load_smi_csv(str(path)))[0]
+    return select_measurement(load_smi_csv(str(path))).measurement
 
 
 def test_truncated_last_line_is_skipped_and_counted(real, tmp_path):

@@ -1,4 +1,4 @@
-"""Typed records: the published JSON Schema, 0.1.0 records, unknown fields, ratios, digests."""
+"""Typed records: the published JSON Schema, unknown fields, ratios, digests."""
 
 import json
 from fractions import Fraction
@@ -6,14 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from kvgate.atomicio import read_json
 from kvgate.cli import main
 from kvgate.gate.digest import canonical_json, inputs_digest
-from kvgate.gate.record import load_measurement, load_record, recheck, recheck_exit_code, recheck_path
-from kvgate.gate.schema import DECISION_SCHEMA, RecordError, json_schemas, ratio
+from kvgate.gate.record import load_measurement, load_record, recheck_exit_code, recheck_path
+from kvgate.gate.schema import RecordError, json_schemas, ratio
 
 ROOT = Path(__file__).resolve().parents[1]
-V1 = [ROOT / "examples/h200-static-cache/record.json", ROOT / "examples/h200-int8-mirror/wl_record.json"]
 
 
 def demo(tmp_path, name="rec.json"):
@@ -33,21 +31,6 @@ def test_schema_forbids_unknown_fields_everywhere_it_types():
     assert sch["additionalProperties"] is False
     for name in ("DecisionInputsModel", "ScenarioInputs", "Layer", "Ratio", "CandidateOut", "Basis"):
         assert sch["$defs"][name]["additionalProperties"] is False, name
-
-
-@pytest.mark.parametrize("path", V1, ids=lambda p: p.parent.name)
-def test_0_1_0_records_still_load_and_recompute(path):
-    raw = read_json(path)
-    assert raw["schema"] == "kvgate.decision/1"
-    rec = load_record(path)
-    assert rec["schema"] == DECISION_SCHEMA and rec["upgraded_from"] == "kvgate.decision/1"
-    assert rec["digest_recorded"] is None  # 0.1.0 wrote none
-    # the ratio that was "16384/213539" (static cache) is now exact + float
-    assert Fraction(rec["sensitivity"]["value"]["exact"]) == Fraction(raw["sensitivity"]["value"])
-    # limit_bytes was an exact string next to its floor; the gate compares the floor
-    assert rec["projection"]["limit_bytes"] == raw["projection"]["limit_bytes_floor"]
-    res = recheck(rec)
-    assert res["status"] == "same" and res["differences"] == [] and res["digest"]["matches"] is None
 
 
 def test_unknown_field_refused_with_its_name(tmp_path):

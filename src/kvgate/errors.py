@@ -103,3 +103,9 @@ class KvgateError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class GateError(KvgateError):
+    """Inconsistent gate inputs (negative slots, margin outside [0, 1), a concurrency fit
+    without two different levels, ...): raised by :mod:`kvgate.gate.verdict` and
+    :mod:`kvgate.gate.fit`."""

@@ -31,16 +31,15 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
+from kvgate.gate.verdict import DEFAULT_MARGIN, DEFAULT_SENSITIVITY
+from kvgate.geometry import VLLM
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvgate.geometry import KVGeometry, Layout
     from kvgate.model import ModelSpec
 
 DEFAULT_KV_FORMAT = "bf16"
-DEFAULT_MARGIN = Fraction(1, 10)
-DEFAULT_SENSITIVITY = Fraction(1, 10)
 DEFAULT_SLOTS_MEASURED = 1
-DEFAULT_PAGE_SIZE = 16  # the replay's page (vLLM's default --block-size)
+DEFAULT_PAGE_SIZE: int = VLLM.block_size  # the replay's page: vLLM's default --block-size
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per live sequence (kvgate.replay.simulate)
 LLAMACPP_PAD = 256  # GGML_PAD(n_ctx, 256), src/llama-context.cpp
 LLAMACPP_MAX_SEQ = 256  # LLAMA_MAX_SEQ, src/llama-cparams.h
@@ -107,6 +106,9 @@ class EngineOptions:
             :meth:`max_seq_for` and messages; ``None`` when not given.
         engine: whose flags were used (``vllm``, ``llama.cpp``) or ``None``.
         engine_flags: the engine-only flags given, in the user's spelling.
+        explicit: the fields above the user gave (under any spelling); the others hold
+            defaults. A reader that has a better default of its own (the engine-log gate:
+            the KV format and TP the log shows) takes a field only when it is here.
     """
 
     model: str | None = None
@@ -120,6 +122,7 @@ class EngineOptions:
     ctx_size: int | None = None
     engine: str | None = None
     engine_flags: tuple[str, ...] = ()
+    explicit: frozenset[str] = frozenset()
 
     # -- max_seq
     def max_seq_for(self, model: ModelSpec | None = None) -> int | None:
@@ -166,36 +169,6 @@ class EngineOptions:
         k = res(self.kv_format)
         return k or DEFAULT_KV_FORMAT, res(self.kv_format_v)
 
-    # -- layout
-    def build_layout(self) -> Layout:
-        """The :class:`kvgate.geometry.Layout` (engine defaults for options not given).
-
-        Raises:
-            GeometryError: unknown layout, or an option it does not take (named).
-        """
-        from kvgate.geometry import layout_from_options
-
-        return layout_from_options(self.layout, **self.layout_options)
-
-    def layout_dict(self) -> dict[str, Any]:
-        """``{"name": layout, **every option}``: what a record stores to rebuild the layout."""
-        d = dict(self.build_layout().to_dict())
-        d["name"] = self.layout
-        return d
-
-    def geometry(self, model: ModelSpec, kv_format: str | None = None) -> KVGeometry:
-        """:class:`kvgate.geometry.KVGeometry` of ``model`` under these options
-        (``kv_format`` replaces both K and V, as the kv-quant candidate does).
-
-        Raises:
-            KvgateError: bad format, TP split or layout option.
-        """
-        from kvgate.geometry import KVGeometry
-
-        k, v = self.formats_for(model)
-        return KVGeometry(model, kv_format or k, kv_format_v=None if kv_format else v, tp=self.tp,
-                          layout=self.build_layout())
-
 
 @dataclass(frozen=True)
 class GateOptions:
@@ -233,9 +206,9 @@ class GateOptions:
 
     def __post_init__(self) -> None:
         if not (0 <= self.margin < 1):
-            raise KvgateError(f"--margin must be at least 0% and below 100%, got {float(self.margin):.4g}")
+            raise KvgateError(f"--margin must be at least 0% and below 100%, got {float(self.margin * 100):g}%")
         if self.sensitivity <= 0:
-            raise KvgateError(f"--sensitivity must be positive, got {float(self.sensitivity):.4g}")
+            raise KvgateError(f"--sensitivity must be positive, got {float(self.sensitivity * 100):g}%")
         if self.slots_target < 0 or self.slots_measured < 0:
             raise KvgateError("slot counts must not be negative")
         if self.weights_max_bytes is not None and self.weights_policy != "half-free":
@@ -295,17 +268,6 @@ class ReplayOptions:
     rate: float | None = None
     seed: int = 0
     time_unit: str | None = None
-
-    def load_trace(self) -> Any:
-        """The trace these options name, read once by :func:`kvgate.replay.trace.load_trace`
-        with ``rate``, ``seed`` and ``time_unit``.
-
-        Raises:
-            TraceError: unreadable trace, ambiguous time unit, bad values.
-        """
-        from kvgate.replay.trace import load_trace
-
-        return load_trace(self.trace, rate=self.rate, seed=self.seed, time_unit=self.time_unit)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "decode_rate", "speed"):

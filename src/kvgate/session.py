@@ -1,9 +1,12 @@
-"""One decision from typed options: the library API that ``kvgate gate``, ``run`` and
-``demo`` use.
+"""From typed options to what they name, and to one decision: the library API under
+``kvgate gate``, ``run``, ``demo`` and the engine-log gate.
 
-:class:`GatePlan` loads the model once, checks every option once (before a workload
-runs), loads a ``--trace`` once and replays it at most once; :meth:`GatePlan.decide`
-builds the gate once per measurement. :func:`decide_from_options` is the one-call form.
+:func:`build_layout`, :func:`engine_geometry` and :func:`load_replay_trace` turn options
+(:mod:`kvgate.options`) into a layout, a geometry and a trace. :class:`GatePlan` loads
+the model once, checks every option once (before a workload runs), loads a ``--trace``
+once and replays it at most once; :meth:`GatePlan.decide` builds the gate once per
+measurement. :func:`decide_from_options` is the
+one-call form.
 
     engine = EngineOptions(model="qwen3-30b-a3b", kv_format="int8-f32scale", max_seq=8192, slots=8)
     gate = GateOptions(slots_target=8, slots_measured=4)
@@ -13,36 +16,68 @@ builds the gate once per measurement. :func:`decide_from_options` is the one-cal
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
-from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.gate.verdict import Scenario
 from kvgate.gate.weights_policy import policy_from_env
-from kvgate.measure.measurement import Measurement
+from kvgate.geometry import KVGeometry, Layout, layout_from_options
 from kvgate.model import ModelSpec, load_model
 from kvgate.options import EngineOptions, GateOptions, ReplayOptions
 
-# Stands in for the measurement when options are checked before a workload runs: 1 PiB
-# total and a 512 TiB peak, no idle (a peak of 0 would fail "the peak must hold the
-# measured slots", and no real device's peak reaches 512 TiB).
-PLACEHOLDER = Measurement(total_bytes=1 << 50, peak_used_bytes=1 << 49, idle_used_bytes=0)
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.gate.decision import DecisionInputs
+    from kvgate.measure.measurement import Measurement
+    from kvgate.replay.trace import Trace
+
+
+def build_layout(engine: EngineOptions) -> Layout:
+    """The :class:`kvgate.geometry.Layout` the options name (engine defaults for options
+    not given).
+
+    Raises:
+        GeometryError: unknown layout, or an option it does not take (named).
+    """
+    return layout_from_options(engine.layout, **engine.layout_options)
+
+
+def layout_record(engine: EngineOptions) -> dict[str, Any]:
+    """``{"name": layout, **every option}``: what a record stores to rebuild the layout."""
+    d = dict(build_layout(engine).to_dict())
+    d["name"] = engine.layout
+    return d
+
+
+def engine_geometry(engine: EngineOptions, model: ModelSpec) -> KVGeometry:
+    """:class:`kvgate.geometry.KVGeometry` of ``model`` under ``engine``.
+
+    Raises:
+        KvgateError: bad format, TP split or layout option.
+    """
+    k, v = engine.formats_for(model)
+    return KVGeometry(model, k, kv_format_v=v, tp=engine.tp, layout=build_layout(engine))
+
+
+def load_replay_trace(replay: ReplayOptions) -> Trace:
+    """The trace ``replay`` names, read once by :func:`kvgate.replay.trace.load_trace`
+    with its ``rate``, ``seed`` and ``time_unit``.
+
+    Raises:
+        TraceError: unreadable trace, ambiguous time unit, bad values.
+    """
+    from kvgate.replay.trace import load_trace
+
+    return load_trace(replay.trace, rate=replay.rate, seed=replay.seed, time_unit=replay.time_unit)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """A decision: its inputs, the record (``kvgate.decision/1`` dict), the replay summary
-    when a trace measured paging's reclaim (else ``None``)."""
+    """A decision: its inputs and its record (a ``kvgate.decision/2`` dict)."""
 
     inputs: DecisionInputs
     record: dict[str, Any]
-    replay: dict[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the measurement completed (a verdict, not ``no-verdict``)."""
-        return self.record.get("status") == "ok"
 
 
 class GatePlan:
@@ -66,7 +101,6 @@ class GatePlan:
             if not engine.model:
                 raise KvgateError("no model", hint="give --model (config.json, model directory, GGUF file or preset)")
             model = load_model(engine.model)
-        self.loaded_model = model  # as loaded, before this plan's notes
         max_seq = engine.max_seq_for(model)
         if max_seq is None:
             raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
@@ -80,16 +114,25 @@ class GatePlan:
             notes.append(ctx_note)
         self.model = replace(model, notes=notes)
         self.kv_format, self.kv_format_v = engine.formats_for(self.model)
-        self.layout = engine.layout_dict()
-        self._trace: Any = None
+        self.layout = layout_record(engine)
+        self._trace: Trace | None = None
         self._reclaim: dict[str, Any] | None = None
         if replay is not None:
             if gate.slots_target < 1:
                 raise KvgateError("--trace needs at least one target slot (--slots N ≥ 1)")
             from kvgate.replay.simulate import arrival_steps
 
-            self._trace = replay.load_trace()
+            self._trace = load_replay_trace(replay)
             arrival_steps(self._trace.arrival_s, speed=replay.speed, decode_rate=replay.decode_rate)
+
+    def for_gate(self, gate: GateOptions) -> GatePlan:
+        """This plan with other gate options (``run``: the measured level that gates),
+        sharing the loaded model and trace (and the replay, while N is unchanged)."""
+        other = copy.copy(self)
+        other.gate = gate
+        if gate.slots_target != self.gate.slots_target:
+            other._reclaim = None
+        return other
 
     # -- the replay, at most once
     def reclaim(self) -> dict[str, Any] | None:
@@ -110,6 +153,8 @@ class GatePlan:
         Raises:
             KvgateError: ``half-free`` without the idle used memory.
         """
+        from kvgate.gate.decision import DecisionInputs
+
         g, m = self.gate, measurement
         if g.weights_policy == "half-free" and m.idle_used_bytes is None:
             raise KvgateError("--weights-policy half-free needs the idle used memory U0 (free = T − U0 at engine start)",
@@ -160,14 +205,19 @@ class GatePlan:
         )
 
     def check(self) -> None:
-        """Check every option against :data:`PLACEHOLDER` (the trace is loaded, not
-        replayed), so a typo costs no workload run.
+        """Check every option against a placeholder measurement (the trace is loaded,
+        not replayed), so a typo costs no workload run: 1 PiB total and a 512 TiB peak,
+        no idle (a peak of 0 would fail "the peak must hold the measured slots", and no
+        real device's peak reaches 512 TiB).
 
         Raises:
             KvgateError: whatever building the gate raises (candidates, formats, TP split,
                 layout, weights policy).
         """
-        self.inputs(PLACEHOLDER, with_replay=False).build_gate(check_peak=True)
+        from kvgate.measure.measurement import Measurement
+
+        placeholder = Measurement(total_bytes=1 << 50, peak_used_bytes=1 << 49, idle_used_bytes=0)
+        self.inputs(placeholder, with_replay=False).build_gate(check_peak=True)
 
     def decide(self, measurement: Measurement, *, fit_points: list[tuple[int, int]] | None = None,
                notes: list[str] | None = None, measurement_doc: dict[str, Any] | None = None) -> Decision:
@@ -177,9 +227,11 @@ class GatePlan:
         Raises:
             KvgateError: see :meth:`inputs` and :func:`kvgate.gate.decision.decide`.
         """
+        from kvgate.gate.decision import decide
+
         inputs = self.inputs(measurement, fit_points=fit_points)
         rec = decide(inputs, measurement, notes=notes, measurement_doc=measurement_doc)
-        return Decision(inputs=inputs, record=rec, replay=self._reclaim)
+        return Decision(inputs=inputs, record=rec)
 
 
 def decide_from_options(engine: EngineOptions, gate: GateOptions, measurement: Measurement,
@@ -203,7 +255,7 @@ def replay_notes(replay: dict[str, Any], trace: str) -> list[str]:
     ratio = replay.get("ratio")
     notes = [
         f"paging reclaim measured by replaying {trace}: {fmt_mib(got)} "
-        f"against the write-up's bound N·S = {fmt_mib(bound)}"
+        f"against the bound N·S = {fmt_mib(bound)}"
         + (f" ({ratio:.1%} of the bound)" if isinstance(ratio, (int, float)) else "")
     ]
     notes += [f"replay: {w}" for w in replay.get("warnings") or []]

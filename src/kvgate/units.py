@@ -30,6 +30,9 @@ from fractions import Fraction
 
 from kvgate.errors import KvgateError
 
+#: How an unknown value prints, everywhere (JSON: null); never 0.
+NA = "not available"
+
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30

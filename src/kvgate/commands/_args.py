@@ -214,6 +214,9 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     k = _one("the K format", [("--kv-format", a.get("kv_format")), ("--kv-cache-dtype", a.get("vllm_kv_cache_dtype")),
                               ("-ctk", ctk)])
     v = _one("the V format", [("--kv-format-v", a.get("kv_format_v")), ("-ctv", ctv)])
+    tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))])
+    given = {"model": a.get("model"), "kv_format": k, "kv_format_v": v, "tp": tp, "layout": a.get("layout") or engine,
+             "max_seq": max_seq, "slots": slots}
     if layout == LLAMACPP:  # llama.cpp's default for the side not given is f16
         k = k or LLAMACPP_DEFAULT_KV
         if v is None and (ctk or ctv):
@@ -221,15 +224,17 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     k = k or DEFAULT_KV_FORMAT
     if v is not None and _same_format(k, v):
         v = None
-    tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))]) or 1
 
     opts = EngineOptions(
-        model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp, layout=layout, layout_options=lo,
+        model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp or 1, layout=layout, layout_options=lo,
         max_seq=max_seq, slots=slots, ctx_size=ctx, engine=engine,
         engine_flags=tuple(engines.get(engine, ())) if engine else (),
+        explicit=frozenset(name for name, val in given.items() if val is not None) | ({"layout_options"} if lo else set()),
     )
     if check:
-        opts.build_layout()  # an option the layout does not take: named now, before any work
+        from kvgate.session import build_layout
+
+        build_layout(opts)  # an option the layout does not take: named now, before any work
     return opts
 
 
@@ -244,7 +249,7 @@ def _same_format(a: str, b: str) -> bool:
 
 # -- gate ------------------------------------------------------------------------------
 
-def _pct(x: Any) -> str:
+def pct(x: Any) -> str:
     """Fraction(1, 10) → ``10%`` (a flag's default, shown in --help and in labels)."""
     return f"{float(x * 100):g}%"
 
@@ -263,8 +268,8 @@ def add_gate_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--candidates", default=None,
                    help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
     g.add_argument("--quant-to", default=None, help="target KV format for kv-quant (default fp8)")
-    g.add_argument("--margin", default=_pct(DEFAULT_MARGIN), help="safety margin as a share of total (default %(default)s)")
-    g.add_argument("--sensitivity", default=_pct(DEFAULT_SENSITIVITY), help="flag when N·S / headroom exceeds this (default %(default)s)")
+    g.add_argument("--margin", default=pct(DEFAULT_MARGIN), help="safety margin as a share of total (default %(default)s)")
+    g.add_argument("--sensitivity", default=pct(DEFAULT_SENSITIVITY), help="flag when N·S / headroom exceeds this (default %(default)s)")
     g.add_argument("--weights-policy", choices=POLICIES, default=None,
                    help="fixed (default): weights don't move with card size; half-free: the write-up engine's "
                         "wcache rule (half of free, cap 24 GiB, floor 256 MiB, VLLM_CUDA_WCACHE_MB)")
@@ -298,14 +303,9 @@ def gate_options_from_args(args: argparse.Namespace, engine: EngineOptions) -> G
         kw["slots_measured"] = a["slots_measured"]
     if a.get("max_seq_measured") is not None:
         kw["max_seq_measured"] = a["max_seq_measured"]
-    if a.get("margin") is not None:
-        kw["margin"] = parse_fraction(a["margin"])
-        if not (0 <= kw["margin"] < 1):
-            raise KvgateError(f"--margin must be at least 0% and below 100%, got {a['margin']}")
-    if a.get("sensitivity") is not None:
-        kw["sensitivity"] = parse_fraction(a["sensitivity"])
-        if kw["sensitivity"] <= 0:
-            raise KvgateError(f"--sensitivity must be positive, got {a['sensitivity']}")
+    for name in ("margin", "sensitivity"):  # ranges checked by GateOptions
+        if a.get(name) is not None:
+            kw[name] = parse_fraction(a[name])
     if a.get("candidates") is not None:
         kw["candidates"] = tuple(c.strip() for c in a["candidates"].split(",") if c.strip())
     if a.get("quant_to") is not None:
@@ -366,6 +366,19 @@ def replay_options_from_args(args: argparse.Namespace, engine: EngineOptions | N
         seed=a.get("seed") or 0,
         time_unit=a.get("time_unit"),
     )
+
+
+def decision_options_from_args(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions, ReplayOptions | None]:
+    """The three typed option sets of a decision (``gate``, ``run``), built once.
+
+    Raises:
+        KvgateError: see :func:`engine_options_from_args`, :func:`gate_options_from_args`,
+            :func:`replay_options_from_args`; no target max_seq.
+    """
+    engine = engine_options_from_args(args)
+    if engine.max_seq is None and engine.ctx_size is None:
+        raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
+    return engine, gate_options_from_args(args, engine), replay_options_from_args(args, engine)
 
 
 # -- measure ---------------------------------------------------------------------------

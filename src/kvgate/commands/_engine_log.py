@@ -1,12 +1,19 @@
 """``kvgate gate --engine-log FILE --slots N --max-seq L``: the gate for a pool an engine
 logged. Kept here so ``commands/gate.py`` needs only a flag and a call:
-:func:`add_engine_log_arguments` and :func:`run_engine_gate`."""
+:func:`add_engine_log_arguments` and :func:`run_engine_gate`.
+
+Every engine flag reaches this gate through the same typed options as the other commands
+(:func:`kvgate.commands._args.engine_options_from_args`): ``-tp 2`` is ``--tp 2``,
+``--kv-cache-dtype fp8`` is ``--kv-format fp8``, ``--max-num-seqs``/``-np`` are ``--slots``,
+``--max-model-len``/``-c`` give ``--max-seq``. A KV format or TP the user did not give is
+the log's (:attr:`kvgate.options.EngineOptions.explicit`).
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
 from kvgate.engines.candidates import gate_from_engine_log
 from kvgate.engines.crosscheck import crosscheck
 from kvgate.engines.pool import EngineLogError, read_engine_log
@@ -23,44 +30,44 @@ def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
                         "when logged)")
 
 
-def run_engine_gate(args: Any) -> int:
-    """Run the engine-log gate from parsed arguments: ``engine_log``, ``slots``,
-    ``max_seq``, and when present ``model``, ``kv_format``, ``tp``, ``trace``, ``rate``,
-    ``host_bytes``, ``out``, ``force``, ``json``.
+def run_engine_gate(args: argparse.Namespace) -> int:
+    """Run the engine-log gate: the engine flags as :class:`kvgate.options.EngineOptions`,
+    ``--trace`` as :class:`kvgate.options.ReplayOptions`, the record flags as
+    :class:`kvgate.options.GateOptions`, and ``--engine-log``, ``--host-bytes``.
 
     Raises:
         EngineLogError: no model to size the slots with, or no targets.
     """
-    from kvgate.gate.record import write_record  # noqa: PLC0415
-    from kvgate.output import emit  # noqa: PLC0415
+    from kvgate.gate.record import write_record
+    from kvgate.output import emit
+    from kvgate.session import load_replay_trace
 
-    out = getattr(args, "out", None)
-    pool = apply_overrides(read_engine_log(args.engine_log), kv_format=getattr(args, "kv_format", None),
-                           tp=getattr(args, "tp", None))
-    model = model_from_log(pool, getattr(args, "model", None))
+    engine = engine_options_from_args(args)
+    replay = replay_options_from_args(args, engine)
+    given_tp = engine.tp if "tp" in engine.explicit else None
+    given_k = engine.kv_format if "kv_format" in engine.explicit else None
+    pool = read_engine_log(args.engine_log)
+    model = model_from_log(pool, engine.model)
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
-    slots, max_seq = getattr(args, "slots", None), getattr(args, "max_seq", None)
+    kv_format = engine.formats_for(model)[0] if given_k else None  # vLLM's auto: the model's dtype
+    pool = apply_overrides(pool, kv_format=kv_format, tp=given_tp)
+    slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs --slots N and --max-seq L (the target)")
-    kv_format = getattr(args, "kv_format", None)
-    tp = getattr(args, "tp", None)
-    check = crosscheck(pool, model, kv_format=kv_format, tp=tp)
-    trace = None
-    if getattr(args, "trace", None):
-        from kvgate.replay.trace import load_trace  # noqa: PLC0415
-
-        trace = load_trace(args.trace, rate=getattr(args, "rate", None), time_unit=getattr(args, "time_unit", None))
-    hb = getattr(args, "host_bytes", None)
-    res = gate_from_engine_log(pool, model, slots=int(slots), max_seq=int(max_seq), kv_format=kv_format, tp=tp,
+    record = gate_options_from_args(args, engine)  # where the record goes
+    check = crosscheck(pool, model, kv_format=kv_format, tp=given_tp,
+                       block_size=engine.layout_options.get("block_size"))
+    trace = load_replay_trace(replay) if replay is not None else None
+    res = gate_from_engine_log(pool, model, slots=slots, max_seq=max_seq, kv_format=kv_format, tp=given_tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,
-                               host_bytes=parse_bytes(hb) if hb else None)
+                               host_bytes=parse_bytes(args.host_bytes) if args.host_bytes else None)
     path = None
-    if not getattr(args, "no_record", False):
-        path = str(write_record(res["record"], out, force=getattr(args, "force", False)))
+    if not record.no_record:
+        path = str(write_record(res["record"], record.out, force=record.force))
     res["record_path"] = path
     text = "\n".join([render_pool(pool), render_check(check), "", *res["lines"]]
                      + ([f"record: {path}"] if path else []))
-    emit(args, {"pool": pool.to_dict(), "crosscheck": check, **{k: v for k, v in res.items()}}, text)
+    emit(args, {"pool": pool.to_dict(), "crosscheck": check, **res}, text)
     return 0

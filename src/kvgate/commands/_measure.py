@@ -11,8 +11,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.measure.fallback import probe_writable
-from kvgate.measure.runner import RunOutcome, measure_command
-from kvgate.units import parse_duration_s
+from kvgate.measure.runner import DEFAULT_SETTLE_S, RunOutcome, measure_command
 
 
 def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) -> None:
@@ -24,17 +23,14 @@ def add_measure_arguments(p: argparse.ArgumentParser, *, with_out: bool = True) 
 
 
 def command_of(args: argparse.Namespace) -> list[str]:
-    """The command after ``--``.
+    """The command after ``--`` (:func:`kvgate.commands._args.measure_options_from_args`).
 
     Raises:
-        KvgateError: none given.
+        KvgateError: none given, or a bad ``--interval`` / ``--settle``.
     """
-    cmd = list(args.cmd or [])
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise KvgateError("no command given", hint="put the workload after --, e.g. kvgate measure -- python serve.py")
-    return cmd
+    from kvgate.commands._args import measure_options_from_args
+
+    return list(measure_options_from_args(args).command)
 
 
 def default_out(prefix: str) -> str:
@@ -51,36 +47,25 @@ def default_out(prefix: str) -> str:
     return name
 
 
-def interval_of(args: argparse.Namespace) -> float | None:
-    """``--interval`` in seconds, ``None`` for the domain's default.
-
-    Raises:
-        KvgateError: unparsable or zero.
-    """
-    if args.interval is None:
-        return None
-    s = parse_duration_s(args.interval)
-    if s <= 0:
-        raise KvgateError(f"--interval must be positive, got {args.interval}")
-    return s
-
-
 def run_measured(args: argparse.Namespace, cmd: list[str]) -> RunOutcome:
-    """Run ``cmd`` under the sampler; a status line only on a TTY and without ``--json``.
+    """Run ``cmd`` under the sampler with the measurement flags
+    (:func:`kvgate.commands._args.measure_options_from_args`); a status line only on a
+    TTY and without ``--json``.
 
     With ``--json`` CMD's standard output goes to kvgate's standard error, so kvgate's
     standard output holds only its JSON document whatever CMD prints.
     """
+    from kvgate.commands._args import measure_options_from_args
     from kvgate.measure.report import status_printer
 
+    opts = measure_options_from_args(args)
     as_json = bool(getattr(args, "json", False))
     live = _isatty(sys.stderr) and not as_json
     show = status_printer() if live else None
     try:
-        return measure_command(cmd, domain=args.domain, gpus=args.gpu, interval_s=interval_of(args),
-                               settle_s=parse_duration_s(args.settle), on_status=show,
-                               stdout_to_stderr=as_json,
-                               kill_leftovers=bool(getattr(args, "kill_leftovers", False)))
+        return measure_command(cmd, domain=opts.domain, gpus=opts.gpus, interval_s=opts.interval_s,
+                               settle_s=DEFAULT_SETTLE_S if opts.settle_s is None else opts.settle_s, on_status=show, stdout_to_stderr=as_json,
+                               kill_leftovers=opts.kill_leftovers)
     finally:
         if show is not None:
             show(None)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
-from kvgate.commands._args import add_record_flags
+from kvgate.commands._args import add_record_flags, gate_options_from_args
 from kvgate.gate import source_case as case
 from kvgate.options import EngineOptions, GateOptions
 
@@ -24,12 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions]:
-    """The write-up's case as typed options; everything not in the case keeps the
-    options' own defaults."""
+    """The case of :mod:`kvgate.gate.source_case` as typed options, with the record flags
+    given; everything not in the case keeps the options' own defaults."""
     engine = EngineOptions(model=case.MODEL, kv_format=case.KV_FORMAT, max_seq=case.MAX_SEQ, slots=case.SLOTS_TARGET)
-    gate = GateOptions(slots_target=case.SLOTS_TARGET, slots_measured=case.SLOTS_MEASURED, out=args.out,
-                       no_record=args.no_record, force=args.force)
-    return engine, gate
+    return engine, replace(gate_options_from_args(args, engine), slots_measured=case.SLOTS_MEASURED)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
     from kvgate.session import decide_from_options
 
     engine, gate = options(args)
-    return emit_decision(args, decide_from_options(engine, gate, case.measurement(), notes=list(case.ERRATA)), gate)
+    d = decide_from_options(engine, gate, case.measurement(), notes=list(case.ERRATA))
+    return emit_decision(args, d.record, gate)

@@ -6,22 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kvgate.commands._args import (
-    add_engine_flags,
-    add_gate_flags,
-    add_replay_flags,
-    engine_options_from_args,
-    gate_options_from_args,
-    replay_options_from_args,
-)
+from kvgate.commands._args import add_engine_flags, add_gate_flags, add_replay_flags, decision_options_from_args
 from kvgate.errors import KvgateError
-from kvgate.options import EngineOptions, GateOptions, ReplayOptions
+from kvgate.options import GateOptions
 from kvgate.output import emit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvgate.gate.decision import DecisionInputs
     from kvgate.measure.measurement import Measurement
-    from kvgate.session import Decision, GatePlan
 
 NAME = "gate"
 HELP = "verdict for paging / tiering / kv-quant from a measurement and a target, with flip boundaries"
@@ -74,26 +65,14 @@ def add_gate_arguments(p: argparse.ArgumentParser, *, measurement_required: bool
     add_replay_flags(p)
 
 
-def options_from_args(args: argparse.Namespace) -> tuple[EngineOptions, GateOptions, ReplayOptions | None]:
-    """The three typed option sets of ``gate``/``run``/``demo``, built once.
-
-    Raises:
-        KvgateError: see :func:`kvgate.commands._args.engine_options_from_args`,
-            :func:`~kvgate.commands._args.gate_options_from_args`; no max_seq.
-    """
-    engine = engine_options_from_args(args)
-    if engine.max_seq is None and engine.ctx_size is None:
-        raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")
-    return engine, gate_options_from_args(args, engine), replay_options_from_args(args, engine)
-
-
-def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[str, Any] | None]:
-    """The measurement named by --measurement, --smi or --total/--idle/--peak.
+def measurement_from_args(args: argparse.Namespace, *, tp: int = 1) -> tuple[Measurement, dict[str, Any] | None, list[str]]:
+    """The measurement named by --measurement, --smi or --total/--idle/--peak, its
+    document (``None`` for typed-in numbers) and the selection's notes (which GPU gates
+    and why, every GPU's figures, the log's skipped lines).
 
     Raises:
         KvgateError: none or several sources, missing --total/--peak, bad units, peak > total.
     """
-    from kvgate.atomicio import read_json
     from kvgate.measure.measurement import Basis, Measurement
     from kvgate.units import parse_bytes
 
@@ -107,6 +86,7 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
             + (f" (got {', '.join(given)})" if given else ""),
         )
     if args.measurement or args.smi:
+        from kvgate.atomicio import read_json
         from kvgate.measure.select import select_measurement
 
         if args.measurement:
@@ -115,11 +95,8 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
             from kvgate.measure.smi_csv import load_smi_csv
 
             doc = load_smi_csv(args.smi)
-        tp = getattr(args, "tp", None) or getattr(args, "vllm_tp", None)
         sel = select_measurement(doc, domain=args.domain, tp=tp)
-        # which GPU gates and why, every GPU's figures, the log's skipped lines: shown in the notes
-        args._selection_notes = sel.notes()
-        return sel.measurement, doc
+        return sel.measurement, doc, sel.notes()
     if not args.total or not args.peak:
         raise KvgateError("--total and --peak are both needed for an explicit measurement")
     total = parse_bytes(args.total)
@@ -136,72 +113,35 @@ def measurement_from_args(args: argparse.Namespace) -> tuple[Measurement, dict[s
         basis=Basis(domain="gpu:0", device_name=args.device_name, total_bytes=total, sampler="manual",
                     source="command line"),
     )
-    return m, None
+    return m, None, []
 
 
-def plan_from_args(args: argparse.Namespace) -> GatePlan:
-    """A :class:`kvgate.session.GatePlan` from parsed options.
-
-    Callers that come back with the same ``args`` (``run``: check, plot, decide) get the
-    same plan while the options are unchanged (the trace replayed once), and the same
-    model while ``--model`` is unchanged (loaded once): both are kept on ``args``.
-    """
-    from kvgate.session import GatePlan
-
-    engine, gate, replay = options_from_args(args)
-    key = repr((engine, gate, replay))
-    cached = getattr(args, "_kvgate_plan", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    model = cached[1].loaded_model if cached is not None and cached[1].engine.model == engine.model else None
-    plan = GatePlan(engine, gate, replay, model=model)
-    args._kvgate_plan = (key, plan)
-    return plan
-
-
-def inputs_from_args(args: argparse.Namespace, m: Measurement, *, fit_points=None) -> DecisionInputs:
-    """:class:`DecisionInputs` from parsed options and a measurement, checked (the gate
-    built once). Kept for callers not yet on :class:`kvgate.session.GatePlan`."""
-    plan = plan_from_args(args)
-    inputs = plan.inputs(m, fit_points=fit_points)
-    inputs.build_gate(check_peak=m.status == "ok")
-    return inputs
-
-
-def emit_decision(args: argparse.Namespace, decision: Decision, gate: GateOptions, *, fallback: bool = False) -> int:
+def emit_decision(args: argparse.Namespace, rec: dict[str, Any], gate: GateOptions, *, fallback: bool = False) -> int:
     """Write the record (unless ``--no-record``), print it. Returns the exit status:
     :data:`~kvgate.errors.EXIT_OK`, or :data:`~kvgate.errors.EXIT_NO_VERDICT` when the
-    measured workload failed."""
-    from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
-    from kvgate.gate.record import write_record
-    from kvgate.gate.render import render_text
-    from kvgate.measure.fallback import save_record
+    measured workload failed.
 
-    rec = decision.record
+    ``fallback`` (after a measured workload, ``run``): an unwritable ``--out`` never loses
+    the decision, it goes to a fallback place said on stderr
+    (:func:`kvgate.gate.record.save_record`); else (typed-in numbers) it is refused, exit 2.
+    """
+    from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK
+    from kvgate.gate.record import save_record, write_record
+    from kvgate.gate.render import render_text
+
     path = None
     if not gate.no_record:
         if fallback:
-            # after a measured workload (run) an unwritable --out never loses the decision:
-            # it goes to a fallback place, said on stderr
             saved = save_record(rec, gate.out, force=gate.force)
             if saved.warning:
                 print(f"WARNING: {saved.warning}", file=sys.stderr)
-            path = str(saved.path) if saved.path is not None else None
-        else:  # typed-in numbers: refuse (exit 2) rather than write somewhere else
+            path = saved.path
+        else:
             path = str(write_record(rec, gate.out, force=gate.force))
     payload = dict(rec)
     payload["record_path"] = path
     emit(args, payload, render_text(rec, record_path=path))
     return EXIT_OK if rec["status"] == "ok" else EXIT_NO_VERDICT
-
-
-def gate_from_args(args: argparse.Namespace, measurement: Measurement, *, fit_points=None,
-                   measurement_doc: dict[str, Any] | None = None, notes: list[str] | None = None,
-                   fallback: bool = False) -> int:
-    """Compute, print and record a decision. Returns the exit status (see :func:`emit_decision`)."""
-    plan = plan_from_args(args)
-    d = plan.decide(measurement, fit_points=fit_points, notes=notes, measurement_doc=measurement_doc)
-    return emit_decision(args, d, plan.gate, fallback=fallback)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -212,12 +152,13 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "engine_log", None):
         from kvgate.commands._engine_log import run_engine_gate
 
-        # vLLM / llama.cpp spellings of the target, as the engine-log gate reads them
-        args.slots = args.slots or getattr(args, "vllm_max_num_seqs", None) or getattr(args, "lcpp_parallel", None)
-        args.max_seq = args.max_seq or getattr(args, "vllm_max_model_len", None)
         return run_engine_gate(args)
     if not getattr(args, "model", None):
         raise KvgateError("the gate needs --model (config.json, model directory, GGUF file or preset)",
                           hint="or --engine-log FILE to gate the KV pool a vLLM / SGLang / llama.cpp log shows")
-    m, doc = measurement_from_args(args)
-    return gate_from_args(args, m, measurement_doc=doc, notes=getattr(args, "_selection_notes", None) or None)
+    from kvgate.session import GatePlan
+
+    engine, gate, replay = decision_options_from_args(args)
+    m, doc, notes = measurement_from_args(args, tp=engine.tp)
+    d = GatePlan(engine, gate, replay).decide(m, notes=notes, measurement_doc=doc)
+    return emit_decision(args, d.record, gate)

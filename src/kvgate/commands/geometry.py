@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     if ctx_note:
         model.notes.append(ctx_note)
     slots = engine.slots if engine.slots is not None else 1
-    geo = engine.geometry(model)
+    from kvgate.session import engine_geometry
+
+    geo = engine_geometry(engine, model)
     rep = geometry_report(geo, max_seq, slots, args.by_layer)
     per = " per rank" if engine.tp > 1 else ""
     rows = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 from kvgate.gate.record import recheck_exit_code, recheck_path
 from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
-from kvgate.measure.measurement import load_measurement_file
+from kvgate.measure.select import select_measurement
 from kvgate.output import emit, table
 from kvgate.units import fmt_gib, fmt_mib, parse_bytes
 
@@ -79,11 +80,11 @@ def _new_measurement(args: argparse.Namespace):
     if args.measurement and args.smi:
         raise KvgateError("give --measurement or --smi, not both")
     if args.measurement:
-        return load_measurement_file(read_json(args.measurement, what="measurement"), domain=args.domain)[0]
+        return select_measurement(read_json(args.measurement, what="measurement"), domain=args.domain).measurement
     if args.smi:
         from kvgate.measure.smi_csv import load_smi_csv
 
-        return load_measurement_file(load_smi_csv(args.smi), domain=args.domain)[0]
+        return select_measurement(load_smi_csv(args.smi), domain=args.domain).measurement
     return None
 
 
@@ -106,13 +107,20 @@ def _text(res: dict[str, Any]) -> str:
         lines.append(f"WARNING: recomputing the record gives {recomputed}, but it stores {stored}: "
                      "the record was edited or made by another kvgate version")
     if res["what_if"] is None:
-        lines.append("verdicts  " + ", ".join(f"{k}: {v}" for k, v in recomputed.items())
-                     + ("  (recomputed: CHANGED from the stored verdicts)" if res["stale"] else "  (recomputed, unchanged)"))
+        if not res["stale"]:
+            how = "  (recomputed, unchanged)"
+        elif recomputed != stored:
+            how = "  (recomputed: CHANGED from the stored verdicts)"
+        else:
+            how = "  (recomputed: the verdicts hold, but the record differs from its recomputation)"
+        lines.append("verdicts  " + ", ".join(f"{k}: {v}" for k, v in recomputed.items()) + how)
+        lines += _stale_lines(res)
         if res["recorded"]["status"] == "ok":
             lines.append(sensitivity_line(res["recorded"]))
             lines += ["flips with:"] + [f"  {s}" for s in boundary_lines(res["recorded"])]
             lines += [f"  {s}" for s in candidate_limit_lines(res["recorded"])]
         return "\n".join(lines)
+    lines += _stale_lines(res)
     ch = ", ".join(_change(k, v) for k, v in res["changes"].items())
     lines.append(f"what-if   {ch}")
     rows = [[name, recomputed[name], res["what_if"]["verdicts"][name]] for name in recomputed]
@@ -123,6 +131,23 @@ def _text(res: dict[str, Any]) -> str:
         lines += ["what-if flips with:"] + [f"  {s}" for s in boundary_lines(res["what_if"])]
         lines += [f"  {s}" for s in candidate_limit_lines(res["what_if"])]
     return "\n".join(lines)
+
+
+def _stale_lines(res: dict[str, Any]) -> list[str]:
+    """What differs between the stored record and its recomputation: every derived
+    figure by its path (stored vs recomputed), and a digest that no longer matches the
+    stored inputs and measurement."""
+    def show(v: Any) -> str:
+        return "absent" if v is None else json.dumps(v, ensure_ascii=False)
+
+    diffs = res["differences"]
+    out = [f"differs   {len(diffs)} recomputed figure(s) (stored → recomputed):"] if diffs else []
+    out += [f"  {d['field']}: {show(d['recorded'])} → {show(d['recomputed'])}" for d in diffs]
+    dg = res["digest"]
+    if dg["matches"] is False:
+        out.append(f"digest    stored {dg['recorded']} → recomputed {dg['recomputed']}: the inputs or the "
+                   "measurement were edited after the record was written")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

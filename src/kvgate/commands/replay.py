@@ -83,9 +83,9 @@ def budget_from_args(args: argparse.Namespace) -> tuple[int | None, str | None]:
         return total - peak, f"headroom = total {fmt_human(total)} − peak {fmt_human(peak)}"
     if args.measurement:
         from kvgate.atomicio import read_json
-        from kvgate.measure.measurement import load_measurement_file
+        from kvgate.measure.select import select_measurement
 
-        m, _ = load_measurement_file(read_json(args.measurement, what="measurement"), domain=args.domain)
+        m = select_measurement(read_json(args.measurement, what="measurement"), domain=args.domain).measurement
         if m.headroom_bytes <= 0:
             raise KvgateError(f"measurement {args.measurement} has no headroom (peak ≥ total)")
         return m.headroom_bytes, f"headroom of {args.measurement} ({m.domain})"
@@ -222,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.atomicio import check_writable
 
         check_writable(args.plot, force=args.force)  # fail before the work
-    trace = opts.load_trace()
+    from kvgate.session import load_replay_trace
+
+    trace = load_replay_trace(opts)
     res = replay(
         trace,
         slot_bytes=geo["slot_bytes"],

@@ -1,5 +1,5 @@
 """The gate: verdicts, candidates and flip boundaries (pure, ``verdict``), decision
 assembly (``decision``), records (``record``), text and Markdown rendering (``render``),
-the resident-weights policies (``weights_policy``) and the write-up's case
+the resident-weights policies (``weights_policy``) and the case of ``kvgate demo``
 (``source_case``).
 """

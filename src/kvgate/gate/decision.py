@@ -18,6 +18,7 @@ from typing import Any
 
 from kvgate import __version__
 from kvgate.errors import KvgateError
+from kvgate.gate.fit import check_overhead, conservative_fit, least_squares, project_sweep
 from kvgate.gate.schema import DECISION_SCHEMA, DecisionInputsModel, DecisionRecord, exact, ratio, validate
 from kvgate.gate.verdict import (
     CANDIDATES,
@@ -33,29 +34,6 @@ from kvgate.geometry import KVGeometry, get_layout
 from kvgate.measure.measurement import Measurement
 from kvgate.model import LayerSpec, ModelSpec
 
-SCHEMA = DECISION_SCHEMA
-
-
-def frac_str(x: Fraction | int) -> str:
-    """An exact ratio as ``"num/den"`` (or ``"num"``)."""
-    x = Fraction(x)
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
-
-def parse_frac(s: str | int | float | dict[str, Any]) -> Fraction:
-    """Inverse of :func:`frac_str`; also accepts a stored ratio ``{"exact": ...}``, ints,
-    floats and decimal strings.
-
-    Raises:
-        KvgateError: not a finite number.
-    """
-    if isinstance(s, dict):
-        return exact(s)
-    try:
-        return Fraction(s) if not isinstance(s, float) else Fraction(str(s))
-    except (ValueError, ZeroDivisionError, TypeError, OverflowError) as exc:
-        raise KvgateError(f"not a number: {s!r}") from exc
-
 
 @dataclass
 class DecisionInputs:
@@ -70,7 +48,7 @@ class DecisionInputs:
         measured_reclaim_bytes: paging reclaim measured from a trace (else the bound).
         policy: resident-weights policy.
         fit_points: ``[(sequences, peak_bytes)]`` from a concurrency sweep, or ``None``.
-        sensitivity_threshold: the write-up's 10% rule.
+        sensitivity_threshold: N·S / H above which a verdict is flagged (10%).
     """
 
     model: ModelSpec
@@ -103,11 +81,13 @@ class DecisionInputs:
         """The :class:`Gate` and geometry for these inputs.
 
         With ``check_peak`` (a measurement that completed), the KV of the measured slots
-        must fit in the measured peak.
+        must fit in the measured peak, and a concurrency fit must give each sequence at
+        least its KV (:func:`kvgate.gate.fit.check_overhead`).
 
         Raises:
             KvgateError: unknown candidates or formats, a bad TP split, or measured slots
                 that the measured peak cannot have held.
+            NegativeOverheadError: a fit below the KV slot bytes S(L0).
         """
         if not self.candidates:
             raise KvgateError("no candidates to judge", hint=f"--candidates takes a comma list of {', '.join(CANDIDATES)}")
@@ -134,10 +114,11 @@ class DecisionInputs:
             else:
                 new = self.geometry(self.quant_to)
                 cands.append(kv_quant_candidate(slot_fn, _cached(new.slot_bytes), self.quant_to))
-        # three or more levels: decide on the conservative end of the interval (issue 11)
-        from kvgate.measure.projection import conservative_fit
-
+        # three or more levels: decide on the conservative end of the interval
         fit = conservative_fit(self.fit_points) if self.fit_points else None
+        if check_peak and self.fit_points:
+            check_overhead(least_squares(self.fit_points)[0], slot_fn(sc.max_seq_measured),
+                           where=f" (levels {', '.join(str(k) for k, _ in self.fit_points)})")
         return Gate(slot_fn, cands, self.policy, fit, self.sensitivity_threshold), geo
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,7 +221,8 @@ def decide(
 
     A measurement whose status is not ``ok`` (failed or interrupted workload) yields
     verdict ``no-verdict`` for every candidate, with the exit code, and no boundaries:
-    never a verdict from partial data.
+    never a verdict from partial data. With a concurrency fit the notes carry the sweep's
+    fit, residuals, interval and advice (:class:`kvgate.gate.fit.SweepProjection`).
 
     Raises:
         KvgateError: inputs the gate refuses (see :meth:`DecisionInputs.build_gate`);
@@ -251,8 +233,9 @@ def decide(
     gate, geo = inputs.build_gate(check_peak=status == "ok")
     s_l = geo.slot_bytes(sc.max_seq)
     s_l0 = geo.slot_bytes(sc.max_seq_measured)
+    given_notes, policy_notes = list(inputs.model.notes) + list(notes or []), _policy_notes(inputs)
     record: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": DECISION_SCHEMA,
         "kvgate_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "status": status,
@@ -266,7 +249,7 @@ def decide(
             "slot_bytes_measured": s_l0,
             "slots_bytes": sc.slots_target * s_l,
         },
-        "notes": list(inputs.model.notes) + list(notes or []) + _policy_notes(inputs),
+        "notes": given_notes + policy_notes,
     }
     if status != "ok" and measurement is not None:
         record["verdicts"] = {c.name: "no-verdict" for c in gate.candidates}
@@ -277,6 +260,8 @@ def decide(
         return finalize(record)
 
     kv_only = gate.kv_only_target(sc)
+    if inputs.fit_points:
+        record["notes"] = given_notes + _sweep_lines(inputs, gate, kv_only) + policy_notes
     fit_t = gate.fit_target(sc)
     used = gate.target(sc)
     h = sc.total_bytes - sc.peak_bytes
@@ -311,7 +296,7 @@ def decide(
                 "measured": c.measured,
                 "bound_only": c.bound_only and not c.measured,
                 # What the candidate must free for the target to fit, and its share of R:
-                # "pays only if paging frees ≥ 71% of the mirror" (issue 11 #7).
+                # "pays only if paging frees ≥ 71% of the mirror".
                 "required_reclaim_bytes": need,
                 "required_share_of_reclaim": _share(need, r) if r > 0 else None,
                 "boundaries_insufficient": gate.candidate_boundaries(sc, c),
@@ -352,6 +337,24 @@ def finalize(record: dict[str, Any]) -> dict[str, Any]:
     rec = validate(DecisionRecord, record, "decision record").model_dump(mode="json", by_alias=True)
     rec["digest"] = inputs_digest(rec)
     return rec
+
+
+def _sweep_lines(inputs: DecisionInputs, gate: Gate, kv_only: int) -> list[str]:
+    """The concurrency sweep's fit, residuals, interval and advice, projected from the
+    gated run as :meth:`kvgate.gate.verdict.Gate.fit_target` projects (the weights terms
+    W = P_kv-only − P − N·S(L) + n·S(L0), and N·(S(L) − S(L0)) when max_seq changes)."""
+    sc = inputs.scenario
+    s_l, s_l0 = gate.slot_fn(sc.max_seq), gate.slot_fn(sc.max_seq_measured)
+    weights = kv_only - sc.peak_bytes - sc.slots_target * s_l + sc.slots_measured * s_l0
+    proj = project_sweep(inputs.fit_points or [], from_level=sc.slots_measured, from_peak=sc.peak_bytes,
+                         target=sc.slots_target, total_bytes=sc.total_bytes, limit_bytes=sc.limit,
+                         kv_only_bytes=kv_only, fit_offset_bytes=weights + sc.slots_target * (s_l - s_l0))
+    lines = proj.lines()
+    if proj.has_interval and proj.conservative_bytes > sc.limit >= gate.target(sc):
+        lines.append("WARNING: the fit fits under the limit but the interval's conservative end does not: "
+                     "treat this verdict as not-a-bottleneck only if the workload's growth really flattens; "
+                     "measure the target to be sure")
+    return lines
 
 
 def _policy_notes(inputs: DecisionInputs) -> list[str]:

@@ -6,7 +6,9 @@ and measurements; recomputation (``recheck``) of one record or a directory of th
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +21,23 @@ from kvgate.errors import (
     KvgateError,
     worst_exit,
 )
-from kvgate.gate.decision import DecisionInputs, decide, with_overrides
-from kvgate.gate.digest import derived_differences, inputs_digest, upgrade_v1
+from kvgate.gate.decision import DecisionInputs, decide, finalize, with_overrides
+from kvgate.gate.digest import derived_differences, inputs_digest
 from kvgate.gate.render import render_markdown
 from kvgate.gate.schema import (
     DECISION_SCHEMA,
-    DECISION_SCHEMA_V1,
     MEASUREMENT_SCHEMA,
     DecisionRecord,
     MeasurementDocument,
     RecordError,
     validate,
 )
+from kvgate.measure.fallback import Saved, save_with_fallback
 from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
 DEFAULT_DIR = "kvgate-records"
-DECISION_SCHEMAS = (DECISION_SCHEMA, DECISION_SCHEMA_V1)
 
-__all__ = ["RecordError", "record_paths", "write_record", "load_record", "load_measurement",
+__all__ = ["RecordError", "record_paths", "write_record", "save_record", "load_record", "load_measurement",
            "recheck", "recheck_path", "DEFAULT_DIR"]
 
 
@@ -71,7 +72,7 @@ def write_record(rec: dict[str, Any], out: str | None = None, *, force: bool = F
         RecordError: the record does not validate.
         KvgateError: the directory is not writable (nothing written).
     """
-    rec = _normalized(rec)
+    rec = finalize(rec)
     js, md = record_paths(out, rec)
     check_writable(js, force=force)
     check_writable(md, force=force)
@@ -81,25 +82,36 @@ def write_record(rec: dict[str, Any], out: str | None = None, *, force: bool = F
     return js
 
 
-def _normalized(rec: dict[str, Any]) -> dict[str, Any]:
-    out = validate(DecisionRecord, rec, "decision record").model_dump(mode="json", by_alias=True)
-    out["digest"] = inputs_digest(out)
-    return out
+def save_record(rec: dict[str, Any], out: str | None, *, force: bool = False) -> Saved:
+    """:func:`write_record` that never loses the decision (``kvgate run``, after a
+    measured workload): if the record cannot be written where ``out`` says, it goes to a
+    fallback directory under its default name (:func:`kvgate.measure.fallback.save_with_fallback`),
+    and as a last resort its JSON to stderr. Show ``saved.warning`` when it is set.
+    """
+    js, _ = record_paths(out, rec)
+
+    def write(p: Path) -> Path:
+        if p == js:
+            return write_record(rec, out, force=force)
+        return write_record(rec, str(p), force=False)
+
+    saved = save_with_fallback(write, js, what="decision record")
+    if saved.path is None:
+        sys.stderr.write(json.dumps(rec, indent=2) + "\n")
+    return saved
 
 
 def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
-    """Validate a parsed record (version 2, or 1 upgraded) and return it normalized,
+    """Validate a parsed record and return it normalized,
     with ``digest_recorded`` (the stored digest or ``None``) and ``digest`` recomputed.
 
     Raises:
         RecordError: not a decision record, or a field that does not validate (named).
     """
-    if not isinstance(doc, dict) or doc.get("schema") not in DECISION_SCHEMAS:
+    if not isinstance(doc, dict) or doc.get("schema") != DECISION_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise RecordError(f"{where} is not a kvgate decision record (schema {got!r:.60}, expected "
-                          f"{DECISION_SCHEMA!r} or {DECISION_SCHEMA_V1!r})")
-    if doc["schema"] == DECISION_SCHEMA_V1:
-        doc = upgrade_v1(doc)
+                          f"{DECISION_SCHEMA!r})")
     stored = doc.get("digest")
     rec = validate(DecisionRecord, doc, where).model_dump(mode="json", by_alias=True)
     rec["digest"] = inputs_digest(rec)
@@ -110,8 +122,8 @@ def parse_record(doc: Any, where: str = "decision record") -> dict[str, Any]:
 def load_record(path: str | Path) -> dict[str, Any]:
     """Read and validate a decision record (the one loader every command uses).
 
-    Returns the record as a dict in the version-2 shape (a 0.1.0 record is upgraded),
-    plus ``digest_recorded``: the digest stored in the file (``None`` for 0.1.0), next to
+    Returns the record as a dict, plus ``digest_recorded``: the digest stored in the
+    file (``None`` if it has none), next to
     ``digest`` recomputed from its inputs; they differ when the inputs were edited.
 
     Raises:
@@ -124,7 +136,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
 def load_measurement(source: str | Path | dict[str, Any], *, domain: str | None = None) -> tuple[Measurement, dict[str, Any]]:
     """Read and validate a ``kvgate.measurement/1`` document (a path or a parsed dict),
     and pick one domain (``domain``, else the one with the least headroom; see
-    :func:`kvgate.measure.measurement.load_measurement_file`).
+    :func:`kvgate.measure.select.select_measurement`).
 
     Returns ``(measurement, document)``.
 
@@ -138,9 +150,9 @@ def load_measurement(source: str | Path | dict[str, Any], *, domain: str | None 
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise RecordError(f"{where} is not a kvgate measurement (schema {got!r:.60}, expected {MEASUREMENT_SCHEMA!r})")
     validate(MeasurementDocument, doc, where)
-    from kvgate.measure.measurement import load_measurement_file
+    from kvgate.measure.select import select_measurement
 
-    return load_measurement_file(doc, domain=domain)
+    return select_measurement(doc, domain=domain).measurement, doc
 
 
 def recorded_measurement(rec: dict[str, Any]) -> Measurement | None:
@@ -237,14 +249,13 @@ def recheck_path(path: str | Path, *, new_measurement: Measurement | None = None
         res: dict[str, Any] = {"record": str(f), "error": None}
         try:
             doc = read_json(f, what="decision record")
-            if p.is_dir() and not (isinstance(doc, dict) and doc.get("schema") in DECISION_SCHEMAS):
+            if p.is_dir() and not (isinstance(doc, dict) and doc.get("schema") == DECISION_SCHEMA):
                 got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
                 res.update(status="skipped", exit_code=EXIT_OK, error=f"not a decision record (schema {got!r:.60})")
                 results.append(res)
                 continue
             rec = parse_record(doc, f"decision record {f}")
-            res["stored"] = {"verdicts": rec["verdicts"], "created": rec.get("created"),
-                             "upgraded_from": rec.get("upgraded_from")}
+            res["stored"] = {"verdicts": rec["verdicts"], "created": rec.get("created")}
             res.update(recheck(rec, new_measurement=new_measurement, **what_if))
             res["inputs"] = rec["inputs"]
         except KvgateError as exc:
@@ -253,7 +264,7 @@ def recheck_path(path: str | Path, *, new_measurement: Measurement | None = None
             res.update(status="error", exit_code=EXIT_INPUT, error=f"cannot read {f}: {type(exc).__name__}")
         results.append(res)
     if p.is_dir() and not any(r["status"] != "skipped" for r in results):
-        raise KvgateError(f"no decision records (schema {DECISION_SCHEMA} or {DECISION_SCHEMA_V1}) in {p} "
+        raise KvgateError(f"no decision records (schema {DECISION_SCHEMA}) in {p} "
                           "(subfolders are not searched)")
     return results
 

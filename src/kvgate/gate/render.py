@@ -6,9 +6,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from kvgate.gate.schema import NA, exact
+from kvgate.gate.schema import exact
 from kvgate.output import table
-from kvgate.units import fmt_bytes, fmt_gib, fmt_mib, fmt_pct
+from kvgate.units import NA, GiB, fmt_bytes, fmt_gib, fmt_mib, fmt_pct
 
 _BOUNDARY_LABEL = {
     "total_bytes": "card memory",
@@ -24,7 +24,7 @@ def _mib(b: int | Fraction | str) -> str:
 
 def _mib_gib(b: int | Fraction | str) -> str:
     b = Fraction(b)
-    return f"{fmt_mib(b)} ({fmt_gib(b)})" if abs(b) >= 2**30 else fmt_mib(b)
+    return f"{fmt_mib(b)} ({fmt_gib(b)})" if abs(b) >= GiB else fmt_mib(b)
 
 
 def boundary_lines(rec: dict[str, Any]) -> list[str]:
@@ -66,7 +66,7 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
 
 def pays_if_text(c: dict[str, Any]) -> str:
     """``pays only if paging frees ≥ 71.2% of the mirror N·S (27,898.7 MiB of
-    39,204 MiB): measure it with --trace`` for a bound-only candidate (issue 11 #7)."""
+    39,204 MiB): measure it with --trace`` for a bound-only candidate (gate/source_case.py at 99 slots)."""
     need, bound = c.get("required_reclaim_bytes") or 0, c["reclaim_bytes"]
     share = exact(c["required_share_of_reclaim"]) if c.get("required_share_of_reclaim") else Fraction(0)
     return (f"pays only if {c['name']} frees ≥ {fmt_pct(share, 1)} of the mirror N·S "

@@ -10,10 +10,6 @@ checks that the committed files equal the generated ones.
 
 Every ratio is written twice: exact, as ``"num/den"``, and as a float for tools that
 want one: ``{"exact": "396/143771", "float": 0.0027543...}`` (:class:`Ratio`).
-
-Records of kvgate 0.1.0 (``kvgate.decision/1``: ratios as bare ``"n/d"`` strings, no
-digest) still load: :func:`kvgate.gate.digest.upgrade_v1` turns them into version 2
-before validation.
 """
 
 from __future__ import annotations
@@ -33,9 +29,7 @@ from kvgate.errors import KvgateError
 from kvgate.units import MAX_BYTES
 
 DECISION_SCHEMA = "kvgate.decision/2"
-DECISION_SCHEMA_V1 = "kvgate.decision/1"
 MEASUREMENT_SCHEMA = "kvgate.measurement/1"
-NA = "not available"  # how an unknown value prints, everywhere (JSON: null)
 
 MAX_COUNT = 2**31 - 1  # slots, positions, heads, layers: far above any real value
 
@@ -364,7 +358,7 @@ class DecisionRecord(_Strict):
     kvgate_version: Str
     created: Str | None = None
     digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
-    upgraded_from: Literal["kvgate.decision/1"] | None = None
+    upgraded_from: Literal["kvgate.decision/1"] | None = None  # always null: read in records written so far
     status: Literal["ok", "no-verdict"]
     inputs: DecisionInputsModel
     measurement: MeasurementDomain | None = None  # type: ignore[valid-type]

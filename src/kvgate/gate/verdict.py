@@ -16,10 +16,10 @@ Terms (all ``int`` bytes; ratios as ``Fraction``):
                                  --trace): it pays only if the reclaim reaches
                                  P_target − limit, stated as a share of the bound
                insufficient      otherwise (even the whole bound is not enough)
-    sensitivity = N·S(L) / H,  H = T − P   (the write-up's rule: > 10% → re-measure on any change)
+    sensitivity = N·S(L) / H,  H = T − P   (> 10% → re-measure on any change: gate/source_case.py)
 
 When the workload was measured at two or more concurrency levels, the marginal bytes per
-sequence β are fitted (least squares) and a second projection is made,
+sequence β are fitted (:mod:`kvgate.gate.fit`) and a second projection is made,
 ``P_fit = P + ΔW + (N − n)·β + N·(S(L) − S(L0))``; the gate then uses the larger of the
 two projections, and shows both with the per-sequence overhead β − S(L0).
 
@@ -30,12 +30,13 @@ at which the verdict changes: card memory T, max_seq L, slots N, resident weight
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from kvgate.errors import KvgateError
+from kvgate.errors import GateError
+from kvgate.gate.fit import Fit
 from kvgate.gate.weights_policy import WeightsPolicy
 
 VERDICTS = ("not-a-bottleneck", "pays", "pays-if", "insufficient", "no-verdict")
@@ -43,10 +44,6 @@ CANDIDATES = ("paging", "tiering", "kv-quant")
 DEFAULT_MARGIN = Fraction(1, 10)
 DEFAULT_SENSITIVITY = Fraction(1, 10)
 MAX_SEQ_SEARCH_LIMIT = 1 << 24  # 16,777,216 positions: boundaries beyond are "none"
-
-
-class GateError(KvgateError):
-    """Inconsistent gate inputs (negative slots, margin outside [0, 1), ...)."""
 
 
 SlotFn = Callable[[int], int]
@@ -115,44 +112,6 @@ def _scenario_check() -> tuple[Any, type[Exception], Any]:
 
 
 @dataclass(frozen=True)
-class Fit:
-    """Marginal bytes per sequence fitted from peaks at several concurrency levels.
-
-    Attributes:
-        points: ``[(sequences, peak_bytes), ...]`` as measured.
-        slope: β, bytes per additional sequence (least squares, exact Fraction).
-        intercept: peak at 0 sequences (exact Fraction).
-    """
-
-    points: tuple[tuple[int, int], ...]
-    slope: Fraction
-    intercept: Fraction
-
-    def predict(self, sequences: int) -> Fraction:
-        return self.intercept + self.slope * sequences
-
-
-def fit_marginal(points: Sequence[tuple[int, int]]) -> Fit:
-    """Least-squares line through ``(sequences, peak_bytes)`` points, exact.
-
-    Raises:
-        GateError: fewer than two distinct sequence counts.
-    """
-    pts = tuple((int(n), int(p)) for n, p in points)
-    xs = {n for n, _ in pts}
-    if len(xs) < 2:
-        raise GateError("a concurrency fit needs peaks at two or more different sequence counts")
-    k = len(pts)
-    sx = sum(n for n, _ in pts)
-    sy = sum(p for _, p in pts)
-    sxx = sum(n * n for n, _ in pts)
-    sxy = sum(n * p for n, p in pts)
-    slope = Fraction(k * sxy - sx * sy, k * sxx - sx * sx)
-    intercept = Fraction(sy, k) - slope * Fraction(sx, k)
-    return Fit(pts, slope, intercept)
-
-
-@dataclass(frozen=True)
 class Candidate:
     """An optimization under evaluation, by its reclaim R at the target.
 
@@ -162,8 +121,8 @@ class Candidate:
         bound_text: how R is bounded, in words (shown in the table).
         measured: whether R is measured (e.g. from a trace replay) rather than a bound.
         bound_only: R is an upper bound that the optimization may not reach (paging's
-            N·S assumes every slot empty): it can only "pay if" (issue 11 #7: without a
-            trace, paging "paid" at any slot count because the bound grows with N).
+            N·S assumes every slot empty): it can only "pay if" (without a trace, a
+            verdict "pays" would hold at any slot count, because the bound grows with N).
     """
 
     name: str
@@ -175,7 +134,7 @@ class Candidate:
 
 def paging_candidate(slot_fn: SlotFn, measured_reclaim_bytes: int | None = None) -> Candidate:
     """Paging: reclaim ≤ the unwritten part of every slot, bounded by the whole mirror
-    N·S(L) (the write-up: "≤ 396 MiB per slot, 0 at a full window"). With a measured
+    N·S(L) (gate/source_case.py's case: ≤ 396 MiB per slot, 0 at a full window). With a measured
     reclaim (trace replay), that number is used instead."""
     if measured_reclaim_bytes is not None:
         return Candidate("paging", lambda sc: measured_reclaim_bytes, "measured from trace replay", True)
@@ -208,7 +167,7 @@ class Gate:
         candidates: the optimizations to judge.
         policy: resident-weights policy (card-memory boundary).
         fit: concurrency fit, or ``None``.
-        sensitivity_threshold: the write-up's 10% rule.
+        sensitivity_threshold: N·S / H above which a verdict is flagged (10%).
     """
 
     slot_fn: SlotFn
@@ -258,7 +217,7 @@ class Gate:
     def required_reclaim(self, sc: Scenario) -> int:
         """Bytes an optimization must free for the target to fit: max(0, P_target − limit).
 
-        For the write-up's case at 99 slots (T = 32,607 MiB, P = 19,625 MiB, S = 396 MiB,
+        For the case of gate/source_case.py at 99 slots (T = 32,607 MiB, P = 19,625 MiB, S = 396 MiB,
         n = 4): 57,245 MiB − ⌊0.9·T⌋ ≈ 27,898.7 MiB, 71.2% of the bound N·S = 39,204 MiB.
         """
         return max(0, self.target(sc) - sc.limit)

@@ -6,7 +6,8 @@ fails the fsync) where each output will go — the measurement, the plot, the re
 its Markdown — which catches a read-only or missing-permission directory, a path through
 a regular file and most full disks. If writing still fails at the end (the disk filled
 up meanwhile, the directory was removed, another run took the name), :func:`save_json`
-and :func:`save_record` write to a fallback place and say where:
+(and :func:`kvgate.gate.record.save_record` through :func:`save_with_fallback`) write to a
+fallback place and say where:
 
 1. the same directory under a unique name, when only the name was taken;
 2. ``$XDG_STATE_HOME/kvgate/`` (default ``~/.local/state/kvgate/``), the XDG place for
@@ -97,8 +98,10 @@ def unique_name(path: Path) -> Path:
     return path.with_name(f"{path.stem}-{secrets.token_hex(3)}{path.suffix}")
 
 
-def _save(write: Callable[[Path], Any], path: Path, *, what: str) -> Saved:
-    """Try ``write(path)``, then the fallbacks; ``write`` raises KvgateError on failure."""
+def save_with_fallback(write: Callable[[Path], Any], path: Path, *, what: str) -> Saved:
+    """Try ``write(path)``, then the fallbacks (module docstring); ``write`` writes one
+    file and returns its path, raising KvgateError on failure. ``Saved.path`` is ``None``
+    when no place could be written (the caller prints the document then)."""
     try:
         return Saved(str(write(path)))
     except OutputExistsError as exc:
@@ -120,30 +123,7 @@ def _save(write: Callable[[Path], Any], path: Path, *, what: str) -> Saved:
 def save_json(path: str | os.PathLike[str], obj: Any, *, force: bool = False, what: str = "measurement") -> Saved:
     """Write ``obj`` as JSON to ``path`` (atomically), else to a fallback place (module
     docstring); as a last resort print it to stderr. Never raises for an I/O failure."""
-    saved = _save(lambda p: write_json_atomic(p, obj, force=force and p == Path(path)), Path(path), what=what)
+    saved = save_with_fallback(lambda p: write_json_atomic(p, obj, force=force and p == Path(path)), Path(path), what=what)
     if saved.path is None:
         sys.stderr.write(json.dumps(obj, indent=2) + "\n")
-    return saved
-
-
-def save_record(rec: dict[str, Any], out: str | None, *, force: bool = False) -> Saved:
-    """:func:`kvgate.gate.record.write_record` with the fallbacks of this module: if the
-    record cannot be written where ``out`` says, it goes to a fallback directory (its
-    default name there), and as a last resort its JSON to stderr.
-
-    For ``gate``/``run``: ``saved = save_record(rec, args.out, force=args.force)``; show
-    ``saved.warning`` when it is set.
-    """
-    from kvgate.gate.record import record_paths, write_record
-
-    js, _ = record_paths(out, rec)
-
-    def write(p: Path) -> Path:
-        if p == js:
-            return write_record(rec, out, force=force)
-        return write_record(rec, str(p), force=False)
-
-    saved = _save(write, js, what="decision record")
-    if saved.path is None:
-        sys.stderr.write(json.dumps(rec, indent=2) + "\n")
     return saved

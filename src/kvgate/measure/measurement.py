@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.units import NA
 
 SCHEMA = "kvgate.measurement/1"
-NA = "not available"
 
 STATUSES = ("ok", "failed", "interrupted")
 
@@ -187,20 +187,3 @@ def measurement_file(domains: list[Measurement], *, status: str = "ok", command:
         "exit_code": exit_code,
         "domains": [m.to_dict() for m in domains],
     }
-
-
-def load_measurement_file(doc: dict[str, Any], *, domain: str | None = None) -> tuple[Measurement, dict[str, Any]]:
-    """Pick one domain's :class:`Measurement` from a ``kvgate.measurement/1`` document.
-
-    Returns ``(measurement, document)``. With several domains, ``domain`` chooses one
-    (e.g. ``gpu:1``); without it the domain with the least headroom is taken (the GPU
-    that runs out first; :func:`kvgate.measure.select.select_domain`, which also says
-    why and lists every domain: call :func:`kvgate.measure.select.select_measurement`
-    to show that).
-
-    Raises:
-        MeasurementError: wrong schema, no domains, or ``domain`` not present.
-    """
-    from kvgate.measure.select import select_measurement
-
-    return select_measurement(doc, domain=domain).measurement, doc

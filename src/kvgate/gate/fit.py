@@ -1,13 +1,14 @@
-"""How far a concurrency sweep can be trusted to project the target (issue 11, fault 11).
+"""The concurrency fit: the marginal bytes per sequence from peaks measured at several
+concurrency levels, how far it can be trusted, and the fit the gate decides with.
 
 A peak is not linear in the number of sequences: on an H200 (transformers, random-weight
-model, StaticCache 8192, prompt 1,500) the marginal per sequence was 3.07 GB from 2→4
-and 2.63 GB from 4→8, so a 2→4 line over-projected 8 by 3.95% while the KV-only formula
-under-projected it by 4.7%. Two levels cannot show that; three or more can. So:
+model, StaticCache 8192, prompt 1,500; ``benchmarks/projection_check.py``) the marginal
+per sequence was 3.07 GB from 2→4 and 2.63 GB from 4→8, so a 2→4 line over-projected 8
+by 3.95% while the KV-only formula under-projected it by 4.7%. Two levels cannot show
+that; three or more can. So:
 
-- **Fit and residuals.** The least-squares line through ``(sequences, peak)`` is the
-  one :func:`kvgate.gate.verdict.fit_marginal` computes (same formula, exact Fractions);
-  the residuals are measured − fitted peak at each level, in bytes.
+- **Fit and residuals.** :func:`least_squares` is the line through ``(sequences, peak)``
+  (exact Fractions); the residuals are measured − fitted peak at each level, in bytes.
 - **Interval.** The marginal bytes per sequence β is bracketed by the slopes seen in
   the data: the least-squares slope and every secant between consecutive levels
   (``(P_{k+1} − P_k)/(n_{k+1} − n_k)``). Projected to N from the gated run
@@ -15,8 +16,7 @@ under-projected it by 4.7%. Two levels cannot show that; three or more can. So:
   the highest (or the KV-only projection, if that is higher). With two levels the
   interval is one point: say so, and ask for a third level.
 - **Decide on the conservative end.** :func:`conservative_fit` is the fit with the
-  highest slope, for the gate to project with (records engineer: use it in
-  ``DecisionInputs.build_gate`` in place of ``fit_marginal`` when there are ≥ 3 levels).
+  highest slope; :meth:`kvgate.gate.decision.DecisionInputs.build_gate` projects with it.
 - **Measure the target when it fits.** When even the conservative end fits on the card
   (≤ T) and N was not measured, the target itself can be run: the advice names the
   ``--concurrency`` list with N added.
@@ -35,31 +35,83 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvgate.errors import KvgateError
-from kvgate.units import fmt_gb, fmt_mib
-
-MiB = 2**20
+from kvgate.errors import GateError, KvgateError
+from kvgate.units import MiB, fmt_gb, fmt_mib
 
 
 class NegativeOverheadError(KvgateError):
     """The fitted marginal bytes per sequence is below the KV slot bytes: no verdict."""
 
 
+@dataclass(frozen=True)
+class Fit:
+    """Marginal bytes per sequence fitted from peaks at several concurrency levels.
+
+    Attributes:
+        points: ``[(sequences, peak_bytes), ...]`` as measured.
+        slope: β, bytes per additional sequence (exact Fraction).
+        intercept: peak at 0 sequences (exact Fraction).
+    """
+
+    points: tuple[tuple[int, int], ...]
+    slope: Fraction
+    intercept: Fraction
+
+
 def least_squares(points: Sequence[tuple[int, int]]) -> tuple[Fraction, Fraction]:
-    """``(slope, intercept)`` of the least-squares line through ``(n, peak_bytes)``, exact
-    (the formula of :func:`kvgate.gate.verdict.fit_marginal`).
+    """``(slope, intercept)`` of the least-squares line through ``(n, peak_bytes)``, exact::
+
+        slope = (k·Σxy − Σx·Σy) / (k·Σx² − (Σx)²),  intercept = ȳ − slope·x̄
 
     Raises:
-        KvgateError: fewer than two distinct ``n``.
+        GateError: fewer than two distinct ``n``.
     """
     pts = [(int(n), int(p)) for n, p in points]
     if len({n for n, _ in pts}) < 2:
-        raise KvgateError("a concurrency fit needs peaks at two or more different sequence counts")
+        raise GateError("a concurrency fit needs peaks at two or more different sequence counts")
     k = len(pts)
     sx, sy = sum(n for n, _ in pts), sum(p for _, p in pts)
     sxx, sxy = sum(n * n for n, _ in pts), sum(n * p for n, p in pts)
     slope = Fraction(k * sxy - sx * sy, k * sxx - sx * sx)
     return slope, Fraction(sy, k) - slope * Fraction(sx, k)
+
+
+def _secants(points: Sequence[tuple[int, int]]) -> tuple[Fraction, ...]:
+    """Slopes between consecutive levels (sorted by sequences), bytes per sequence."""
+    srt = sorted(points)
+    return tuple(Fraction(p2 - p1, n2 - n1) for (n1, p1), (n2, p2) in zip(srt, srt[1:]) if n2 != n1)
+
+
+def fit_marginal(points: Sequence[tuple[int, int]]) -> Fit:
+    """The least-squares :class:`Fit` through ``(sequences, peak_bytes)`` points.
+
+    Raises:
+        GateError: fewer than two distinct sequence counts.
+    """
+    pts = tuple((int(n), int(p)) for n, p in points)
+    slope, intercept = least_squares(pts)
+    return Fit(pts, slope, intercept)
+
+
+def conservative_fit(points: Sequence[tuple[int, int]]) -> Fit:
+    """The :class:`Fit` to decide with: with three or more levels, the line of the
+    highest marginal seen (least-squares or a secant) through the least-squares centroid;
+    with two, the least-squares fit itself.
+
+    Projecting up from the gated run (N > n) with the highest slope gives the interval's
+    conservative end (:func:`project_sweep`).
+
+    Raises:
+        GateError: fewer than two distinct sequence counts.
+    """
+    fit = fit_marginal(points)
+    pts = fit.points
+    if len({n for n, _ in pts}) < 3:
+        return fit
+    hi = max([fit.slope, *_secants(pts)])
+    k = len(pts)
+    mx, my = Fraction(sum(n for n, _ in pts), k), Fraction(sum(p for _, p in pts), k)
+    return Fit(pts, hi, my - hi * mx)
 
 
 @dataclass(frozen=True)
@@ -159,12 +211,12 @@ def project_sweep(points: Sequence[tuple[int, int]], *, from_level: int, from_pe
             the gate's ``fit_target``.
 
     Raises:
-        KvgateError: fewer than two distinct levels.
+        GateError: fewer than two distinct levels.
     """
     pts = tuple(sorted((int(n), int(p)) for n, p in points))
     slope, intercept = least_squares(pts)
     residuals = tuple(int(round(p - (intercept + slope * n))) for n, p in pts)
-    secants = tuple(Fraction(p2 - p1, n2 - n1) for (n1, p1), (n2, p2) in zip(pts, pts[1:]) if n2 != n1)
+    secants = _secants(pts)
     slopes = [slope, *secants]
 
     def at(beta: Fraction) -> int:
@@ -173,28 +225,6 @@ def project_sweep(points: Sequence[tuple[int, int]], *, from_level: int, from_pe
     ends = [at(b) for b in slopes]
     return SweepProjection(pts, slope, intercept, residuals, secants, from_level, from_peak, target,
                            kv_only_bytes, min(ends), at(slope), max(ends), total_bytes, limit_bytes)
-
-
-def conservative_fit(points: Sequence[tuple[int, int]]):
-    """The :class:`kvgate.gate.verdict.Fit` to decide with: with three or more levels,
-    the line of the highest marginal seen (least-squares or a secant) through the
-    least-squares centroid; with two, the least-squares fit itself.
-
-    Projecting up from the gated run (N > n) with the highest slope gives the interval's
-    conservative end (:func:`project_sweep`).
-    """
-    from kvgate.gate.verdict import Fit, fit_marginal
-
-    fit = fit_marginal(points)
-    pts = fit.points
-    if len({n for n, _ in pts}) < 3:
-        return fit
-    srt = sorted(pts)
-    secants = [Fraction(p2 - p1, n2 - n1) for (n1, p1), (n2, p2) in zip(srt, srt[1:]) if n2 != n1]
-    hi = max([fit.slope, *secants])
-    k = len(pts)
-    mx, my = Fraction(sum(n for n, _ in pts), k), Fraction(sum(p for _, p in pts), k)
-    return Fit(pts, hi, my - hi * mx)
 
 
 def check_overhead(slope: Fraction, slot_bytes_measured: int, *, where: str = "") -> None:

@@ -1,0 +1,100 @@
+"""The layering: only the CLI parses flags, and the engine-log gate takes every engine flag
+through the same typed options as the other commands.
+
+- pyproject.toml bans ``argparse`` (ruff's flake8-tidy-imports ``TID251``) everywhere but
+  src/kvgate/cli.py and src/kvgate/commands/; `.ci/run` runs ``ruff check src tests``.
+- tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log has no config line (no KV format, no
+  TP). Qwen3-30B-A3B: 48 layers × 4 KV heads × 128. In fp8 under TP 2: 48 × 2 heads × 128
+  × 2 (K, V) × 1 B = 24,576 B per token per rank, 8,192 tokens = 201,326,592 B per slot
+  (under TP 1 it would be twice that: the wrong answer ``-tp 2`` gave before it reached
+  the typed options).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvgate.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = str(ROOT / "tests" / "data" / "logs" / "vllm_0.8.5_qwen3-30b-a3b_tp4.log")
+BANNED = "import argparse\n\n\ndef f(args: argparse.Namespace) -> int:\n    return int(args.slots)\n"
+
+
+def _ruff(source: str, path: str) -> subprocess.CompletedProcess[str]:
+    """``ruff check`` of ``source`` as if it were the repository file ``path``, with the
+    repository's configuration."""
+    return subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(ROOT / "pyproject.toml"),
+                           "--output-format", "concise", "--stdin-filename", path, "-"],
+                          input=source, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_argparse_is_banned_below_the_cli_in_the_config():
+    tomllib = pytest.importorskip("tomllib")  # Python ≥ 3.11
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
+    assert "TID251" in lint["select"]
+    assert "argparse" in lint["flake8-tidy-imports"]["banned-api"]
+    ignores = lint["per-file-ignores"]
+    allowed = sorted(k for k, v in ignores.items() if "TID251" in v and k.startswith("src/"))
+    assert allowed == ["src/kvgate/cli.py", "src/kvgate/commands/*"]
+    assert "ruff check src tests" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", ["src/kvgate/gate/verdict_extra.py", "src/kvgate/session.py",
+                                  "src/kvgate/options.py", "src/kvgate/measure/x.py"])
+def test_a_module_below_the_cli_importing_argparse_is_flagged(path):
+    res = _ruff(BANNED, path)
+    assert res.returncode == 1 and "TID251" in res.stdout, res.stdout + res.stderr
+    res = _ruff(BANNED.replace("import argparse", "from argparse import Namespace").replace("argparse.", ""), path)
+    assert res.returncode == 1 and "TID251" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("path", ["src/kvgate/cli.py", "src/kvgate/commands/gate.py"])
+def test_the_cli_may_import_argparse(path):
+    res = _ruff(BANNED, path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _engine_gate(capsys, *flags: str) -> dict:
+    assert main(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--no-record", "--json", *flags]) == 0, \
+        capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _numbers(res: dict) -> dict:
+    rec = res["record"]
+    return {"slot_bytes": res["slot_bytes"], "pool_bytes": res["pool_bytes"], "tp": res["tp"],
+            "kv_format": res["kv_format"], "geometry": rec["geometry"], "projection": rec["projection"],
+            "verdicts": rec["verdicts"], "boundaries": rec["boundaries"], "inputs_tp": rec["inputs"]["tp"],
+            "inputs_kv": rec["inputs"]["kv_format"], "candidates": [c["verdict"] for c in res["candidates"]]}
+
+
+TARGET = ("--slots", "8", "--max-seq", "8192")
+
+
+def test_engine_log_tp_spellings_are_one(capsys):
+    kv = _numbers(_engine_gate(capsys, "--kv-format", "fp8", "--tp", "2", *TARGET))
+    assert kv["slot_bytes"] == 48 * 2 * 128 * 2 * 8192 == 201_326_592 and kv["tp"] == kv["inputs_tp"] == 2
+    for flags in (("-tp", "2"), ("--tensor-parallel-size", "2")):
+        assert _numbers(_engine_gate(capsys, "--kv-format", "fp8", *flags, *TARGET)) == kv, flags
+
+
+def test_engine_log_kv_format_spellings_are_one(capsys):
+    kv = _numbers(_engine_gate(capsys, "--kv-format", "fp8", "--tp", "2", *TARGET))
+    vllm = _numbers(_engine_gate(capsys, "--kv-cache-dtype", "fp8", "--tp", "2", *TARGET))
+    assert vllm == kv and kv["kv_format"] == kv["inputs_kv"] == "fp8"
+    all_vllm = _numbers(_engine_gate(capsys, "--kv-cache-dtype", "fp8", "-tp", "2", "--max-num-seqs", "8",
+                                     "--max-model-len", "8192"))
+    assert all_vllm == kv
+
+
+def test_engine_log_takes_the_logs_values_when_not_given(capsys):
+    """A KV format and TP the user did not give are the log's: this log has none, so the
+    gate asks for the format (it does not size a default bf16)."""
+    rc = main(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--no-record", "--tp", "2", *TARGET])
+    assert rc == 2 and "does not say the KV format" in capsys.readouterr().err
