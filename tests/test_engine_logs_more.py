@@ -494,3 +494,21 @@ def test_ollama_kv_self_size_takes_its_cells_from_kv_size_and_cross_checks():
                                   num_key_value_heads=8, hidden_size=5120, intermediate_size=13824,
                                   vocab_size=152064, torch_dtype="bfloat16"), name="qwen2-48l", source="test")
     assert crosscheck(p, wrong)["status"] == "differs"  # 48 layers give 768 MiB, not 1024
+
+
+def test_cli_service_and_startup_flags_choose_what_is_read(tmp_path, capsys):
+    """``import-log --service`` reads one compose service; without it the two pools are refused (exit 2)."""
+    import json
+
+    from kvgate.cli import main
+
+    log = tmp_path / "compose.log"
+    log.write_text(_two_services())
+    assert main(["import-log", str(log), "--json"]) == 2
+    capsys.readouterr()
+    assert main(["import-log", str(log), "--service", "vllm-b-1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pool"]["pool_tokens"] == 75_840
+    two = tmp_path / "two.log"
+    two.write_text(read("vllm_0.24.0_qwen3.6-35b-a3b_fp8kv.log") + read("vllm_qwen3-235b-a22b-fp8_tp4_lmcache.log"))
+    assert main(["import-log", str(two), "--startup", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pool"]["pool_tokens"] == 567_978

@@ -28,6 +28,16 @@ def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-bytes", default=None,
                    help="with --engine-log: host memory KV offload may use (e.g. 64GiB; vLLM's kv_offloading_size "
                         "when logged)")
+    add_startup_flags(p)
+
+
+def add_startup_flags(p: argparse.ArgumentParser) -> None:
+    """``--startup N`` and ``--service NAME``: which startup of which ``docker compose``
+    service of a log is read (:func:`kvgate.engines.startups.select_startup`)."""
+    p.add_argument("--startup", type=int, default=None, metavar="N",
+                   help="read the N-th startup in the log (1-based; default: the last one that built its pool)")
+    p.add_argument("--service", default=None, metavar="NAME",
+                   help="read this docker compose service of the log (default: the only one with a pool)")
 
 
 def run_engine_gate(args: argparse.Namespace) -> int:
@@ -46,7 +56,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     replay = replay_options_from_args(args, engine)
     given_tp = engine.tp if "tp" in engine.explicit else None
     given_k = engine.kv_format if "kv_format" in engine.explicit else None
-    pool = read_engine_log(args.engine_log)
+    pool = read_engine_log(args.engine_log, startup=args.startup, service=args.service)
     model = model_from_log(pool, engine.model)
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
+from kvgate.commands._engine_log import add_startup_flags
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
 from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
 from kvgate.measure.measurement import measurement_file
@@ -39,12 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
     p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
     p.add_argument("--force", action="store_true", help="overwrite --out")
+    add_startup_flags(p)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
         check_writable(args.out, force=args.force)
-    pool = apply_overrides(read_engine_log(args.log, engine=args.engine), kv_format=args.kv_format, tp=args.tp)
+    pool = apply_overrides(read_engine_log(args.log, engine=args.engine, startup=args.startup,
+                                                service=args.service), kv_format=args.kv_format, tp=args.tp)
     model = model_from_log(pool, args.model)
     check = None
     if model is not None:
