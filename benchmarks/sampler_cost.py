@@ -120,6 +120,25 @@ def pynvml_reader(mod, handles):
     return read
 
 
+def gil_held_reader(mod, handle):
+    """The ctypes v2 query through a ``PYFUNCTYPE`` prototype: the GIL stays held during the
+    NVML call (kvgate's reader releases it, as every ctypes ``CDLL`` call does)."""
+    import ctypes
+
+    fn = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+        ctypes.cast(mod._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2"), ctypes.c_void_p).value)
+    mem = mod.c_nvmlMemory_v2_t()
+    mem.version = mod.nvmlMemory_v2
+    ref, hv = ctypes.addressof(mem), ctypes.cast(handle, ctypes.c_void_p).value
+
+    def read():
+        if fn(hv, ref):
+            raise RuntimeError("NVML query failed")
+        return [mem.total - mem.free]
+
+    return read
+
+
 def sleep_cost(interval_s: float, seconds: float) -> dict:
     """CPU time per wake-up of a bare deadline ``time.sleep`` loop on its own thread."""
     out: dict = {}
@@ -211,11 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     old = pynvml_reader(mod, [h])
     res["kvgate_reader"] = query_cost_us(reader)
     res["pynvml_reader"] = query_cost_us(old)
+    held = gil_held_reader(mod, h)
+    res["gil_held_reader"] = query_cost_us(held)
     res["compute_procs"] = query_cost_us(lambda: nv.processes(h), n=500)
     ivs = tuple(float(x) / 1000 for x in a.intervals.split(",")) if a.intervals else INTERVALS_S
     res["variants"] = []
     for i in ivs:
-        for name, rd in (("pynvml reader", old), ("ctypes reader (kvgate)", reader)):
+        for name, rd in (("pynvml reader", old), ("ctypes reader (kvgate)", reader), ("ctypes, GIL held", held)):
             r = thread_cost(rd, i, a.seconds if i < 0.1 else max(a.seconds, 3.0))
             r["variant"] = name
             res["variants"].append(r)
@@ -230,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{res['query_v2']['median_us']:.2f} µs (p99 {res['query_v2']['p99_us']:.2f}), v1 "
           f"{res['query_v1']['median_us']:.2f} µs; kvgate reader {res['kvgate_reader']['median_us']:.2f} µs; "
           f"process list {res['compute_procs']['median_us']:.0f} µs")
-    print(f"pynvml reader {res['pynvml_reader']['median_us']:.2f} µs per call (before)")
+    print(f"pynvml reader {res['pynvml_reader']['median_us']:.2f} µs per call; GIL-held ctypes reader "
+          f"{res['gil_held_reader']['median_us']:.2f} µs")
     print(f"{'variant':<30}{'interval':>9} {'samples/s':>10} {'CPU % of 1 core':>16} {'CPU µs/sample':>14} "
           f"{'max gap ms':>11}")
     for t in res["variants"]:
