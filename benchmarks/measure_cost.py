@@ -42,10 +42,18 @@ def _threads(pid: int) -> dict[int, int]:
     return out
 
 
-def run_measure(src: str, cmd: list[str], interval_ms: float | None, out_json: str) -> dict:
+# --pin: the sampling thread pins itself to the CPU it starts on (an experiment: warm caches)
+PIN = ("import os, sys; from kvgate.measure import sampler as S; f = S.Sampler._loop\n"
+       "def cpu():\n    return int(open('/proc/thread-self/stat').read().rsplit(')', 1)[1].split()[36])\n"
+       "def loop(self):\n    os.sched_setaffinity(0, {cpu()}); f(self)\n"
+       "S.Sampler._loop = loop; from kvgate.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def run_measure(src: str, cmd: list[str], interval_ms: float | None, out_json: str, pin: bool = False) -> dict:
     """One ``kvgate measure --settle 0s`` child: wall, CPU and the per-thread split."""
     env = {**os.environ, "PYTHONPATH": src}
-    argv = [sys.executable, "-m", "kvgate", "measure", "--settle", "0s", "--out", out_json, "--force"]
+    argv = [sys.executable, *(["-c", PIN] if pin else ["-m", "kvgate"]), "measure", "--settle", "0s",
+            "--out", out_json, "--force"]
     if interval_ms is not None:
         argv += ["--interval", f"{interval_ms:g}ms"]
     t0 = time.monotonic()
@@ -75,7 +83,8 @@ def run_measure(src: str, cmd: list[str], interval_ms: float | None, out_json: s
             doc = json.load(fh)
         d = doc["domains"][0]
         res.update(status=doc.get("status"), samples=d.get("samples"), max_gap_s=d.get("max_gap_s"),
-                   sampler_loop=d["basis"].get("sampler_loop"), basis_interval_s=d["basis"].get("interval_s"))
+                   sampler_loop=d["basis"].get("sampler_loop"), basis_interval_s=d["basis"].get("interval_s"),
+                   gaps=(d.get("extra") or {}).get("gaps"))
     except (OSError, ValueError, KeyError, IndexError) as exc:
         res["record_error"] = f"{type(exc).__name__}: {exc}; stderr: {err[-500:]}"
     return res
@@ -89,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="this tree")
     ap.add_argument("--intervals", default="default", help="comma list of ms, or 'default' (the CLI's)")
     ap.add_argument("--seconds", type=float, default=30.0, help="the sleep (default 30)")
+    ap.add_argument("--pin", action="store_true", help="pin the sampling thread to one CPU (experiment)")
     ap.add_argument("--repeat-true", type=int, default=2, help="runs of `-- true` per interval (the min is used)")
     a = ap.parse_args(argv)
     src = os.path.abspath(a.src)
@@ -96,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for iv in a.intervals.split(","):
             ms = None if iv == "default" else float(iv)
-            trues = [run_measure(src, ["true"], ms, os.path.join(tmp, "t.json")) for _ in range(a.repeat_true)]
-            sl = run_measure(src, ["sleep", f"{a.seconds:g}"], ms, os.path.join(tmp, "s.json"))
+            trues = [run_measure(src, ["true"], ms, os.path.join(tmp, "t.json"), a.pin) for _ in range(a.repeat_true)]
+            sl = run_measure(src, ["sleep", f"{a.seconds:g}"], ms, os.path.join(tmp, "s.json"), a.pin)
             base = min(t["cpu_s"] for t in trues)
             share = (sl["cpu_s"] - base) / a.seconds
-            row = {"label": a.label, "interval_ms": ms, "seconds": a.seconds, "true": trues, "sleep": sl,
+            row = {"label": a.label, "pinned": a.pin, "interval_ms": ms, "seconds": a.seconds, "true": trues, "sleep": sl,
                    "cost_share_of_one_core": share}
             rows.append(row)
             th = sl.get("threads_last_seen_cpu_s") or {}
@@ -109,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{share * 100:.2f}% of one core; threads of the sleep run: main {th.get('main', 0):.3f} s, "
                   f"sampler {th.get('busiest_other') or 0:.3f} s, rest {th.get('rest', 0):.3f} s; "
                   f"loop {sl.get('sampler_loop')!r}, {sl.get('samples')} samples, max gap "
-                  f"{(sl.get('max_gap_s') or 0) * 1e3:.2f} ms", flush=True)
+                  f"{(sl.get('max_gap_s') or 0) * 1e3:.2f} ms at "
+                  f"{[g['at_s'] for g in (sl.get('gaps') or {}).get('largest', [])][:3]} s", flush=True)
     with open(a.out, "w") as fh:
         json.dump({"rows": rows, "python": sys.version.split()[0], "cpus": os.cpu_count()}, fh, indent=2)
     return 0

@@ -139,6 +139,26 @@ def gil_held_reader(mod, handle):
     return read
 
 
+def current_cpu() -> int:
+    """The CPU the calling thread runs on now (``/proc/thread-self/stat``, field 39)."""
+    with open("/proc/thread-self/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[36])
+
+
+def pinned(reader):
+    """``reader``, but its first call pins the calling thread (the sampler's) to the CPU it
+    is on: does keeping the thread on one core (warm caches) make a sample cheaper?"""
+    state = {"done": False}
+
+    def read():
+        if not state["done"]:
+            os.sched_setaffinity(0, {current_cpu()})
+            state["done"] = True
+        return reader()
+
+    return read
+
+
 def sleep_cost(interval_s: float, seconds: float) -> dict:
     """CPU time per wake-up of a bare deadline ``time.sleep`` loop on its own thread."""
     out: dict = {}
@@ -236,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     ivs = tuple(float(x) / 1000 for x in a.intervals.split(",")) if a.intervals else INTERVALS_S
     res["variants"] = []
     for i in ivs:
-        for name, rd in (("pynvml reader", old), ("ctypes reader (kvgate)", reader), ("ctypes, GIL held", held)):
+        for name, rd in (("pynvml reader", old), ("ctypes reader (kvgate)", reader), ("ctypes, GIL held", held),
+                         ("ctypes, thread pinned", pinned(reader))):
             r = thread_cost(rd, i, a.seconds if i < 0.1 else max(a.seconds, 3.0))
             r["variant"] = name
             res["variants"].append(r)
