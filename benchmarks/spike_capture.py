@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         child_log = json.load(fh)
     os.unlink(spikes_path)
     b0, b1 = child_log["baseline_window"]
-    ref = logs[(DEFAULT_INTERVAL_S, True)]
+    ref = logs[(DEFAULT_INTERVAL_S, True)] if (DEFAULT_INTERVAL_S, True) in logs else logs[(intervals[0], True)]
     # the log has changes, idle samples and the ends of flat stretches: the baseline is the
     # median of the entries in the window, or the last value logged before its end
     win = [v for t, v in ref if b0 + 0.2 <= t <= b1]

@@ -325,3 +325,21 @@ def test_reader_error_mid_run_keeps_the_held_samples():
     th.join(5)
     assert isinstance(s.error, RuntimeError)
     assert s.samples == 50 and s.channels[0].run_samples == 50 and s.channels[0].peak == 7
+
+
+def test_the_measurement_basis_names_the_loop_that_sampled():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _fake_pynvml as fake
+
+    from kvgate.measure.nvml import Nvml
+    from kvgate.measure.runner import measure_command
+
+    o = measure_command([sys.executable, "-c", "pass"], nvml=Nvml(module=fake.make()), settle_s=0.0)
+    # the fake module has no ctypes entry points: pynvml's own call, in the Python thread
+    assert o.measurements[0].basis.sampler_loop == "python thread, pynvml nvmlDeviceGetMemoryInfo_v2"
+    assert o.document["domains"][0]["basis"]["sampler_loop"] == o.measurements[0].basis.sampler_loop
+    h = measure_command([sys.executable, "-c", "pass"], domain="host", settle_s=0.0, interval_s=0.005)
+    assert h.measurements[0].basis.sampler_loop == "python thread"

@@ -21,20 +21,19 @@ memory query blocks inside the driver while another process initialises CUDA (a 
 loop in its own process, ``benchmarks/sampler_cost.py --probe-out``, checks this): kvgate
 cannot sample during it, so the gap is recorded with its time, not hidden.
 
-Cost and the default interval (issue 9: ≤ 2% of one core at the 1 ms default while ≥ 99%
-of 5 ms spikes are caught). Per sample, a sampling thread pays a wake-up (~7–13 µs of
-thread CPU on the H200 VMs, in C or Python alike) and the NVML query (~5 µs hot, ~10–12 µs
-when the thread wakes cold); a Python loop adds ~10–20 µs of its own. So with a GPU reader
-that offers ``native_spec`` (:meth:`kvgate.measure.nvml.Nvml.used_reader`) the samples are
-taken by a C loop (:mod:`kvgate.measure.native`), which pushes only the samples the
-bookkeeping needs (idle samples, changes, gaps above the current gap floor, with a count
-for the rest); this thread then drains them every 100 ms through :meth:`_ingest`, which
-keeps every rule above exact. Measured on a 16-core H200 VM at 1 ms
-(``benchmarks/sampler_cost.py``, three runs): 1.87%, 1.90%, 2.17% of one core (the C
-thread alone 1.69–2.04%), against 2.98–4.67% for the pynvml Python loop; 5 ms spikes
-caught: 100% (50 of 50; ``benchmarks/spike_capture.py``). Without a C compiler the Python
-loop runs with the direct ctypes reader (2.6–3.5%). ``--interval 500ms`` reproduces the
-source write-up's ``nvidia-smi -lms 500``.
+Cost and the default interval. Per sample the thread pays a wake-up, one NVML memory query
+(:meth:`kvgate.measure.nvml.Nvml.used_reader`: ``nvmlDeviceGetMemoryInfo_v2`` through ctypes)
+and a few comparisons: a sample whose values equal the previous one's, with no gap above the
+floor, is only counted (:meth:`_loop`), so the bookkeeping of :meth:`_ingest` runs on changes
+alone. There is no compiled helper and nothing is built at run time. Measured on a 16-core
+H200 VM (``benchmarks/measure_cost.py``: ``kvgate measure --settle 0s -- sleep 30`` minus
+``-- true``, CPU of the whole process; ``benchmarks/results/issue16/``): at 1 ms this thread
+costs 3.7–4.1% of one core (about 37–41 µs a sample, most of it the wake-up and a cold NVML
+query; the removed C loop cost 2.7% on the same machine), and the whole process 4.2–4.9%
+(the C loop: 3.7%; the runner's own 20 ms poll of CMD and its 0.5 s process listings are
+0.4–0.8% of that); at 2 ms the thread costs 2.6%, as the C loop did at 1 ms. Spikes held 1, 2, 5 and 20 ms by a torch workload were all
+caught at 1, 1.5 and 2 ms (``benchmarks/spike_capture.py``: 30 of each, 1 and 4 GiB).
+``--interval 500ms`` reproduces the source write-up's ``nvidia-smi -lms 500``.
 """
 
 from __future__ import annotations
