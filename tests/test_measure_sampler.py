@@ -333,7 +333,6 @@ def test_the_measurement_basis_names_the_loop_that_sampled():
 
     sys.path.insert(0, str(Path(__file__).parent))
     import _fake_pynvml as fake
-
     from kvgate.measure.nvml import Nvml
     from kvgate.measure.runner import measure_command
 

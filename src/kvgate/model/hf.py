@@ -122,7 +122,7 @@ class _Deferred(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         if self.__dict__.get("deferring", False):
-            package = self.__spec__.submodule_search_locations is not None
+            package = getattr(self.__spec__, "submodule_search_locations", None) is not None
             if name.startswith("__") and (name != "__path__" or not package):
                 raise AttributeError(name)  # not set, as on the real module (``from m import x`` asks)
             raise _TorchNeeded(f"{self.__name__}.{name}")
@@ -199,7 +199,7 @@ def _torch_deferred() -> Iterator[None]:
             held[act.name] = acts.module = _Deferred(act, ACT2FN=acts)
     sys.modules.update(held)
     try:
-        cu = importlib.import_module("transformers.configuration_utils")
+        cu: Any = importlib.import_module("transformers.configuration_utils")
         real = cu.is_torch_available
         cu.is_torch_available = _false
         try:
