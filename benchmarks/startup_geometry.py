@@ -39,7 +39,8 @@ def run_once(python: str, src: str, argv: list[str]) -> tuple[float, float, byte
 def imports_torch(python: str, src: str, argv: list[str]) -> bool:
     env = {**os.environ, "PYTHONPATH": src}
     r = subprocess.run([python, "-X", "importtime", "-m", "kvgate", *argv], env=env, capture_output=True, text=True)
-    return any(line.rstrip().endswith("| torch") for line in r.stderr.splitlines())
+    return any(line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == "torch"
+               for line in r.stderr.splitlines())
 
 
 def main(argv: list[str] | None = None) -> int:
