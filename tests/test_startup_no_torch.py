@@ -58,17 +58,17 @@ def test_geometry_of_a_config_json_imports_no_torch_and_equals_static_cache(name
 
 LATER_TORCH = """
 import json, sys
-from kvgate.model import hf
+from kvgate.model import hf, torchless
 raw = json.load(open(sys.argv[1]))
 first = hf.resolve(raw)
 out = {"torch_after_resolve": "torch" in sys.modules}
 def act_check():  # what type_validators.activation_fn_key asks of ACT2FN
     from transformers.utils import type_validators as tv
     return [len(tv.ACT2FN), "silu" in tv.ACT2FN, "no-such-activation" in tv.ACT2FN, list(tv.ACT2FN.keys())]
-out["act_check_without_torch"] = hf._with_config_classes(act_check)
+out["act_check_without_torch"] = torchless.with_config_classes(act_check)
 out["torch_after_act_check"] = "torch" in sys.modules
 # something that needs torch inside the held-back window: repeated with torch, correct
-zeros = hf._with_config_classes(lambda: __import__("torch").zeros)
+zeros = torchless.with_config_classes(lambda: __import__("torch").zeros)
 
 import torch
 import transformers
