@@ -45,53 +45,24 @@ def query_cost_us(fn, n: int = 20000) -> dict:
     return {"n": n, "median_us": ts[n // 2] / 1e3, "p99_us": ts[int(n * 0.99)] / 1e3, "mean_us": sum(ts) / n / 1e3}
 
 
-def thread_cost(reader, interval_s: float, seconds: float, native: bool = False) -> dict:
-    """Run a kvgate Sampler for ``seconds``; CPU time of its thread(s) per wall second.
-
-    ``native``: the C loop (when the reader offers it and the helper builds); its C
-    thread's CPU and the Python drain thread's CPU are reported apart and summed.
-    """
-    s = Sampler(reader, 1, interval_s=interval_s, native=native)
+def thread_cost(reader, interval_s: float, seconds: float) -> dict:
+    """Run a kvgate Sampler for ``seconds``; CPU time of its thread per wall second."""
+    s = Sampler(reader, 1, interval_s=interval_s)
     s.start()
     time.sleep(0.05)
     clk = time.pthread_getcpuclockid(s._thread.ident)
-    nat = s.native
     s.mark_start()
     c0, w0, n0 = time.clock_gettime(clk), time.monotonic(), s.samples
-    k0 = nat.cpu_s() if nat is not None else 0.0
     time.sleep(seconds)
     c1, w1, n1 = time.clock_gettime(clk), time.monotonic(), s.samples
-    k1 = nat.cpu_s() if nat is not None else 0.0
     s.stop()
-    n1 = max(n1, s.samples - 1)  # drained samples arrive every 20 ms: count them all
+    n1 = max(n1, s.samples - 1)  # held samples are counted every ~HOLD_MAX intervals: count them all
     wall = w1 - w0
-    py, c = c1 - c0, (k1 - k0) if nat is not None else 0.0
-    return {"mode": s.mode, "native_note": s.native_note, "interval_s": interval_s, "wall_s": round(wall, 3),
-            "samples": n1 - n0, "samples_per_s": round((n1 - n0) / wall, 1), "cpu_s": round(py + c, 6),
-            "python_thread_cpu_s": round(py, 6), "c_thread_cpu_s": round(c, 6),
-            "cpu_share_of_one_core": (py + c) / wall, "max_gap_s": s.max_gap_s,
+    py = c1 - c0
+    return {"loop": s.loop, "interval_s": interval_s, "wall_s": round(wall, 3),
+            "samples": n1 - n0, "samples_per_s": round((n1 - n0) / wall, 1), "cpu_s": round(py, 6),
+            "cpu_share_of_one_core": py / wall, "max_gap_s": s.max_gap_s,
             "mean_gap_s": wall / max(1, n1 - n0)}
-
-
-def c_sleep_cost(interval_s: float, seconds: float) -> dict | None:
-    """CPU per wake-up of the C helper's bare deadline ``clock_nanosleep`` loop."""
-    from kvgate.measure import native
-
-    lib = native.load()
-    if lib is None:
-        return None
-    out: dict = {}
-    n = int(seconds / interval_s)
-
-    def run() -> None:
-        c0 = lib.kv_sleep_loop_cpu_ns(int(interval_s * 1e9), 0)
-        c1 = lib.kv_sleep_loop_cpu_ns(int(interval_s * 1e9), n)
-        out.update(interval_s=interval_s, wakes=n, cpu_us_per_wake=(c1 - c0) / n / 1e3)
-
-    th = threading.Thread(target=run)
-    th.start()
-    th.join()
-    return out
 
 
 def host_costs(seconds: float) -> list[dict]:
@@ -145,6 +116,45 @@ def pynvml_reader(mod, handles):
             m = query(h, *args)
             out.append(m.total - m.free)
         return out
+
+    return read
+
+
+def gil_held_reader(mod, handle):
+    """The ctypes v2 query through a ``PYFUNCTYPE`` prototype: the GIL stays held during the
+    NVML call (kvgate's reader releases it, as every ctypes ``CDLL`` call does)."""
+    import ctypes
+
+    fn = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+        ctypes.cast(mod._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2"), ctypes.c_void_p).value)
+    mem = mod.c_nvmlMemory_v2_t()
+    mem.version = mod.nvmlMemory_v2
+    ref, hv = ctypes.addressof(mem), ctypes.cast(handle, ctypes.c_void_p).value
+
+    def read():
+        if fn(hv, ref):
+            raise RuntimeError("NVML query failed")
+        return [mem.total - mem.free]
+
+    return read
+
+
+def current_cpu() -> int:
+    """The CPU the calling thread runs on now (``/proc/thread-self/stat``, field 39)."""
+    with open("/proc/thread-self/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[36])
+
+
+def pinned(reader):
+    """``reader``, but its first call pins the calling thread (the sampler's) to the CPU it
+    is on: does keeping the thread on one core (warm caches) make a sample cheaper?"""
+    state = {"done": False}
+
+    def read():
+        if not state["done"]:
+            os.sched_setaffinity(0, {current_cpu()})
+            state["done"] = True
+        return reader()
 
     return read
 
@@ -240,20 +250,21 @@ def main(argv: list[str] | None = None) -> int:
     old = pynvml_reader(mod, [h])
     res["kvgate_reader"] = query_cost_us(reader)
     res["pynvml_reader"] = query_cost_us(old)
+    held = gil_held_reader(mod, h)
+    res["gil_held_reader"] = query_cost_us(held)
     res["compute_procs"] = query_cost_us(lambda: nv.processes(h), n=500)
     ivs = tuple(float(x) / 1000 for x in a.intervals.split(",")) if a.intervals else INTERVALS_S
     res["variants"] = []
     for i in ivs:
-        for name, rd, nat in (("pynvml, Python loop (before)", old, False), ("ctypes, Python loop", reader, False),
-                              ("ctypes, C loop (native)", reader, True)):
-            r = thread_cost(rd, i, a.seconds if i < 0.1 else max(a.seconds, 3.0), native=nat)
+        for name, rd in (("pynvml reader", old), ("ctypes reader (kvgate)", reader), ("ctypes, GIL held", held),
+                         ("ctypes, thread pinned", pinned(reader))):
+            r = thread_cost(rd, i, a.seconds if i < 0.1 else max(a.seconds, 3.0))
             r["variant"] = name
             res["variants"].append(r)
-    res["threads"] = [r for r in res["variants"] if r["variant"] == "ctypes, C loop (native)"]
+    res["threads"] = [r for r in res["variants"] if r["variant"] == "ctypes reader (kvgate)"]
     fixed = [int(info.total_bytes // 3)]
     res["fixed_reader_threads"] = [thread_cost(lambda: fixed, i, a.seconds) for i in (0.001, 0.002)]
     res["sleep_only"] = [sleep_cost(i, a.seconds) for i in (0.001, 0.002)]
-    res["c_sleep_only"] = [c_sleep_cost(i, a.seconds) for i in (0.001, 0.002)]
     res["host"] = host_costs(max(a.seconds, 3.0))
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=2)
@@ -261,23 +272,22 @@ def main(argv: list[str] | None = None) -> int:
           f"{res['query_v2']['median_us']:.2f} µs (p99 {res['query_v2']['p99_us']:.2f}), v1 "
           f"{res['query_v1']['median_us']:.2f} µs; kvgate reader {res['kvgate_reader']['median_us']:.2f} µs; "
           f"process list {res['compute_procs']['median_us']:.0f} µs")
-    print(f"pynvml reader {res['pynvml_reader']['median_us']:.2f} µs per call (before)")
+    print(f"pynvml reader {res['pynvml_reader']['median_us']:.2f} µs per call; GIL-held ctypes reader "
+          f"{res['gil_held_reader']['median_us']:.2f} µs")
     print(f"{'variant':<30}{'interval':>9} {'samples/s':>10} {'CPU % of 1 core':>16} {'CPU µs/sample':>14} "
-          f"{'C thread %':>11} {'max gap ms':>11}")
+          f"{'max gap ms':>11}")
     for t in res["variants"]:
         print(f"{t['variant']:<30}{t['interval_s'] * 1e3:>7g}ms {t['samples_per_s']:>10.0f} "
               f"{t['cpu_share_of_one_core'] * 100:>15.2f}% {t['cpu_s'] / max(1, t['samples']) * 1e6:>14.1f} "
-              f"{t['c_thread_cpu_s'] / t['wall_s'] * 100:>10.2f}% {(t['max_gap_s'] or 0) * 1e3:>11.2f}"
-              + (f"  [{t['mode']}: {t['native_note']}]" if t["native_note"] else ""))
-    for t, z, c in zip(res["fixed_reader_threads"], res["sleep_only"], res["c_sleep_only"]):
+              f"{(t['max_gap_s'] or 0) * 1e3:>11.2f}")
+    for t, z in zip(res["fixed_reader_threads"], res["sleep_only"]):
         print(f"{t['interval_s'] * 1e3:g} ms, per sample: fixed-int reader, Python loop "
-              f"{t['cpu_s'] / max(1, t['samples']) * 1e6:.1f} µs CPU; bare time.sleep loop {z['cpu_us_per_wake']:.1f} µs; "
-              f"bare C clock_nanosleep loop {c['cpu_us_per_wake'] if c else float('nan'):.1f} µs")
+              f"{t['cpu_s'] / max(1, t['samples']) * 1e6:.1f} µs CPU; bare time.sleep loop {z['cpu_us_per_wake']:.1f} µs")
     _print_host(res["host"])
     d = [t for t in res["threads"] if t["interval_s"] == DEFAULT_INTERVAL_S]
     if d:
         share = d[0]["cpu_share_of_one_core"]
-        print(f"default ({d[0]['mode']}) at {DEFAULT_INTERVAL_S * 1e3:g} ms: {share * 100:.2f}% of one core; "
+        print(f"default ({d[0]['loop']}) at {DEFAULT_INTERVAL_S * 1e3:g} ms: {share * 100:.2f}% of one core; "
               f"target ≤ 2%: {'met' if share <= 0.02 else 'NOT met'}")
     return 0
 

@@ -191,112 +191,154 @@ def test_gaps_top_five_with_times_values_and_long_count():
     assert s.gap_summary(1)["largest"][0]["used_before_bytes"] == 7
 
 
-# --- the native C loop (kvgate.measure.native), driven by a ctypes stand-in for NVML -----
+# --- the sampling loop holds unchanged samples and accounts them in bulk ---------------------
 
-import ctypes  # noqa: E402
+import threading  # noqa: E402
 
-import pytest  # noqa: E402
+from kvgate.measure.sampler import HOLD_MAX, TOP_GAPS  # noqa: E402
 
-from kvgate.measure import native  # noqa: E402
-
-
-class _Mem2(ctypes.Structure):  # nvmlMemory_v2_t, as in nvidia-ml-py's c_nvmlMemory_v2_t
-    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
-                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+MiB = 2**20
 
 
-def _native_or_skip():
-    lib = native.load()
-    if lib is None:
-        pytest.skip(f"no native sampler here: {native.build_error}")
-    return lib
-
-
-def test_native_loop_counts_every_sample_keeps_exact_peak_idle_and_the_long_gap():
-    _native_or_skip()
-    total = 1000 * 2**20
+def test_loop_counts_every_sample_keeps_exact_peak_idle_and_the_long_gap():
     calls = {"n": 0}
-    seen: list[tuple[int, int]] = []  # (call number, used) as the fake NVML returned them
-    started = {"call": None}
 
-    def mem(dev, m):  # 1 MiB per device index; a 300 MiB spike for calls 201..204; a 40 ms stall at 300
+    def read():  # 3 MiB; a 300 MiB spike for calls 201..204; a 40 ms stall at call 300
         calls["n"] += 1
         n = calls["n"]
         if n == 300:
             time.sleep(0.04)
-        used = (dev or 0) * 2**20 + (300 * 2**20 if 200 < n < 205 else 0)
-        m.contents.total, m.contents.free = total, total - used
-        seen.append((n, used))
-        return 0
+        return [3 * MiB + (300 * MiB if 200 < n < 205 else 0)]
 
-    cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Mem2))(mem)
-
-    def reader():  # the Python path (the final sample in stop())
-        return [3 * 2**20]
-
-    reader.native_spec = native.NativeSpec(ctypes.cast(cb, ctypes.c_void_p).value, True, 0x02000028, [3])
-    s = Sampler(reader, 1, interval_s=0.001)
+    s = Sampler(read, 1, interval_s=0.001)
     s.log = []
     s.start()
     time.sleep(0.08)
     s.mark_start()
-    started["call"] = calls["n"]
     time.sleep(0.5)
     s.stop()
-    assert s.mode == "native"
     ch = s.channels[0]
-    # every sample the C loop took is counted once, plus the final Python sample
-    assert s.samples == calls["n"] + 1 == ch.run_samples + len(ch.idle)
-    assert ch.peak == 303 * 2**20  # the 4-sample spike, exactly
-    assert ch.idle_value() == 3 * 2**20
+    assert s.error is None
+    # every sample the loop took is counted once, plus the final one in stop()
+    assert s.samples == calls["n"] == ch.run_samples + len(ch.idle)
+    assert ch.peak == 303 * MiB  # the 4-sample spike, exactly
+    assert ch.idle_value() == 3 * MiB
     assert s.max_gap_s >= 0.04 and s.long_gaps >= 1  # the 40 ms stall is seen
-    assert 303 * 2**20 in s.timeline(0)["used_bytes"]
-    # the C loop pushes far fewer entries than samples once running (unchanged values)
+    assert 303 * MiB in s.timeline(0)["used_bytes"]
+    # unchanged samples during the run are held and accounted in bulk, not one by one
     assert len(s.log) < s.samples / 2
 
 
-def test_native_loop_stops_on_an_nvml_error_and_raises_through_the_python_reader():
-    _native_or_skip()
+def _drive_loop(values, dts, k, *, long_gap_s=0.01):
+    """Run ``Sampler._loop`` in this thread on a fake clock (no real sleeping): sample i
+    returns ``values[i]`` and then the clock advances ``dts[i]``; the run starts before
+    sample ``k``."""
+    clock = {"t": 10.0}
+    i = {"n": 0}
+    s = Sampler(lambda: read(), 1, interval_s=1e-9, clock=lambda: clock["t"])  # 1 ns: never sleeps
+    s.long_gap_s = long_gap_s
+
+    def read():
+        n = i["n"]
+        if n == k:
+            s.mark_start()
+        if n == len(values) - 1:
+            s._stopping = True
+        clock["t"] += dts[n]
+        i["n"] += 1
+        return [values[n]]
+
+    s._loop()
+    return s
+
+
+def _reference(values, dts, k, *, long_gap_s=0.01):
+    """The same samples, each through ``sample_once`` (every sample ingested on its own)."""
+    clock = {"t": 10.0}
+    s = Sampler(lambda: None, 1, interval_s=1e-9, clock=lambda: clock["t"])
+    s.long_gap_s = long_gap_s
+    for n, (v, dt) in enumerate(zip(values, dts)):
+        if n == k:
+            s.mark_start()
+        clock["t"] += dt
+        s.reader = lambda v=v: [v]
+        s.sample_once()
+    return s
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 0, 0, 0, 1, 5]), st.sampled_from([1, 1, 1, 2, 15, 30, 105])),
+                min_size=1, max_size=600), st.integers(0, 50))
+@settings(max_examples=150, deadline=None)
+def test_held_samples_change_no_statistic(steps, k):
+    # values in MiB over a flat base, gaps in ms (dyadic-free: compared with a tolerance)
+    values = [10**9 + v * MiB for v, _ in steps]
+    dts = [d * 1e-3 for _, d in steps]
+    k = min(k, len(values) - 1)
+    got, ref = _drive_loop(values, dts, k), _reference(values, dts, k)
+    a, b = got.channels[0], ref.channels[0]
+    assert got.samples == ref.samples == len(values)
+    assert (a.peak, a.peak_t, a.last, a.run_samples, a.idle) == (b.peak, b.peak_t, b.last, b.run_samples, b.idle)
+    assert got.gaps == ref.gaps and got.long_gaps == ref.long_gaps and got.max_gap_s == ref.max_gap_s
+    ta, tb = a.timeline.points(), b.timeline.points()
+    assert (min(ta[1]), max(ta[1])) == (min(tb[1]), max(tb[1]))
+    assert ta[0][ta[1].index(max(ta[1]))] == tb[0][tb[1].index(max(tb[1]))]  # the peak's first time
+
+
+def test_a_long_flat_run_is_accounted_in_bulk_every_hold_max_samples():
+    n = 10 * HOLD_MAX
+    logged: list = []
+    clock = {"t": 0.0}
+    i = {"n": 0}
+    s = Sampler(lambda: read(), 1, interval_s=1e-9, clock=lambda: clock["t"])  # 1 ns: never sleeps
+    s.long_gap_s = 0.01
+    s.log = logged
+    s.mark_start()
+
+    def read():
+        i["n"] += 1
+        if i["n"] == n:
+            s._stopping = True
+        clock["t"] += 2**-10  # dyadic: every gap is exactly the same
+        return [5 * MiB]
+
+    s._loop()
+    assert s.samples == n and s.channels[0].run_samples == n
+    # one entry for each sample until the top gaps are filled, then one per HOLD_MAX + 1
+    # samples: the count other threads read (samples) lags the loop by ≤ HOLD_MAX intervals
+    assert len(logged) <= 1 + TOP_GAPS + n // HOLD_MAX + 1
+    assert max(t for t, _ in logged) == n * 2**-10  # the last sample is accounted at its time
+
+
+def test_reader_error_mid_run_keeps_the_held_samples():
     calls = {"n": 0}
 
-    def mem(dev, m):
+    def read():
         calls["n"] += 1
-        m.contents.total, m.contents.free = 100, 90
-        return 15 if calls["n"] > 20 else 0  # NVML_ERROR_GPU_IS_LOST after 20 samples
+        if calls["n"] > 50:
+            raise RuntimeError("GPU is lost")
+        return [7]
 
-    cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Mem2))(mem)
-
-    class Lost(Exception):
-        pass
-
-    def reader():
-        raise Lost("GPU is lost")
-
-    reader.native_spec = native.NativeSpec(ctypes.cast(cb, ctypes.c_void_p).value, True, 0x02000028, [0])
-    s = Sampler(reader, 1, interval_s=0.001)
-    s.start()
+    s = Sampler(read, 1, interval_s=0.001)
     s.mark_start()
-    deadline = time.monotonic() + 2
-    while s.error is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    s.stop()
-    assert isinstance(s.error, Lost)
-    assert calls["n"] == 21  # the loop stopped at the first failing query
-    assert s.channels[0].peak == 10
+    th = threading.Thread(target=s._loop)
+    th.start()
+    th.join(5)
+    assert isinstance(s.error, RuntimeError)
+    assert s.samples == 50 and s.channels[0].run_samples == 50 and s.channels[0].peak == 7
 
 
-def test_no_native_loop_for_a_fake_clock_or_a_reader_without_spec():
-    s = Sampler(lambda: [1], 1, interval_s=0.001)
-    s.start()
-    s.stop()
-    assert s.mode == "python" and s.samples >= 1
+def test_the_measurement_basis_names_the_loop_that_sampled():
+    import sys
+    from pathlib import Path
 
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _fake_pynvml as fake
+    from kvgate.measure.nvml import Nvml
+    from kvgate.measure.runner import measure_command
 
-def test_native_cache_refuses_a_world_writable_library(tmp_path):
-    lib = tmp_path / "sampler-x.so"
-    lib.write_bytes(b"")
-    lib.chmod(0o755)
-    native._check_owner(lib)  # ours, not writable by others: accepted
-    lib.chmod(0o777)
-    with pytest.raises(OSError, match="not ours alone"):
-        native._check_owner(lib)
+    o = measure_command([sys.executable, "-c", "pass"], nvml=Nvml(module=fake.make()), settle_s=0.0)
+    # the fake module has no ctypes entry points: pynvml's own call, in the Python thread
+    assert o.measurements[0].basis.sampler_loop == "python thread, pynvml nvmlDeviceGetMemoryInfo_v2"
+    assert o.document["domains"][0]["basis"]["sampler_loop"] == o.measurements[0].basis.sampler_loop
+    h = measure_command([sys.executable, "-c", "pass"], domain="host", settle_s=0.0, interval_s=0.005)
+    assert h.measurements[0].basis.sampler_loop == "python thread"

@@ -63,6 +63,7 @@ class Basis:
     start_time: str | None = None
     end_time: str | None = None
     source: str | None = None  # free text: "write-up", a log file name, ...
+    sampler_loop: str | None = None  # the loop that sampled: "python thread, ctypes nvmlDeviceGetMemoryInfo_v2"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -252,8 +252,7 @@ class Nvml:
         ctypes directly, on one preallocated struct, skipping pynvml's per-call function
         lookup (a lock), struct allocation and return-code wrapper; errors are typed as in
         :meth:`call` (the failing query is repeated through pynvml to raise them). The
-        callable's ``native_spec`` attribute (a :class:`~kvgate.measure.native.NativeSpec`,
-        or ``None``) lets the sampler run the same query from its C loop.
+        callable's ``query`` attribute names the call it makes (for the measurement's basis).
         """
         for h in handles:
             self.memory(h)  # decides v1/v2 and fails early
@@ -275,15 +274,14 @@ class Nvml:
             except err:
                 return [self.memory(h).used_bytes for h in handles]  # re-raises it, typed
 
-        read.native_spec = None  # type: ignore[attr-defined]
+        read.query = ("pynvml nvmlDeviceGetMemoryInfo_v2" if self._v2  # type: ignore[attr-defined]
+                      else "pynvml nvmlDeviceGetMemoryInfo")
         return read
 
     def _ctypes_reader(self, mod: Any, handles: list[Any]) -> Callable[[], list[int]] | None:
         """The direct ctypes reader (see :meth:`used_reader`), ``None`` when ``mod`` is not
         the real pynvml (a fake in tests) or lacks what it needs."""
         import ctypes
-
-        from kvgate.measure.native import NativeSpec
 
         getfn = getattr(mod, "_nvmlGetFunctionPointer", None)
         struct = getattr(mod, "c_nvmlMemory_v2_t" if self._v2 else "c_nvmlMemory_t", None)
@@ -300,6 +298,16 @@ class Nvml:
             mem.version = version
         ref = ctypes.byref(mem)
         hs = list(handles)
+        if len(hs) == 1:  # the common case, one GPU: no loop in the sampler's hot path
+            h0 = hs[0]
+
+            def read_one() -> list[int]:
+                if fn(h0, ref):
+                    return [self.memory(h0).used_bytes]  # raises the typed error
+                return [mem.total - mem.free]
+
+            read_one.query = f"ctypes {name}"  # type: ignore[attr-defined]
+            return read_one
 
         def read() -> list[int]:
             out = []
@@ -309,9 +317,7 @@ class Nvml:
                 out.append(mem.total - mem.free)
             return out
 
-        read.native_spec = NativeSpec(  # type: ignore[attr-defined]
-            ctypes.cast(fn, ctypes.c_void_p).value or 0, bool(self._v2), version,
-            [ctypes.cast(h, ctypes.c_void_p).value or 0 for h in hs])
+        read.query = f"ctypes {name}"  # type: ignore[attr-defined]
         return read
 
     def device_info(self, index: int) -> DeviceInfo:

@@ -404,6 +404,7 @@ def _outcome(cmd: list[str], probe: _Probe, sampler: Sampler, returncode: int, s
         ch = sampler.channels[i]
         b = probe.bases[i]
         b.interval_s = sampler.interval_s
+        b.sampler_loop = sampler.loop
         b.command = list(cmd)
         b.exit_code = exit_code
         b.start_time, b.end_time = start_iso, end_iso

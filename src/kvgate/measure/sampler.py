@@ -21,20 +21,19 @@ memory query blocks inside the driver while another process initialises CUDA (a 
 loop in its own process, ``benchmarks/sampler_cost.py --probe-out``, checks this): kvgate
 cannot sample during it, so the gap is recorded with its time, not hidden.
 
-Cost and the default interval (issue 9: ≤ 2% of one core at the 1 ms default while ≥ 99%
-of 5 ms spikes are caught). Per sample, a sampling thread pays a wake-up (~7–13 µs of
-thread CPU on the H200 VMs, in C or Python alike) and the NVML query (~5 µs hot, ~10–12 µs
-when the thread wakes cold); a Python loop adds ~10–20 µs of its own. So with a GPU reader
-that offers ``native_spec`` (:meth:`kvgate.measure.nvml.Nvml.used_reader`) the samples are
-taken by a C loop (:mod:`kvgate.measure.native`), which pushes only the samples the
-bookkeeping needs (idle samples, changes, gaps above the current gap floor, with a count
-for the rest); this thread then drains them every 100 ms through :meth:`_ingest`, which
-keeps every rule above exact. Measured on a 16-core H200 VM at 1 ms
-(``benchmarks/sampler_cost.py``, three runs): 1.87%, 1.90%, 2.17% of one core (the C
-thread alone 1.69–2.04%), against 2.98–4.67% for the pynvml Python loop; 5 ms spikes
-caught: 100% (50 of 50; ``benchmarks/spike_capture.py``). Without a C compiler the Python
-loop runs with the direct ctypes reader (2.6–3.5%). ``--interval 500ms`` reproduces the
-source write-up's ``nvidia-smi -lms 500``.
+Cost and the default interval. Per sample the thread pays a wake-up, one NVML memory query
+(:meth:`kvgate.measure.nvml.Nvml.used_reader`: ``nvmlDeviceGetMemoryInfo_v2`` through ctypes)
+and a few comparisons: a sample whose values equal the previous one's, with no gap above the
+floor, is only counted (:meth:`_loop`), so the bookkeeping of :meth:`_ingest` runs on changes
+alone. There is no compiled helper and nothing is built at run time. Measured on a 16-core
+H200 VM (``benchmarks/measure_cost.py``: ``kvgate measure --settle 0s -- sleep 30`` minus
+``-- true``, CPU of the whole process; ``benchmarks/results/issue16/``): at 1 ms this thread
+costs 3.7–4.1% of one core (about 37–41 µs a sample, most of it the wake-up and a cold NVML
+query; the removed C loop cost 2.7% on the same machine), and the whole process 4.2–4.9%
+(the C loop: 3.7%; the runner's own 20 ms poll of CMD and its 0.5 s process listings are
+0.4–0.8% of that); at 2 ms the thread costs 2.6%, as the C loop did at 1 ms. Spikes held 1, 2, 5 and 20 ms by a torch workload were all
+caught at 1, 1.5 and 2 ms (``benchmarks/spike_capture.py``: 30 of each, 1 and 4 GiB).
+``--interval 500ms`` reproduces the source write-up's ``nvidia-smi -lms 500``.
 """
 
 from __future__ import annotations
@@ -43,12 +42,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 DEFAULT_INTERVAL_S = 0.001
 DEFAULT_TIMELINE_POINTS = 2048
 TOP_GAPS = 5  # largest gaps kept with their times
 LONG_GAP_FACTOR = 10  # gaps longer than this × interval are counted
+HOLD_MAX = 128  # unchanged samples held at most before they are accounted (~0.1 s at 1 ms)
 _IDLE_KEEP = 100_000  # idle samples kept for the median (settle of 100 s at 1 ms)
 _INF = float("inf")
 
@@ -205,8 +204,7 @@ class Sampler:
 
     def __init__(self, reader: Callable[[], Sequence[int]], n_channels: int, *,
                  interval_s: float = DEFAULT_INTERVAL_S, timeline_points: int = DEFAULT_TIMELINE_POINTS,
-                 clock: Callable[[], float] = time.monotonic, top_gaps: int = TOP_GAPS,
-                 native: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, top_gaps: int = TOP_GAPS) -> None:
         if interval_s < 0:
             raise ValueError("interval must not be negative")
         self.reader = reader
@@ -220,7 +218,6 @@ class Sampler:
         self.long_gaps = 0  # gaps after mark_start longer than long_gap_s
         self.gaps: list[Gap] = []  # the top_gaps largest after mark_start, largest first
         self.error: BaseException | None = None
-        self.dropped = 0  # samples the C loop's ring could not hold (their peak is kept)
         self._top = max(1, top_gaps)
         self._gap_floor = -1.0  # a gap must exceed this to matter (top list or long count)
         self._prev_t: float | None = None
@@ -228,11 +225,10 @@ class Sampler:
         self._stopping = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.log: list | None = None  # set to [] to keep every (t, values): benchmarks only
-        self.native_wanted = native
-        self.native: Any = None  # the running NativeLoop, if the C loop runs
-        self.mode = "python"  # "native" once the C loop runs (see start)
-        self.native_note: str | None = None  # why the C loop does not run, when wanted
+        self.log: list | None = None  # set to [] to keep every entry ingested (t, values): benchmarks only
+        query = getattr(reader, "query", None)
+        # the loop that samples, for the measurement's basis (Basis.sampler_loop)
+        self.loop = f"python thread, {query}" if query else "python thread"
 
     def sample_once(self) -> None:
         """Take one sample now (the Python loop's body; also used by ``stop``).
@@ -244,11 +240,11 @@ class Sampler:
         self._ingest(self.clock(), values)
 
     def _ingest(self, t: float, values: Sequence[int], count: int = 1, prev_t: float | None = None) -> None:
-        """Account one sample taken at ``t`` (by the Python loop or drained from the C loop).
+        """Account one sample taken at ``t``.
 
-        From the C loop an entry may stand for ``count`` samples (this one and the
-        unchanged samples before it that the loop did not push: same values, no gap above
-        the floor), and ``prev_t`` is the time of the sample taken right before it.
+        From :meth:`_loop` an entry may stand for ``count`` samples (this one and the
+        unchanged samples before it that the loop held: same values, no gap above the
+        floor), and ``prev_t`` is the time of the sample taken right before it.
         """
         if self.log is not None:
             self.log.append((t, list(values)))
@@ -287,82 +283,60 @@ class Sampler:
             self._gap_floor = min(gaps[-1].length_s, self.long_gap_s)
 
     def _loop(self) -> None:
-        sample, clock, sleep, interval = self.sample_once, self.clock, time.sleep, self.interval_s
+        """The sampling thread: one reader call and one clock read per sample, on a fixed
+        schedule; a sample the bookkeeping does not need is only counted.
+
+        A sample is *held* (not given to :meth:`_ingest` yet) when the run has started, its
+        values equal the previous sample's and the gap before it is not above the gap floor
+        (so it cannot change the peak, the idle median, the gaps or the timeline's min/max).
+        Held samples are accounted together, as one entry at the last one's time with their
+        count, when a sample that matters comes, every :data:`HOLD_MAX` + 1 samples (so the
+        counts other threads read stay current) and at the end. The gap floor only grows, so a gap held under it never mattered later.
+        """
+        read, clock, sleep, wait, interval = self.reader, self.clock, time.sleep, self._stop.wait, self.interval_s
+        ingest = self._ingest
+        last_v: Sequence[int] | None = None  # the last sample taken: values, time, time of the one before
+        last_t = prev_t = -_INF
+        held = 0  # samples taken, equal to last_v, the latest at last_t, not yet ingested
         nxt = clock()
         try:
             while not self._stopping:
-                sample()
+                v = read()
+                t = clock()
+                start = self.start_t
+                if v == last_v and start is not None and last_t >= start and t - last_t <= self._gap_floor:
+                    if held < HOLD_MAX:
+                        held += 1
+                    else:  # this one and the held ones, at this one's time
+                        ingest(t, v, held + 1, last_t)
+                        held = 0
+                else:
+                    if held:
+                        ingest(last_t, last_v, held, prev_t)  # type: ignore[arg-type]
+                        held = 0
+                    ingest(t, v, 1, last_t if last_v is not None else None)
+                prev_t, last_t, last_v = last_t, t, v
                 nxt += interval
-                delay = nxt - (self._prev_t if self._prev_t is not None else clock())
+                delay = nxt - t
                 if delay > 0.05:
-                    self._stop.wait(delay)  # long intervals: wake at once on stop()
+                    wait(delay)  # long intervals: wake at once on stop()
                 elif delay > 0:
                     sleep(delay)
                 else:
-                    nxt = clock()  # fell behind: do not try to catch up in a burst
-        except BaseException as exc:  # noqa: BLE001 - reported through .error
-            self.error = exc
-
-    def _native_loop(self) -> Any:
-        """Start the C loop when the reader offers one (``native_spec``), the interval is
-        short enough to matter and the helper builds; else ``None`` (and why, in
-        ``native_note``)."""
-        spec = getattr(self.reader, "native_spec", None)
-        if not self.native_wanted or spec is None or self.clock is not time.monotonic:
-            return None
-        from kvgate.measure import native
-
-        if self.interval_s > native.NATIVE_MAX_INTERVAL_S:
-            return None
-        lib = native.load()
-        if lib is None:
-            self.native_note = f"native sampler not available ({native.build_error}): Python loop"
-            return None
-        try:
-            return native.NativeLoop(lib, spec, self.interval_s)
-        except OSError as exc:
-            self.native_note = f"native sampler did not start ({exc}): Python loop"
-            return None
-
-    def _drain_loop(self) -> None:
-        """The Python thread's work while the C loop samples: account its samples every
-        ``DRAIN_S``; stop with a typed error (from the Python reader) if NVML failed."""
-        from kvgate.measure.native import DRAIN_S
-
-        nat = self.native
-        try:
-            while True:
-                stopping = self._stopping
-                if stopping:
-                    nat.stop()  # no sample after this; this drain takes the rest
-                for t, pt, c, v in nat.drain():
-                    self._ingest(t, v, c, pt)
-                nat.set_floor(self._gap_floor)
-                if nat.rc():
-                    for t, pt, c, v in nat.drain():
-                        self._ingest(t, v, c, pt)
-                    self.reader()  # the same query through the Python path raises it typed
-                    raise RuntimeError(f"NVML memory query failed with code {nat.rc()}")
-                if stopping:
-                    return
-                self._stop.wait(DRAIN_S)
+                    nxt = t  # fell behind: do not try to catch up in a burst
         except BaseException as exc:  # noqa: BLE001 - reported through .error
             self.error = exc
         finally:
-            nat.stop()
+            if held:
+                ingest(last_t, last_v, held, prev_t)  # type: ignore[arg-type]
 
     def start(self) -> None:
-        self.native = self._native_loop()
-        self.mode = "native" if self.native is not None else "python"
-        target = self._drain_loop if self.native is not None else self._loop
-        self._thread = threading.Thread(target=target, name="kvgate-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="kvgate-sampler", daemon=True)
         self._thread.start()
 
     def mark_start(self) -> float:
         """Mark the workload start: later samples count toward peak and gaps."""
         self.start_t = self.clock()
-        if self.native is not None:
-            self.native.set_start(self.start_t)
         return self.start_t
 
     def stop(self) -> None:
@@ -371,25 +345,11 @@ class Sampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.native is not None:
-            self.dropped = self.native.dropped()
-            self._merge_native_peaks()
-            self.native.close()
         if self.error is None:
             try:
                 self.sample_once()
             except BaseException as exc:  # noqa: BLE001
                 self.error = exc
-
-    def _merge_native_peaks(self) -> None:
-        """Samples the ring dropped (a Python thread stalled > 65 s) still count toward the
-        peak: the C loop kept each channel's exact maximum and its time."""
-        if not self.dropped or self.start_t is None:
-            return
-        for i, ch in enumerate(self.channels):
-            t, v = self.native.peak(i)
-            if t >= self.start_t and (ch.peak is None or v > ch.peak):
-                ch.peak, ch.peak_t = v, t
 
     def rel(self, t: float | None) -> float | None:
         """Seconds since :meth:`mark_start` (negative during settle)."""

@@ -19,6 +19,10 @@ set, ``chunked_attention`` when ``attention_chunk_size`` is, else ``full_attenti
 
 A ``model_type`` transformers does not have (remote code) is returned unresolved, and the
 caller reads the raw JSON (with a note saying so).
+
+No torch: every use of transformers' config classes goes through
+:func:`kvgate.model.torchless.with_config_classes`, so reading a config.json does not import
+torch even where torch is installed (that module says how).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvgate.model.spec import ConfigError
+from kvgate.model.torchless import with_config_classes
 
 
 @dataclass
@@ -94,7 +99,7 @@ def transformers_version() -> str | None:
 
 def known_model_type(model_type: str) -> bool:
     """True when the installed transformers has a config class for ``model_type``."""
-    mapping = _config_mapping()
+    mapping = with_config_classes(_config_mapping)
     return mapping is not None and model_type in mapping
 
 
@@ -182,6 +187,8 @@ def _aliased(text: Any, key: str, given: set[str]) -> bool:
 def resolve(raw: dict[str, Any]) -> Resolved:
     """Resolve ``raw`` (a config.json dict) through transformers when it knows the model type.
 
+    torch is not imported for it (module doc).
+
     Returns:
         :class:`Resolved`; ``layer_types`` is ``None`` when the config was not resolved
         (no ``model_type``, or one transformers does not have).
@@ -189,6 +196,10 @@ def resolve(raw: dict[str, Any]) -> Resolved:
     Raises:
         ConfigError: transformers' config class rejects the config (its message kept).
     """
+    return with_config_classes(lambda: _resolve(raw))
+
+
+def _resolve(raw: dict[str, Any]) -> Resolved:
     model_type = raw.get("model_type")
     mapping = _config_mapping()
     if not isinstance(model_type, str) or mapping is None or model_type not in mapping:
