@@ -1,8 +1,9 @@
 """KV-cache geometry: bytes per position, per slot and per block, for layer kind × KV
 format × tensor parallelism, under each engine's layout.
 
-Modules: ``formats`` (KV formats), ``base`` (the Layout interface, TP split),
-``core`` (:class:`KVGeometry`), and one module per engine layout:
+Modules: ``formats`` (KV formats), ``specs`` (one spec type per layer kind, each owning
+its bytes; the TP split), ``base`` (the Layout interface), ``core`` (:class:`KVGeometry`),
+one module per engine layout, and ``vllm_pool`` (vLLM's pool report):
 
 =============  ==========================================  ==================================
 ``--layout``   rule                                        engine source it comes from
@@ -24,17 +25,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvgate.geometry.base import GeometryError, Layout, kv_heads_per_rank, state_values_per_rank
+from kvgate.geometry.base import Layout
 from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+from kvgate.geometry.specs import (
+    ChunkedLocal,
+    FullAttention,
+    GeometryError,
+    LayerKind,
+    MLAAttention,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    kv_heads_per_rank,
+    spec_of,
+)
+from kvgate.geometry.vllm import VLLM
+from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 
 __all__ = [
-    "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "Layout",
-    "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "layout_options_from_args",
-    "state_values_per_rank", "vllm_kv_cache_report",
+    "FORMATS", "LAYOUTS", "VLLM", "ChunkedLocal", "Contiguous", "FormatError", "FullAttention", "GeometryError",
+    "KVFormat", "KVGeometry", "LayerKind", "Layout", "LlamaCpp", "MLAAttention", "NoCache", "RecurrentState",
+    "SlidingWindow", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options",
+    "layout_options_from_args", "spec_of", "vllm_kv_cache_report",
 ]
 
 # name -> factory(**options) -> Layout

@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.geometry import KVGeometry
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.model.spec import LayerSpec, ModelSpec
 
 DEFAULT_SLOT_CAP = 8  # the source engine's VC_KV_SLOTS
-DEFAULT_BLOCK_SIZE = 16  # positions per block, vLLM's default
+MIRROR_FORMAT = "int8-f32scale"  # the mirror's KV format (kvgate.geometry.formats)
 
 
 def _pos_int(value: Any, what: str) -> int:
@@ -85,19 +89,26 @@ class MirrorGeometry:
         """``kv_heads × head_dim``: elements in one K (or V) row."""
         return self.kv_heads * self.head_dim
 
+    @cached_property
+    def geometry(self) -> KVGeometry:
+        """The mirror as a :class:`KVGeometry`: ``n_layers`` full-attention layers in
+        ``int8-f32scale``, contiguous."""
+        layer = LayerSpec(kind="full", num_kv_heads=self.kv_heads, head_dim=self.head_dim, v_head_dim=self.head_dim)
+        return KVGeometry(ModelSpec(name="mirror", source="workload", layers=[layer] * self.n_layers), MIRROR_FORMAT)
+
     @property
     def position_bytes(self) -> int:
         """Bytes per position per layer: ``2·kv_dim + 8·kv_heads``."""
-        return 2 * self.kv_dim + 8 * self.kv_heads
+        return self.geometry.position_bytes(0)
 
     @property
     def slot_bytes(self) -> int:
         """S(L) = n_layers × max_seq × position_bytes: one contiguous slot, bytes."""
-        return self.n_layers * self.max_seq * self.position_bytes
+        return self.geometry.slot_bytes(self.max_seq)
 
     def block_bytes(self, block_size: int) -> int:
         """Bytes of one block of ``block_size`` positions across all layers."""
-        return self.n_layers * _pos_int(block_size, "block size") * self.position_bytes
+        return self.geometry.block_bytes(_pos_int(block_size, "block size"))
 
     def mirror_bytes(self, slots: int) -> int:
         """``slots × S(L)``: what a contiguous mirror with ``slots`` allocated slots holds."""
