@@ -1,29 +1,17 @@
-"""KV-cache geometry: bytes per position, per slot and per block, for layer kind × KV format.
+"""KV-cache geometry: bytes per position, per slot and per block, for layer kind × KV
+format × tensor parallelism under one layout (DESIGN.md §4).
 
-Formula (DESIGN.md §4). For layer ℓ of kind k, KV formats f_K, f_V, tensor parallel tp:
-
-- heads per rank  h = max(1, n_kv // tp); tp must divide n_kv or be divisible by it
-  (vLLM replicates KV heads when tp > n_kv; ``get_num_kv_heads`` in vllm/config).
-- bytes per position  b(ℓ):
-    ``full``/``sliding``  f_K.row_bytes(h, head_dim) + f_V.row_bytes(h, v_head_dim)
-    ``mla``               f_K.vector_bytes(kv_lora_rank + qk_rope_head_dim), once, no V,
-                          the same on every rank (the latent is replicated); plus
-                          f_K.vector_bytes(index_head_dim) of DeepSeek sparse-attention
-                          indexer keys where the layer has them
-    ``linear``/``shared`` 0
-- positions per sequence of length L: the **layout**'s rule (``contiguous``: L for full
-  and mla, min(W, L) for sliding unless the engine allocates sliding layers at full
-  length, 0 for linear and shared).
-- fixed state per sequence: ``linear`` layers only, conv values and SSM / recurrent values
-  per rank, each in its own format: the layout's engine default unless ``conv_format`` /
-  ``ssm_format`` override it (``state_format`` is the older single format, still the
-  default of layouts that keep one).
+- bytes per position b(ℓ) and fixed state: the layer's spec
+  (:mod:`kvgate.geometry.specs`: one type per kind, each owning its formula), after the
+  layout's conversion of it (:meth:`Layout.engine_spec`).
+- positions per sequence of length L and the state an engine keeps: the **layout**'s
+  rule for that spec type (``contiguous``: L for full and MLA, min(W, L) for sliding
+  unless sliding layers are allocated at full length, 0 for recurrent and no-cache).
+- state formats: the layout's engine default unless ``conv_format`` / ``ssm_format``
+  override it (``state_format`` is the older single format).
 
 slot bytes S(L) = Σ_ℓ positions(ℓ, L) · b(ℓ) + state(ℓ). The write-up's mirror:
 48 × 8192 × (2·512 + 8·4) = 415,236,096 B.
-
-Layouts other than ``contiguous`` (engine rules for vLLM, llama.cpp) register in
-``LAYOUTS``; each names the engine source its rule comes from.
 """
 
 from __future__ import annotations

@@ -324,7 +324,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             if arch in ("nemotron_h", "nemotron_h_moe"):
                 layers.append(LayerSpec(kind="shared"))  # an MLP layer: in no cache at all
             else:
-                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.llamacpp.zero_width)
+                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.specs.NoCache.zero_width)
                 layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=value_length or hd_k or 0))
             no_kv.append(i)
         else:
