@@ -251,25 +251,6 @@ def test_case9_qwen3_30b_a3b_static_cache_when_recorded():
     assert g.slots_bytes(8192, 4) == 3_221_225_472
 
 
-def test_layout_options_from_args_for_the_cli():
-    import argparse
-
-    from kvgate.geometry import LAYOUTS, layout_options_from_args
-
-    assert {"contiguous", "vllm", "llama.cpp"} <= set(LAYOUTS)
-    ns = argparse.Namespace(layout="vllm", block_size=32, sliding_full=True, max_num_batched_tokens=8192)
-    opts = layout_options_from_args(ns)
-    assert opts["block_size"] == 32 and opts["disable_hybrid_kv_cache_manager"] is True
-    assert get_layout("vllm", **opts).max_num_batched_tokens == 8192
-    ns = argparse.Namespace(layout="llama.cpp", block_size=None, sliding_full=True, n_seq=4, kv_unified=True)
-    assert layout_options_from_args(ns) == {"n_seq": 4, "unified": True, "swa_full": True, "n_ubatch": 512,
-                                           "flash_attn": "auto", "n_rs_seq": 0, "n_batch": 2048}
-    ns = argparse.Namespace(layout="contiguous", block_size=None, sliding_full=False)
-    assert layout_options_from_args(ns) == {"sliding_full": False, "ssm_format": "fp32"}
-    with pytest.raises(GeometryError):
-        layout_options_from_args(argparse.Namespace(layout="llama.cpp", block_size=16, sliding_full=False))
-
-
 def test_llamacpp_flash_attn_off_pads_v_L2():
     """L2: Gemma-4-12B, ``-c 4096 -np 1``, f16. Sliding layers: 8 KV heads × 256; full
     layers: 1 KV head × 512 (K = V width 512). FA on: 40 × 2·8·256·2 + 8 × 2·512·2 =

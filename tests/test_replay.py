@@ -3,7 +3,6 @@ step simulator, both Azure traces against their own columns, the command and the
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -448,19 +447,18 @@ def test_measured_paging_reclaim_dict(shared_dir):
     assert isinstance(d["measured_reclaim_bytes"], int)
 
 
-def test_reclaim_for_gate_uses_model_geometry(shared_dir):
+def test_paging_reclaim_uses_model_geometry(shared_dir):
     from kvgate.model import load_model
-    from kvgate.replay.reclaim import reclaim_for_gate, replay_geometry
+    from kvgate.options import EngineOptions, ReplayOptions
+    from kvgate.replay.reclaim import paging_reclaim, replay_geometry
 
     model = load_model("qwen3-30b-a3b")
     geo = replay_geometry(model, max_seq=8192, kv_format="int8-f32scale", block_size=16)
     assert geo["slot_bytes"] == 415_236_096  # the write-up's 396 MiB
     assert geo["block_bytes"] == 16 * INT8 and geo["fixed_bytes"] == 0
     path = shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv"
-    args = argparse.Namespace(
-        trace=str(path), slots=8, max_seq=8192, kv_format="int8-f32scale", kv_format_v=None, tp=1, block_size=None
-    )
-    got = reclaim_for_gate(args, model)
+    engine = EngineOptions(kv_format="int8-f32scale", max_seq=8192)
+    got = paging_reclaim(model, engine, ReplayOptions(trace=str(path), page_size=16), slots=8)["measured_reclaim_bytes"]
     want = measured_paging_reclaim(
         load_trace(path), slot_bytes=415_236_096, block_bytes=16 * INT8, max_seq=8192, slots=8
     )["measured_reclaim_bytes"]

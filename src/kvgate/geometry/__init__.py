@@ -48,8 +48,8 @@ from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 __all__ = [
     "FORMATS", "LAYOUTS", "VLLM", "ChunkedLocal", "Contiguous", "FormatError", "FullAttention", "GeometryError",
     "KVFormat", "KVGeometry", "LayerKind", "Layout", "LlamaCpp", "MLAAttention", "NoCache", "RecurrentState",
-    "SlidingWindow", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options",
-    "layout_options_from_args", "spec_of", "vllm_kv_cache_report",
+    "SlidingWindow", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "spec_of",
+    "vllm_kv_cache_report",
 ]
 
 # name -> factory(**options) -> Layout
@@ -115,7 +115,6 @@ def layout_from_options(
                  # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
                  "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format"},
         "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
-        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
     }
     if name in accepted:
         bad = sorted(set(given) - accepted[name])
@@ -125,47 +124,3 @@ def layout_from_options(
                 hint=f"it takes: {', '.join(sorted(accepted[name])) or 'no options'}",
             )
     return get_layout(name, **given)
-
-
-# CLI flag (argparse dest) -> layout_from_options keyword. Boolean flags count only when set.
-_ARG_FLAGS = {
-    "block_size": "block_size",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "n_seq": "n_seq",
-    "kv_unified": "unified",
-    "swa_full": "swa_full",
-    "n_ubatch": "n_ubatch",
-    "n_batch": "n_batch",
-    "sliding_full": "sliding_full",
-    "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
-}
-
-
-def layout_options_from_args(args: Any) -> dict[str, Any]:
-    """Layout options from parsed CLI arguments, as a dict for ``get_layout(name, **opts)``
-    (every option spelled out, so records can rebuild the layout exactly).
-
-    Reads whichever of ``--layout``, ``--block-size``, ``--max-num-batched-tokens``,
-    ``--n-seq``, ``--kv-unified``, ``--swa-full``, ``--n-ubatch``, ``--sliding-full``,
-    ``--disable-hybrid-kv-cache-manager`` the command defines. ``--sliding-full`` is the
-    engine-neutral spelling: under ``vllm`` it means
-    ``disable_hybrid_kv_cache_manager``, under ``llama.cpp`` ``swa_full``.
-
-    Raises:
-        GeometryError: an option the chosen layout does not take, or a bad value.
-    """
-    name = getattr(args, "layout", None) or "contiguous"
-    given: dict[str, Any] = {}
-    for dest, kw in _ARG_FLAGS.items():
-        v = getattr(args, dest, None)
-        if v is None or v is False:
-            continue
-        given[kw] = v
-    if given.pop("sliding_full", None):
-        key = {"vllm": "disable_hybrid_kv_cache_manager", "llama.cpp": "swa_full", "llamacpp": "swa_full"}.get(
-            name, "sliding_full")
-        given[key] = True
-    lay = layout_from_options(name, **given)
-    opts = lay.to_dict()
-    opts.pop("name", None)
-    return opts

@@ -24,7 +24,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.options import EngineOptions, ReplayOptions
-from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, DEFAULT_DECODE_RATE, measured_paging_reclaim
+from kvgate.replay.simulate import DEFAULT_BLOCK_SIZE, measured_paging_reclaim
 
 
 def replay_geometry(
@@ -132,33 +132,3 @@ def paging_reclaim(
     )
     out["fixed_bytes_per_sequence"] = geo["fixed_bytes"]
     return out
-
-
-def reclaim_for_gate(args: Any, model: Any) -> int:
-    """``measured_reclaim_bytes`` of :func:`paging_reclaim` (an int of bytes) for callers
-    that hold loose attributes (``trace``, ``slots``, ``max_seq``, ``kv_format``,
-    ``kv_format_v``, ``tp``, ``page_size``/``block_size``, ``speed``, ``decode_rate``,
-    ``rate``, ``seed``, ``sliding_full``): how much lower the peak of N contiguous slots
-    is when the trace's sequences are laid out in blocks instead. New code calls
-    :func:`paging_reclaim` with typed options."""
-
-    def get(name: str, default: Any = None) -> Any:
-        v = getattr(args, name, None)
-        return default if v is None else v
-
-    engine = EngineOptions(
-        kv_format=get("kv_format", "bf16"),
-        kv_format_v=get("kv_format_v"),
-        tp=get("tp", 1),
-        layout_options={"sliding_full": True} if get("sliding_full") else {},
-        max_seq=get("max_seq"),
-    )
-    replay = ReplayOptions(
-        trace=str(args.trace),
-        page_size=get("page_size") or get("block_size", DEFAULT_BLOCK_SIZE),
-        decode_rate=get("decode_rate", DEFAULT_DECODE_RATE),
-        speed=get("speed", 1.0),
-        rate=get("rate"),
-        seed=get("seed", 0),
-    )
-    return int(paging_reclaim(model, engine, replay, slots=int(args.slots))["measured_reclaim_bytes"])
