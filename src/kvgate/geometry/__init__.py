@@ -70,19 +70,7 @@ def get_layout(name: str = "contiguous", **options: Any) -> Layout:
         raise GeometryError(f"bad option for layout {name!r}: {exc}") from exc
 
 
-def layout_from_options(
-    name: str | None = "contiguous",
-    *,
-    block_size: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    n_seq: int | None = None,
-    unified: bool | None = None,
-    swa_full: bool | None = None,
-    n_ubatch: int | None = None,
-    sliding_full: bool | None = None,
-    disable_hybrid_kv_cache_manager: bool | None = None,
-    **extra: Any,
-) -> Layout:
+def layout_from_options(name: str | None = "contiguous", **options: Any) -> Layout:
     """Build a layout from CLI-style options; ``None`` means "the engine's default".
 
     Options that do not apply to the chosen layout are an error (never silently dropped):
@@ -95,18 +83,7 @@ def layout_from_options(
         GeometryError: unknown layout, or an option the layout does not take.
     """
     name = name or "contiguous"
-    given = {
-        "block_size": block_size,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "n_seq": n_seq,
-        "unified": unified,
-        "swa_full": swa_full,
-        "n_ubatch": n_ubatch,
-        "sliding_full": sliding_full,
-        "disable_hybrid_kv_cache_manager": disable_hybrid_kv_cache_manager,
-        **extra,
-    }
-    given = {k: v for k, v in given.items() if v is not None}
+    given = {k: v for k, v in options.items() if v is not None}
     accepted = {
         "contiguous": {"sliding_full"},
         "vllm": {"block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager",

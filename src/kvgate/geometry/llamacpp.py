@@ -68,13 +68,13 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
+from kvgate.model.llamacpp_arch import PINNED_COMMIT as PINNED_COMMIT  # the commit the rules were read at
 from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
 # the cache types llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types), kvgate's names
 CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
-PINNED_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 FLASH_ATTN = ("auto", "on", "off")
 
 

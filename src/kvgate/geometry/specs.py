@@ -1,29 +1,14 @@
 """Layer kinds as types: one frozen spec per kind of cache a decoder layer keeps, each
-owning its bytes, after vLLM's ``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec``,
-``SlidingWindowSpec``, ``ChunkedLocalAttentionSpec``, ``MLAAttentionSpec``,
-``MambaSpec``: one spec type per kind, grouped by equality).
-
-=====================  ==========  ==========================================================
-spec                   record      bytes per position, per tensor-parallel rank (h = KV heads
-                       ``kind``    per rank, :func:`kv_heads_per_rank`)
-=====================  ==========  ==========================================================
-:class:`FullAttention` ``full``    ``f_K.row_bytes(h, head_dim) + f_V.row_bytes(h, v_head_dim)``
-:class:`SlidingWindow` ``sliding`` as full; a layout caps its positions by ``window``
-:class:`ChunkedLocal`  ``sliding`` as full; chunked-local attention (window = chunk size)
-:class:`MLAAttention`  ``mla``     ``f_K.vector_bytes(latent_dim)`` (+ ``index_dim`` indexer
-                                   keys), no V, the same on every rank
-:class:`RecurrentState` ``linear`` 0; a fixed state per sequence: conv + SSM values
-:class:`NoCache`       ``shared``  0 (KV sharing, MLP-only layers, GGUF no-op attention)
-=====================  ==========  ==========================================================
+owning its bytes per position and its fixed state for given formats and TP degree, after
+vLLM's ``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec``, ``SlidingWindowSpec``,
+``ChunkedLocalAttentionSpec``, ``MLAAttentionSpec``, ``MambaSpec``; grouped by equality).
 
 A spec is the engine-neutral shape. A layout (``contiguous``, ``vllm``, ``llama.cpp``)
 adds how many positions a sequence reserves and how bytes round into blocks or cells,
-and may convert a spec first: llama.cpp ``-fa off`` pads every V row to the widest
-(:meth:`LayerKind.with_v_padding`), vLLM's ``--disable-hybrid-kv-cache-manager``
-allocates sliding layers at full length (:meth:`LayerKind.at_full_length`).
-
-:func:`spec_of` turns a reader's :class:`kvgate.model.spec.LayerSpec` record into its
-spec; it is the only place that reads a record's ``kind`` string.
+and may convert a spec first (:meth:`LayerKind.with_v_padding`,
+:meth:`LayerKind.at_full_length`). :func:`spec_of` turns a reader's
+:class:`kvgate.model.spec.LayerSpec` record into its spec: the only place that reads a
+record's ``kind`` string (docs/CONVENTIONS.md, "Layer kinds").
 """
 
 from __future__ import annotations

@@ -94,11 +94,8 @@ def _pool_geometry(g: KVGeometry) -> KVGeometry:
     m = speculative_model(g.model, lay._spec)
     if m is g.model:
         return g
-    kw: dict[str, Any] = {}
-    for k in ("conv_format", "ssm_format"):
-        if getattr(g, "fmt_" + k.split("_")[0], None) is not None:
-            kw[k] = getattr(g, "fmt_" + k.split("_")[0])
-    return KVGeometry(m, g.fmt_k, kv_format_v=g.fmt_v, tp=g.tp, layout=lay, state_format=g.fmt_state, **kw)
+    return KVGeometry(m, g.fmt_k, kv_format_v=g.fmt_v, tp=g.tp, layout=lay, state_format=g.fmt_state,
+                      conv_format=g.fmt_conv, ssm_format=g.fmt_ssm)
 
 
 def _spec_key(g: KVGeometry, lay: VLLM, i: int, L: int) -> tuple[Any, ...]:

@@ -27,6 +27,7 @@ from typing import Any
 from kvgate.errors import KvgateError
 from kvgate.geometry import KVGeometry
 from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.model.fields import head_dims, num_kv_heads, text_config
 from kvgate.model.spec import LayerSpec, ModelSpec
 
 DEFAULT_SLOT_CAP = 8  # the source engine's VC_KV_SLOTS
@@ -65,29 +66,17 @@ class MirrorGeometry:
 
         ``head_dim`` is taken from the config when present, never re-derived: on Qwen3
         ``hidden_size / num_attention_heads`` is wrong (2048 / 32 = 64, not 128). Only
-        when it is absent (Llama-2) is it ``hidden_size // num_attention_heads``.
+        when it is absent (Llama-2) is it ``hidden_size // num_attention_heads``
+        (:func:`kvgate.model.fields.head_dims`).
 
         Raises:
             KvgateError: a needed field is missing (named).
         """
-        if isinstance(cfg.get("text_config"), dict):
-            cfg = cfg["text_config"]
-        for key in ("num_hidden_layers", "num_attention_heads"):
-            if key not in cfg:
-                raise KvgateError(f"model config lacks {key!r}")
-        heads = cfg["num_attention_heads"]
-        kv = cfg.get("num_key_value_heads") or heads
-        hd = cfg.get("head_dim")
-        if hd is None:
-            if "hidden_size" not in cfg:
-                raise KvgateError("model config lacks 'head_dim' and 'hidden_size'")
-            hd = cfg["hidden_size"] // heads
-        return cls(n_layers=cfg["num_hidden_layers"], kv_heads=kv, head_dim=hd, max_seq=max_seq)
-
-    @property
-    def kv_dim(self) -> int:
-        """``kv_heads × head_dim``: elements in one K (or V) row."""
-        return self.kv_heads * self.head_dim
+        cfg = text_config(cfg)
+        if "num_hidden_layers" not in cfg:
+            raise KvgateError("model config lacks 'num_hidden_layers'")
+        return cls(n_layers=cfg["num_hidden_layers"], kv_heads=num_kv_heads(cfg), head_dim=head_dims(cfg)[0],
+                   max_seq=max_seq)
 
     @cached_property
     def geometry(self) -> KVGeometry:
