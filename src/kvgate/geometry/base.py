@@ -44,7 +44,6 @@ class Layout:
     """
 
     name = "base"
-    description = ""
 
     def positions(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
