@@ -4,20 +4,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from kvgate.geometry import (
-    VLLM,
+from kvgate.geometry import VLLM, Contiguous, GeometryError, KVGeometry, LlamaCpp, get_format
+from kvgate.geometry.specs import (
     ChunkedLocal,
-    Contiguous,
     FullAttention,
-    GeometryError,
-    KVGeometry,
     LayerKind,
-    LlamaCpp,
     MLAAttention,
     NoCache,
     RecurrentState,
     SlidingWindow,
-    get_format,
     spec_of,
 )
 from kvgate.model import LayerSpec, ModelSpec, load_model

@@ -30,25 +30,13 @@ from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.specs import (
-    ChunkedLocal,
-    FullAttention,
-    GeometryError,
-    LayerKind,
-    MLAAttention,
-    NoCache,
-    RecurrentState,
-    SlidingWindow,
-    kv_heads_per_rank,
-    spec_of,
-)
+from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank, spec_of
 from kvgate.geometry.vllm import VLLM
 from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 
 __all__ = [
-    "FORMATS", "LAYOUTS", "VLLM", "ChunkedLocal", "Contiguous", "FormatError", "FullAttention", "GeometryError",
-    "KVFormat", "KVGeometry", "LayerKind", "Layout", "LlamaCpp", "MLAAttention", "NoCache", "RecurrentState",
-    "SlidingWindow", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "spec_of",
+    "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "LayerKind",
+    "Layout", "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "spec_of",
     "vllm_kv_cache_report",
 ]
 
