@@ -279,7 +279,7 @@ def test_vllm_qwen35_ssm_dtype_and_old_token_line_V1():
     block is 16 × cdiv(1,085,440, 16 × 2,048) = 544 and the page 1,114,112 B. 18 linear +
     6 full layers → 4 groups of 6: num_blocks = int(5.95 GiB) // 1,114,112 // 6 = 955.
     0.17.1 prints 955 // 4 × 544 = 129,472 tokens; concurrency 955 / (482 + 3) = 1.97x."""
-    from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+    from kvgate.geometry import VLLM, vllm_kv_cache_report
     from kvgate.model import load_model
 
     m = load_model("/work/shared/cases/turn2/qwen3.5-2b.json")
@@ -294,7 +294,7 @@ def test_vllm_eagle_draft_joins_pool_V2():
     L = 131,072, available 51.63 GiB. 33 layers × 16 × 8 × 128 × 2 × 2 = 65,536 B pages:
     num_blocks = int(51.63 GiB) // 65,536 // 33 = 25,633; 25,633 / 8,192 = 3.13x;
     int(3.129 × 131,072) = 410,128 tokens."""
-    from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+    from kvgate.geometry import VLLM, vllm_kv_cache_report
     from kvgate.model import load_model
 
     d = "/work/shared/cases/turn2/"

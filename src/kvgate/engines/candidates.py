@@ -37,7 +37,9 @@ from kvgate.errors import KvgateError
 from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.gate.verdict import Scenario
 from kvgate.geometry import KVGeometry, get_layout
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.model.spec import ModelSpec
+from kvgate.units import GiB
 
 QUANT_FORMATS = {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}
 
@@ -48,7 +50,7 @@ def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
     with ``n_seq`` = the target slots and the logged unified flag; SGLang one token per
     page with every layer at full length (its ``MHATokenToKVPool``)."""
     if pool.engine == "vllm":
-        out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or 16)}
+        out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE)}
         if pool.version:
             out["version"] = pool.version
         return out
@@ -112,8 +114,7 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
             raise EngineLogError("the log gives no pool size in bytes", hint="pass --model and let the cross-check size it")
         C = pool.pool_bytes.bytes
         if pool.engine == "vllm":
-            block = layout["block_size"] * sum(KVGeometry(model, fmt, tp=tpv).position_bytes(i)
-                                               for i in range(len(model.layers)))
+            block = KVGeometry(model, fmt, tp=tpv).block_bytes(layout["block_size"])
             C = C // block * block if block else C
     D = slots * S(max_seq)
     base = "not-a-bottleneck" if D <= C else None
@@ -172,7 +173,7 @@ def _largest(pred, hi: int) -> int | None:
 def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_bytes, base, decode_rate, speed):
     host = host_bytes
     if host is None and pool.flags.get("kv_offloading_size") is not None:
-        host = int(Fraction(str(pool.flags["kv_offloading_size"])) * (1 << 30))
+        host = int(Fraction(str(pool.flags["kv_offloading_size"])) * GiB)
     out: dict[str, Any] = {"name": "host offload", "host_bytes": host}
     if trace is None:
         need = max(0, D - C)
@@ -182,10 +183,9 @@ def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_
         return out
     from kvgate.replay.simulate import measured_paging_reclaim  # noqa: PLC0415
 
-    bs = layout.get("block_size", 16)
-    geo = KVGeometry(model, fmt, tp=tp)
-    per_pos = sum(geo.position_bytes(i) for i in range(len(model.layers)))
-    r = measured_paging_reclaim(trace, slot_bytes=S(max_seq), block_bytes=bs * per_pos, max_seq=max_seq,
+    bs = layout.get("block_size", DEFAULT_BLOCK_SIZE)
+    block = KVGeometry(model, fmt, tp=tp).block_bytes(bs)
+    r = measured_paging_reclaim(trace, slot_bytes=S(max_seq), block_bytes=block, max_seq=max_seq,
                                 slots=slots, budget_bytes=slots * S(max_seq), block_size=bs, speed=speed,
                                 decode_rate=decode_rate)
     peak = r["paged_footprint_peak_bytes"]

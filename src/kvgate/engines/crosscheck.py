@@ -32,9 +32,10 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.engines.pool import EnginePool
-from kvgate.geometry import KVGeometry, get_format, state_values_per_rank, vllm_kv_cache_report
+from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.vllm import VLLM, parse_version
+from kvgate.geometry.specs import AttentionKV, FullAttention, MLAAttention, RecurrentState, SlidingWindow, spec_of
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version
 from kvgate.model.spec import ModelSpec
 
 
@@ -89,7 +90,7 @@ def _model_format(model: ModelSpec) -> str:
 def _vllm_layout(pool: EnginePool, block: int, version: str | None) -> VLLM:
     f = pool.flags
     return VLLM(block_size=block, version=version, enable_prefix_caching=f.get("enable_prefix_caching"),
-                max_num_batched_tokens=int(f.get("max_num_batched_tokens") or 2048))
+                max_num_batched_tokens=int(f.get("max_num_batched_tokens") or DEFAULT_MAX_NUM_BATCHED_TOKENS))
 
 
 def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: int,
@@ -124,7 +125,7 @@ def _fits(sol: dict[str, Any], avail) -> bool:
 
 
 def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None) -> dict[str, Any]:
-    block = block_size or pool.flags.get("block_size") or 16
+    block = block_size or pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE
     version = pool.version
     note = None
     if (pool.pp or 1) > 1:
@@ -190,7 +191,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
     causes = []
     for alt_fmt in ("bf16", "fp8"):
         for alt_tp in sorted({1, tp, 2 * tp}):
-            for alt_block in sorted({block, 16, 32}):
+            for alt_block in sorted({block, DEFAULT_BLOCK_SIZE, 2 * DEFAULT_BLOCK_SIZE}):
                 for alt_version in (version, "0.20.0" if version is None else None):
                     if (alt_fmt, alt_tp, alt_block, alt_version) == (fmt, tp, block, version):
                         continue
@@ -217,20 +218,12 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
 # ---------------------------------------------------------------- SGLang
 
 def _sglang_rows(model: ModelSpec, fmt: str, tp: int) -> tuple[int, int, bool]:
+    """Per-token K and V bytes summed over the layers (every layer at full length), and
+    whether the model is MLA (one latent row, SGLang's "KV size")."""
     geo = KVGeometry(model, fmt, tp=tp)
-    k = v = 0
-    mla = False
-    for i, layer in enumerate(model.layers):
-        if layer.kind in ("full", "sliding"):
-            pb = geo.position_bytes(i)
-            kh = max(1, layer.num_kv_heads // tp) if layer.num_kv_heads else 0
-            kb = geo.fmt_k.vector_bytes(kh * layer.head_dim) if kh else pb // 2
-            k += kb
-            v += pb - kb
-        elif layer.kind == "mla":
-            mla = True
-            k += geo.position_bytes(i)
-    return k, v, mla
+    k = sum(s.k_bytes(geo.fmt_k, tp) for s in geo.specs)
+    v = sum(s.v_bytes(geo.fmt_v, tp) for s in geo.specs)
+    return k, v, any(isinstance(s, MLAAttention) for s in geo.specs)
 
 
 def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
@@ -277,11 +270,11 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
     total = 0
     lines, ok = [], True
     for c in rs:
-        # llama-memory-recurrent.cpp: R = n_embd_r × cells, S = n_embd_s × cells, both f32 (4 B)
-        lin = [l for l in model.layers if l.kind == "linear"]
-        conv = sum(state_values_per_rank(l, 1)[0] for l in lin)
-        ssm = sum(state_values_per_rank(l, 1)[1] for l in lin)
-        rb, sb = c["cells"] * conv * 4, c["cells"] * ssm * 4  # one cell per sequence
+        # llama-memory-recurrent.cpp: R = n_embd_r × cells, S = n_embd_s × cells, both f32
+        lin = [s for s in map(spec_of, model.layers) if isinstance(s, RecurrentState)]
+        f32 = get_format("fp32")
+        rb = c["cells"] * sum(s.conv_bytes(f32, 1) for s in lin)  # one cell per sequence
+        sb = c["cells"] * sum(s.ssm_bytes(f32, 1) for s in lin)
         good = c["k_size"].contains(rb) and c["v_size"].contains(sb) and c["k_type"] == c["v_type"] == "f32"
         ok &= good
         total += rb + sb
@@ -293,9 +286,10 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         geo = KVGeometry(replace(model, layers=sub), c["k_type"], kv_format_v=c["v_type"],
                          layout=LlamaCpp(n_seq=int(ctx.get("n_seq_max") or 1), unified=bool(ctx.get("kv_unified"))))
         cells = c["cells"] * c["n_stream"]  # kv_size per stream × streams
-        kb = sum(cells * _k_row(geo, l) for l in sub)
-        vb = sum(cells * geo.fmt_v.vector_bytes(l.num_kv_heads * (l.v_head_dim or l.head_dim)) for l in sub
-                 if l.kind != "mla")
+        # ggml_row_size(type_k, n_embd_k_gqa) and of V; MLA: the latent (kv_lora_rank + n_rot) alone
+        kb = sum(cells * (s.latent_bytes(geo.fmt_k) if isinstance(s, MLAAttention) else s.k_bytes(geo.fmt_k, 1))
+                 for s in geo.specs)
+        vb = sum(cells * s.v_bytes(geo.fmt_v, 1) for s in geo.specs)
         good = c["k_size"].contains(kb) and c["v_size"].contains(vb) and c["layers"] in (None, len(sub))
         ok &= good
         total += kb + vb
@@ -309,13 +303,8 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
 
 
 def _layers_for(model: ModelSpec, cache: dict[str, Any]):
-    kinds = ("sliding",) if cache["swa"] == "swa" else (("full", "mla") if cache["swa"] == "non-swa"
-                                                        else ("full", "sliding", "mla"))
-    return [l for l in model.layers if l.kind in kinds]
-
-
-def _k_row(geo: KVGeometry, layer) -> int:
-    """``ggml_row_size(type_k, n_embd_k_gqa)``; MLA: the latent (kv_lora_rank + n_rot)."""
-    if layer.kind == "mla":
-        return geo.fmt_k.vector_bytes(layer.latent_dim)
-    return geo.fmt_k.vector_bytes(layer.num_kv_heads * layer.head_dim)
+    """The layers of one ``llama_kv_cache`` line: its SWA cache holds the sliding layers,
+    the non-SWA cache full and MLA ones, a cache without the mark all attention layers."""
+    kinds = {"swa": SlidingWindow, "non-swa": (FullAttention, MLAAttention)}.get(cache["swa"],
+                                                                               (AttentionKV, MLAAttention))
+    return [l for l in model.layers if isinstance(spec_of(l), kinds)]

@@ -39,6 +39,7 @@ from kvgate.engines.startups import engines_with_pools, select_startup
 from kvgate.engines.vllm_log import parse_vllm
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import FormatError, get_format
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 _MARKS = {
@@ -251,8 +252,8 @@ def _from_vllm(p: dict[str, Any]) -> EnginePool:
         if "process tags" in v["source"]:
             notes.append(f"{k} {v['value']} from {v['source']}")
     if tokens is None and p["gpu_blocks"] is not None:
-        tokens = p["gpu_blocks"] * (block or 16)
-        notes.append(f"tokens = # GPU blocks {p['gpu_blocks']:,} × block size {block or 16}")
+        tokens = p["gpu_blocks"] * (block or DEFAULT_BLOCK_SIZE)
+        notes.append(f"tokens = # GPU blocks {p['gpu_blocks']:,} × block size {block or DEFAULT_BLOCK_SIZE}")
     flags = {k: p[k] for k in ("block_size", "attention_block_size", "enable_prefix_caching", "speculative_config",
                                "quantization", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                                "kv_offloading_size", "num_gpu_blocks_override", "padding_layers", "device",

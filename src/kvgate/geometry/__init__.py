@@ -1,8 +1,9 @@
 """KV-cache geometry: bytes per position, per slot and per block, for layer kind × KV
 format × tensor parallelism, under each engine's layout.
 
-Modules: ``formats`` (KV formats), ``base`` (the Layout interface, TP split),
-``core`` (:class:`KVGeometry`), and one module per engine layout:
+Modules: ``formats`` (KV formats), ``specs`` (one spec type per layer kind, each owning
+its bytes; the TP split), ``base`` (the Layout interface), ``core`` (:class:`KVGeometry`),
+one module per engine layout, and ``vllm_pool`` (vLLM's pool report):
 
 =============  ==========================================  ==================================
 ``--layout``   rule                                        engine source it comes from
@@ -24,17 +25,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvgate.geometry.base import GeometryError, Layout, kv_heads_per_rank, state_values_per_rank
+from kvgate.geometry.base import Layout
 from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.vllm import VLLM, vllm_kv_cache_report
+from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank, spec_of
+from kvgate.geometry.vllm import VLLM
+from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 
 __all__ = [
-    "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "Layout",
-    "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options",
-    "state_values_per_rank", "vllm_kv_cache_report",
+    "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "LayerKind",
+    "Layout", "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "spec_of",
+    "vllm_kv_cache_report",
 ]
 
 # name -> factory(**options) -> Layout
@@ -55,19 +58,7 @@ def get_layout(name: str = "contiguous", **options: Any) -> Layout:
         raise GeometryError(f"bad option for layout {name!r}: {exc}") from exc
 
 
-def layout_from_options(
-    name: str | None = "contiguous",
-    *,
-    block_size: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    n_seq: int | None = None,
-    unified: bool | None = None,
-    swa_full: bool | None = None,
-    n_ubatch: int | None = None,
-    sliding_full: bool | None = None,
-    disable_hybrid_kv_cache_manager: bool | None = None,
-    **extra: Any,
-) -> Layout:
+def layout_from_options(name: str | None = "contiguous", **options: Any) -> Layout:
     """Build a layout from CLI-style options; ``None`` means "the engine's default".
 
     Options that do not apply to the chosen layout are an error (never silently dropped):
@@ -80,18 +71,7 @@ def layout_from_options(
         GeometryError: unknown layout, or an option the layout does not take.
     """
     name = name or "contiguous"
-    given = {
-        "block_size": block_size,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "n_seq": n_seq,
-        "unified": unified,
-        "swa_full": swa_full,
-        "n_ubatch": n_ubatch,
-        "sliding_full": sliding_full,
-        "disable_hybrid_kv_cache_manager": disable_hybrid_kv_cache_manager,
-        **extra,
-    }
-    given = {k: v for k, v in given.items() if v is not None}
+    given = {k: v for k, v in options.items() if v is not None}
     accepted = {
         "contiguous": {"sliding_full"},
         "vllm": {"block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager",
@@ -100,7 +80,6 @@ def layout_from_options(
                  # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
                  "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format"},
         "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
-        "llamacpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
     }
     if name in accepted:
         bad = sorted(set(given) - accepted[name])

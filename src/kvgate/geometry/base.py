@@ -1,93 +1,89 @@
-"""The pieces every engine layout shares: the :class:`Layout` interface, the TP split
-of KV heads and of recurrent state, and :class:`GeometryError`.
+"""The :class:`Layout` interface every engine layout implements, and :class:`Geometry`,
+what a layout may read of the geometry it is bound to (never write).
+
+A layout says, per layer spec (:mod:`kvgate.geometry.specs`), how many positions one
+sequence reserves (:meth:`Layout.positions`), what fixed state it keeps
+(:meth:`Layout.state_bytes`), and what the engine makes of the spec
+(:meth:`Layout.engine_spec`: llama.cpp's ``-fa off`` V padding, vLLM's hybrid manager
+off). Each layout keeps one rule per spec type.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar
 
-from kvgate.errors import KvgateError
-from kvgate.model.spec import LayerSpec
+from kvgate.geometry.formats import KVFormat
+from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank
+from kvgate.model.spec import LayerSpec, ModelSpec
 
-if TYPE_CHECKING:
-    from kvgate.geometry.core import KVGeometry
-
-
-class GeometryError(KvgateError):
-    """A geometry that cannot be laid out (TP that divides nothing, bad sizes)."""
+__all__ = ["Geometry", "GeometryError", "Layout", "check_len", "kv_heads_per_rank", "rule_for"]
 
 
-def kv_heads_per_rank(n_kv: int, tp: int) -> int:
-    """KV heads held by one tensor-parallel rank: ``max(1, n_kv // tp)``.
+class Geometry(Protocol):
+    """What a layout reads of a :class:`kvgate.geometry.KVGeometry`."""
 
-    >>> kv_heads_per_rank(8, 4), kv_heads_per_rank(4, 8)
-    (2, 1)
+    model: ModelSpec
+    specs: list[LayerKind]
+    engine_specs: list[LayerKind]
+    fmt_k: KVFormat
+    fmt_v: KVFormat
+    fmt_state: KVFormat
+    fmt_conv: KVFormat | None
+    fmt_ssm: KVFormat | None
+    tp: int
 
-    Raises:
-        GeometryError: tp ≤ 0, or neither of tp and n_kv divides the other (vLLM refuses
-            such a split too).
-    """
-    if not isinstance(tp, int) or tp <= 0:
-        raise GeometryError(f"tensor parallel size must be a positive integer, got {tp!r}")
-    if n_kv >= tp:
-        if n_kv % tp:
-            raise GeometryError(f"tensor parallel {tp} does not divide the {n_kv} KV heads")
-    elif tp % n_kv:
-        raise GeometryError(f"tensor parallel {tp} is not a multiple of the {n_kv} KV heads")
-    return max(1, n_kv // tp)
+    def layer_bytes(self, i: int, max_seq: int) -> int: ...
 
 
 class Layout:
     """How an engine reserves positions for one sequence (one slot).
 
-    Subclasses override :meth:`positions`. ``name`` is the ``--layout`` value.
+    Subclasses override :meth:`positions` (and :meth:`state_bytes` for recurrent state).
+    ``name`` is the ``--layout`` value.
     """
 
     name = "base"
-    description = ""
 
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:  # pragma: no cover - abstract
+    def positions(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def bind(self, geometry: KVGeometry) -> Layout:
+    def bind(self, geometry: Geometry) -> Layout:
         """Called once by :class:`KVGeometry`; a layout whose rule depends on the whole
-        model (vLLM's hybrid block size) returns a copy fitted to it. Default: itself."""
+        model (vLLM's hybrid block size, llama.cpp's widest V) returns a copy fitted to
+        it. It reads ``geometry.specs`` and formats and changes nothing. Default: itself."""
         return self
 
-    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
-        """Per-sequence bytes of a ``linear`` layer's fixed state under this engine, per
-        rank, or ``None`` for the default (``state_values`` in the geometry's state format)."""
-        return None
+    def engine_spec(self, spec: LayerKind) -> LayerKind:
+        """What this engine allocates for ``spec`` (default: the spec itself)."""
+        return spec
+
+    def state_bytes(self, geometry: Geometry, spec: LayerKind) -> int:
+        """Fixed per-sequence bytes of ``spec`` on one rank. Default: its recurrent state
+        in the geometry's ``state_format``, ``conv_kernel − 1`` conv columns."""
+        st = spec.recurrent
+        return st.state_bytes(geometry.fmt_state, geometry.fmt_state, geometry.tp) if st else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name}
 
 
-def state_values_per_rank(layer: LayerSpec, tp: int, *, conv_columns: int | None = None) -> tuple[int, int]:
-    """``(conv values, ssm values)`` of a linear layer on one tensor-parallel rank.
+R = TypeVar("R")
 
-    ``conv_columns`` is how many convolution columns the engine keeps (vLLM and
-    llama.cpp: ``conv_kernel − 1``; transformers: ``conv_kernel``). Both parts are split
-    over ``state_heads`` the way vLLM shards Mamba heads (``MambaStateShapeCalculator``
-    divides conv channels and heads by tp).
+
+def rule_for(rules: Mapping[type, R], spec: LayerKind, layout: str) -> R:
+    """The rule of ``rules`` for the spec's type.
 
     Raises:
-        GeometryError: tp does not divide the state heads (or vice versa).
+        GeometryError: the layout has no rule for this kind of layer.
     """
-    cols = layer.conv_kernel - 1 if conv_columns is None else conv_columns
-    conv = layer.conv_dim * cols
-    ssm = layer.ssm_values
-    if not layer.conv_dim and not ssm:  # a spec built from state_values alone
-        ssm = layer.state_values
-    if layer.state_heads > 1 and tp > 1:
-        per = kv_heads_per_rank(layer.state_heads, tp)
-        conv = conv * per // layer.state_heads
-        ssm = ssm * per // layer.state_heads
-    return conv, ssm
+    try:
+        return rules[type(spec)]
+    except KeyError:
+        raise GeometryError(f"layout {layout!r} has no rule for {type(spec).__name__} layers") from None
 
 
-def _check_len(value: int, what: str = "max_seq") -> None:
+def check_len(value: int, what: str = "max_seq") -> None:
+    """Raises GeometryError unless ``value`` is a positive int."""
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise GeometryError(f"{what} must be a positive integer, got {value!r}")
-
-

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kvgate.geometry.base import Layout, state_values_per_rank
-from kvgate.geometry.formats import KVFormat, get_format
+from kvgate.geometry.base import Geometry, Layout, rule_for
+from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
+from kvgate.geometry.specs import (
+    ChunkedLocal,
+    FullAttention,
+    LayerKind,
+    MLAAttention,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    spec_of,
+)
 from kvgate.model.spec import LayerSpec
-
-if TYPE_CHECKING:
-    from kvgate.geometry.core import KVGeometry
 
 
 @dataclass
@@ -46,10 +53,11 @@ class Contiguous(Layout):
     ssm_format: str = "fp32"
     name = "contiguous"
 
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:
-        return _CONTIGUOUS_POSITIONS[layer.kind](layer, max_seq, self.sliding_full)
+    def positions(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
+        spec = spec_of(layer)
+        return rule_for(_POSITIONS, spec, self.name)(spec, max_seq, self.sliding_full)
 
-    def state_formats(self, geometry: KVGeometry) -> tuple[KVFormat, KVFormat]:
+    def state_formats(self, geometry: Geometry) -> tuple[KVFormat, KVFormat]:
         """``(conv format, ssm format)``: the geometry's overrides, else transformers'
         defaults: conv in the model dtype (the cache's own float format, else the
         config's ``dtype``), recurrent state in ``ssm_format`` (fp32)."""
@@ -57,39 +65,41 @@ class Contiguous(Layout):
         ssm = geometry.fmt_ssm or get_format(self.ssm_format)
         return conv, ssm
 
-    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
+    def state_bytes(self, geometry: Geometry, spec: LayerKind) -> int:
         # NOTE: transformers' ``LinearAttentionLayer.lazy_initialization`` (cache_utils.py,
         # 5.24) allocates conv ``[B, conv_dim, conv_kernel]`` in the dtype of the hidden
         # states (the model dtype) and the recurrent state ``zeros_like`` the state the
         # mixer computes (float32 for the gated delta net and Mamba-2 scans). All
         # ``conv_kernel`` columns (vLLM and llama.cpp keep ``conv_kernel - 1``).
-        if not layer.conv_dim and not layer.ssm_values:
-            return None
-        conv, ssm = state_values_per_rank(layer, geometry.tp, conv_columns=layer.conv_kernel)
-        f_conv, f_ssm = self.state_formats(geometry)
-        return (f_conv.vector_bytes(conv) if conv else 0) + (f_ssm.vector_bytes(ssm) if ssm else 0)
+        st = spec.recurrent
+        if st is None or not (st.conv_dim or st.ssm_values):  # none, or a record of state_values alone
+            return super().state_bytes(geometry, spec)
+        return st.state_bytes(*self.state_formats(geometry), geometry.tp, conv_columns=st.conv_kernel)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "sliding_full": self.sliding_full, "ssm_format": self.ssm_format}
 
 
-_DTYPE_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-
-
-def _model_dtype_format(geometry: KVGeometry) -> KVFormat:
+def _model_dtype_format(geometry: Geometry) -> KVFormat:
     """The model dtype as a format: the cache format when it is a plain float (in
     transformers the cache dtype is the model dtype), else the config's ``dtype``, else
     the geometry's ``state_format``."""
-    if geometry.fmt_k.name in _DTYPE_FORMATS.values():
+    if geometry.fmt_k.name in MODEL_DTYPES.values():
         return geometry.fmt_k
-    name = _DTYPE_FORMATS.get(str(geometry.model.dtype or ""))
+    name = MODEL_DTYPES.get(str(geometry.model.dtype or ""))
     return get_format(name) if name else geometry.fmt_state
 
 
-_CONTIGUOUS_POSITIONS: dict[str, Callable[[LayerSpec, int, bool], int]] = {
-    "full": lambda layer, L, sf: L,
-    "mla": lambda layer, L, sf: L,
-    "sliding": lambda layer, L, sf: L if sf else min(layer.window or L, L),
-    "linear": lambda layer, L, sf: 0,
-    "shared": lambda layer, L, sf: 0,
+def _window(spec: LayerKind, L: int, sliding_full: bool) -> int:
+    return L if sliding_full else min(spec.window or L, L)
+
+
+# positions one sequence of L reserves, per spec type (sliding_full: sliding at full length)
+_POSITIONS: dict[type[LayerKind], Callable[[Any, int, bool], int]] = {
+    FullAttention: lambda spec, L, sf: L,
+    MLAAttention: lambda spec, L, sf: L,
+    SlidingWindow: _window,
+    ChunkedLocal: _window,
+    RecurrentState: lambda spec, L, sf: 0,
+    NoCache: lambda spec, L, sf: 0,
 }

@@ -97,6 +97,9 @@ FORMATS: dict[str, KVFormat] = {
     )
 }
 
+#: a config's model ``dtype`` / ``torch_dtype`` -> the format of that float type
+MODEL_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
+
 # Common spellings from configs and engines (torch dtypes, vLLM's --kv-cache-dtype, ggml).
 _ALIASES = {
     "bfloat16": "bf16",

@@ -51,29 +51,31 @@ Verified against llama.cpp's own allocation by ``benchmarks/llamacpp_conformance
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvgate.geometry.base import GeometryError, Layout, kv_heads_per_rank, state_values_per_rank
-from kvgate.geometry.core import KVGeometry
+from kvgate.geometry.base import Geometry, GeometryError, Layout, rule_for
 from kvgate.geometry.formats import get_format
+from kvgate.geometry.specs import (
+    AttentionKV,
+    ChunkedLocal,
+    FullAttention,
+    LayerKind,
+    MLAAttention,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    spec_of,
+)
+from kvgate.model.llamacpp_arch import PINNED_COMMIT as PINNED_COMMIT  # the commit the rules were read at
 from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
 # the cache types llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types), kvgate's names
 CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
-PINNED_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 FLASH_ATTN = ("auto", "on", "off")
-
-
-def zero_width(layer: LayerSpec) -> bool:
-    """An attention layer with no KV heads (``head_count_kv`` 0 in a GGUF: Llama-Nemotron's
-    no-op attention blocks) that llama.cpp still keeps in its cache: K and V of width 0,
-    except that with ``-fa off`` its transposed V is made at the widest layer's width
-    (``n_embd_v_gqa_max``, [TAG_V_CACHE_VARIABLE]). :mod:`kvgate.model.gguf` marks it as
-    a ``shared`` layer with a head dim and no KV heads."""
-    return layer.kind == "shared" and layer.num_kv_heads == 0 and layer.head_dim > 0
 
 
 def pad256(n: int) -> int:
@@ -110,6 +112,8 @@ class LlamaCpp(Layout):
     n_rs_seq: int = 0
     n_batch: int = 2048
     name = "llama.cpp"
+    # fitted by bind() on a copy: n_embd_v_gqa_max, the V width of -fa off
+    _v_pad: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for k in ("n_seq", "n_ubatch", "n_batch"):
@@ -133,9 +137,10 @@ class LlamaCpp(Layout):
         return self.flash_attn == "off"
 
     # -- binding: the V padding of -fa off
-    def bind(self, geometry: KVGeometry) -> LlamaCpp:
-        """With ``-fa off``, widen every attention layer's V row to the widest layer's
-        (``n_embd_v_gqa_max``) in the geometry's per-position bytes.
+    def bind(self, geometry: Geometry) -> LlamaCpp:
+        """A copy that, with ``-fa off``, stores every attention layer's V row at the
+        widest layer's width (``n_embd_v_gqa_max()``, per rank, over all layers):
+        :meth:`engine_spec` pads each spec.
 
         Also refuses what ``llama_init_from_model`` (``src/llama-context.cpp``) refuses:
         different K and V types on an MLA model; with flash attention on or ``auto``, a
@@ -148,12 +153,12 @@ class LlamaCpp(Layout):
                 message names what llama.cpp says).
         """
         b = replace(self)
-        layers = geometry.model.layers
+        specs = geometry.specs
         for which, fmt in (("K (-ctk)", geometry.fmt_k), ("V (-ctv)", geometry.fmt_v)):
             if fmt.name not in CACHE_TYPES:
                 raise GeometryError(f"llama.cpp has no {fmt.name} cache type for {which}",
                                     hint="f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1")
-        if any(l.kind == "mla" for l in layers) and geometry.fmt_k.name != geometry.fmt_v.name:
+        if any(isinstance(s, MLAAttention) for s in specs) and geometry.fmt_k.name != geometry.fmt_v.name:
             raise GeometryError(
                 f"llama.cpp refuses different K ({geometry.fmt_k.name}) and V ({geometry.fmt_v.name}) cache types "
                 "for an MLA model (\"model does not support different K and V cache types\")",
@@ -162,10 +167,10 @@ class LlamaCpp(Layout):
             for which, fmt in (("K", geometry.fmt_k), ("V", geometry.fmt_v)):
                 if fmt.block_values <= 1:
                     continue
-                for i, l in enumerate(layers):
-                    if l.kind not in ("full", "sliding"):
+                for i, s in enumerate(specs):
+                    if not isinstance(s, AttentionKV):
                         continue
-                    hd = l.head_dim if which == "K" else (l.v_head_dim or l.head_dim)
+                    hd = s.head_dim if which == "K" else s.v_head_dim
                     if hd % fmt.block_values:
                         raise GeometryError(
                             f"llama.cpp refuses {which} cache type {fmt.name} here: its block of "
@@ -176,34 +181,12 @@ class LlamaCpp(Layout):
         if geometry.fmt_v.name not in ("fp16", "bf16", "fp32"):
             raise GeometryError(f"llama.cpp refuses a quantized V cache ({geometry.fmt_v.name}) with flash attention off",
                                 hint="use -fa on (or auto), or an f16/bf16/f32 V cache")
-        pos = getattr(geometry, "_pos_bytes", None)
-        if pos is not None:
-            for i, layer in enumerate(geometry.model.layers):
-                if layer.kind in ("full", "sliding") or zero_width(layer):
-                    pos[i] = self.layer_position_bytes(geometry, i)
+        b._v_pad = max((s.v_width(geometry.tp) for s in specs), default=0)
         return b
 
-    def v_width_max(self, geometry: KVGeometry) -> int:
-        """``n_embd_v_gqa_max()``: the widest V row (KV heads per rank × V head dim) of
-        any attention layer."""
-        widths = [kv_heads_per_rank(l.num_kv_heads, geometry.tp) * (l.v_head_dim or l.head_dim)
-                  for l in geometry.model.layers if l.num_kv_heads and l.head_dim]
-        return max(widths, default=0)
-
-    def layer_position_bytes(self, geometry: KVGeometry, i: int) -> int:
-        """Bytes one cell costs in layer ``i``: K row + V row, the V row at the widest
-        layer's width with ``-fa off``; the MLA latent alone; 0 for others."""
-        layer = geometry.model.layers[i]
-        if zero_width(layer):
-            # K and V of width 0, but a transposed V is made at the widest layer's width
-            return geometry.fmt_v.vector_bytes(self.v_width_max(geometry)) if self.v_trans else 0
-        if layer.kind not in ("full", "sliding"):
-            return geometry.position_bytes(i) if layer.kind == "mla" else 0
-        h = kv_heads_per_rank(layer.num_kv_heads, geometry.tp)
-        k = geometry.fmt_k.row_bytes(h, layer.head_dim)
-        if self.v_trans:
-            return k + geometry.fmt_v.vector_bytes(self.v_width_max(geometry))
-        return k + geometry.fmt_v.row_bytes(h, layer.v_head_dim or layer.head_dim)
+    def engine_spec(self, spec: LayerKind) -> LayerKind:
+        """With ``-fa off`` (once bound), V rows at the widest layer's width."""
+        return spec.with_v_padding(self._v_pad) if self._v_pad is not None else spec
 
     # -- context arithmetic
     def contexts(self, max_seq: int) -> tuple[int, int, int]:
@@ -214,66 +197,67 @@ class LlamaCpp(Layout):
         n_ctx_seq = pad256(n_ctx // self.n_seq)
         return n_ctx_seq * self.n_seq, n_ctx_seq, self.n_seq
 
-    def kv_size(self, layer: LayerSpec, max_seq: int) -> int:
+    def kv_size(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
         """Cells per stream of this layer's cache (the ``cells`` of llama.cpp's log line)."""
         n_ctx, n_ctx_seq, _ = self.contexts(max_seq)
-        if layer.kind == "sliding" and not self.swa_full:
-            w = layer.window or n_ctx_seq
+        spec = spec_of(layer)
+        if isinstance(spec, SlidingWindow) and not self.swa_full:
             ubatch = min(n_ctx, self.n_batch, self.n_ubatch)  # llama_context: the clamps of n_batch, n_ubatch
-            return pad256(min(n_ctx_seq, w * (self.n_seq if self.unified else 1) + ubatch))
+            return pad256(min(n_ctx_seq, spec.window * (self.n_seq if self.unified else 1) + ubatch))
         return n_ctx_seq
 
-    def cells(self, layer: LayerSpec, max_seq: int) -> int:
+    def cells(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
         """KV cells of one layer in the whole cache (all streams)."""
-        if layer.kind not in ("full", "sliding", "mla") and not zero_width(layer):
+        spec = spec_of(layer)
+        if not rule_for(_IN_KV_CACHE, spec, self.name)(spec):
             return 0
         _, _, n_stream = self.contexts(max_seq)
-        return self.kv_size(layer, max_seq) * n_stream
+        return self.kv_size(spec, max_seq) * n_stream
 
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:
+    def positions(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
         return -(-self.cells(layer, max_seq) // self.n_seq)
 
-    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
+    def state_bytes(self, geometry: Geometry, spec: LayerKind) -> int:
         # NOTE: R and S are GGML_TYPE_F32 whatever -ctk/-ctv say (llama-model.cpp
         # create_memory); a geometry's conv_format / ssm_format override each.
-        conv, ssm = state_values_per_rank(layer, geometry.tp)
+        st = spec.recurrent
+        if st is None:
+            return 0
         f32 = get_format("fp32")
-        f_conv = getattr(geometry, "fmt_conv", None) or f32
-        f_ssm = getattr(geometry, "fmt_ssm", None) or f32
-        if not layer.conv_dim and not layer.ssm_values:
-            return f_ssm.vector_bytes(ssm) * (1 + self.n_rs_seq)
-        return (f_conv.vector_bytes(conv) + f_ssm.vector_bytes(ssm)) * (1 + self.n_rs_seq)
+        return st.state_bytes(geometry.fmt_conv or f32, geometry.fmt_ssm or f32, geometry.tp) * (1 + self.n_rs_seq)
 
-    def cache_bytes(self, geometry: KVGeometry, max_seq: int) -> int:
+    def cache_bytes(self, geometry: Geometry, max_seq: int) -> int:
         """Bytes of the whole KV + recurrent memory for ``n_seq`` sequences of ``max_seq``:
         what llama.cpp logs as ``llama_kv_cache: size = …`` plus the recurrent ``RS`` buffers."""
         return sum(self.cache_parts(geometry, max_seq).values())
 
-    def cache_parts(self, geometry: KVGeometry, max_seq: int) -> dict[str, int]:
+    def cache_parts(self, geometry: Geometry, max_seq: int) -> dict[str, int]:
         """The whole cache split as llama.cpp logs it: ``k``, ``v`` (non-SWA cache),
         ``k_swa``, ``v_swa`` (SWA cache) and ``rs`` (recurrent R + S), bytes each."""
         out = {"k": 0, "v": 0, "k_swa": 0, "v_swa": 0, "rs": 0}
-        for i, layer in enumerate(geometry.model.layers):
-            if layer.kind == "linear":
+        for i, spec in enumerate(geometry.engine_specs):
+            if isinstance(spec, RecurrentState):
                 out["rs"] += max(1, self.n_seq) * geometry.layer_bytes(i, max_seq)
                 continue
-            cells = self.cells(layer, max_seq)
-            if not cells:
-                continue
-            suffix = "_swa" if layer.kind == "sliding" else ""
-            if layer.kind == "mla":
-                out["k" + suffix] += cells * geometry.position_bytes(i)
-                continue
-            if zero_width(layer):
-                out["v"] += cells * self.layer_position_bytes(geometry, i)
-                continue
-            h = kv_heads_per_rank(layer.num_kv_heads, geometry.tp)
-            k = geometry.fmt_k.row_bytes(h, layer.head_dim)
-            out["k" + suffix] += cells * k
-            out["v" + suffix] += cells * (self.layer_position_bytes(geometry, i) - k)
+            cells = self.cells(spec, max_seq)
+            suffix = "_swa" if isinstance(spec, SlidingWindow) else ""
+            out["k" + suffix] += cells * spec.k_bytes(geometry.fmt_k, geometry.tp)
+            out["v" + suffix] += cells * spec.v_bytes(geometry.fmt_v, geometry.tp)
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "n_seq": self.n_seq, "unified": self.unified, "swa_full": self.swa_full,
                 "n_ubatch": self.n_ubatch, "flash_attn": self.flash_attn, "n_rs_seq": self.n_rs_seq,
                 "n_batch": self.n_batch}
+
+
+# which layers llama.cpp keeps in its KV cache (``llama_kv_cache``: the attention layers,
+# zero-width ones included; recurrent layers live in ``llama_memory_recurrent``)
+_IN_KV_CACHE: dict[type[LayerKind], Callable[[Any], bool]] = {
+    FullAttention: lambda spec: True,
+    SlidingWindow: lambda spec: True,
+    ChunkedLocal: lambda spec: True,
+    MLAAttention: lambda spec: True,
+    RecurrentState: lambda spec: False,
+    NoCache: lambda spec: spec.zero_width,
+}

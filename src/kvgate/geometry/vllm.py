@@ -46,18 +46,32 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvgate.geometry.base import GeometryError, Layout, state_values_per_rank
-from kvgate.geometry.core import KVGeometry
-from kvgate.geometry.formats import KVFormat, get_format
+from kvgate.geometry.base import Geometry, GeometryError, Layout, rule_for
+from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
+from kvgate.geometry.specs import (
+    AttentionKV,
+    ChunkedLocal,
+    FullAttention,
+    LayerKind,
+    MLAAttention,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    spec_of,
+)
 from kvgate.model.spec import LayerSpec
 
+#: vLLM's default ``--block-size`` (``CacheConfig.block_size``): tokens per block
+DEFAULT_BLOCK_SIZE = 16
+#: vLLM's ``max_num_batched_tokens`` when kvgate is not told (the scheduler's floor)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 #: first release that prints ``int(max_concurrency × max_model_len)`` tokens
 TOKEN_LINE_CHANGED = (0, 20, 1)
 MAMBA_CACHE_MODES = ("none", "align", "all")
-_DTYPE_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
 # mixers whose vLLM model class has SupportsMambaPrefixCaching (models/*.py, 0.17.1)
 _PREFIX_ALL_MIXERS = ("mamba", "mamba2")
 
@@ -136,8 +150,8 @@ class VLLM(Layout):
         GeometryError: a bad value (named).
     """
 
-    block_size: int = 16
-    max_num_batched_tokens: int = 2048
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     disable_hybrid_kv_cache_manager: bool = False
     kernel_block_alignment: int | None = None
     conv_format: str | None = None
@@ -149,11 +163,13 @@ class VLLM(Layout):
     enable_prefix_caching: bool | None = None
     speculative_config: Any = None
     name = "vllm"
-    # filled by bind(): block size per layer spec, padded Mamba page, resolved state
-    _block: dict[LayerSpec, int] = field(default_factory=dict, repr=False)
-    _mamba_page: int | None = field(default=None, repr=False)
-    _mode: str = field(default="none", repr=False)
-    _formats: tuple[KVFormat, KVFormat] | None = field(default=None, repr=False)
+    # fitted by bind() on a copy: block size per attention spec, the hybrid attention
+    # block (Mamba layers' block), padded Mamba page, resolved mode and state formats
+    _block: dict[LayerKind, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _hybrid_block: int | None = field(default=None, init=False, repr=False, compare=False)
+    _mamba_page: int | None = field(default=None, init=False, repr=False, compare=False)
+    _mode: str = field(default="none", init=False, repr=False, compare=False)
+    _formats: tuple[KVFormat, KVFormat] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for k in ("block_size", "max_num_batched_tokens"):
@@ -188,9 +204,9 @@ class VLLM(Layout):
         """True when this release's token line is ``int(max_concurrency × L)``."""
         return self._version is None or self._version >= TOKEN_LINE_CHANGED
 
-    def resolve_mamba_cache_mode(self, layers: list[LayerSpec]) -> str:
+    def resolve_mamba_cache_mode(self, layers: list[LayerSpec] | list[LayerKind]) -> str:
         """The Mamba cache mode vLLM ends with (``MambaModelConfig.verify_and_update_config``)."""
-        linear = [l for l in layers if l.kind == "linear"]
+        linear = [s for s in map(spec_of, layers) if isinstance(s, RecurrentState)]
         if not linear:
             return "none"
         if self.enable_prefix_caching is None:
@@ -205,7 +221,7 @@ class VLLM(Layout):
             mode = "align"
         return mode
 
-    def state_formats(self, geometry: KVGeometry) -> tuple[KVFormat, KVFormat]:
+    def state_formats(self, geometry: Geometry) -> tuple[KVFormat, KVFormat]:
         """``(conv, ssm)`` formats: the geometry's overrides, else this layout's
         ``conv_format`` / ``ssm_format`` / ``state_format``, else vLLM's ``auto`` rules."""
         conv = getattr(geometry, "fmt_conv", None)
@@ -226,8 +242,12 @@ class VLLM(Layout):
         return conv, ssm
 
     # -- binding to a model
-    def bind(self, geometry: KVGeometry) -> VLLM:
-        """Fit block sizes to the model: the hybrid Mamba rule, then page-size
+    def engine_spec(self, spec: LayerKind) -> LayerKind:
+        """``--disable-hybrid-kv-cache-manager``: sliding layers allocated as full ones."""
+        return spec.at_full_length() if self.disable_hybrid_kv_cache_manager else spec
+
+    def bind(self, geometry: Geometry) -> VLLM:
+        """A copy fitted to the model: the hybrid Mamba block rule, then page-size
         unification (``unify_kv_cache_spec_page_size``: a layer with a smaller page gets
         a block size × (max page / its page)).
 
@@ -235,17 +255,18 @@ class VLLM(Layout):
             GeometryError: attention page sizes that do not divide the largest one (vLLM
                 raises NotImplementedError there).
         """
-        b = replace(self, _block={}, _mamba_page=None)
-        layers = geometry.model.layers
-        b._mode = self.resolve_mamba_cache_mode(layers)
+        b = replace(self)
+        specs = [self.engine_spec(s) for s in geometry.specs]
+        b._mode = self.resolve_mamba_cache_mode(specs)
         b._formats = self.state_formats(geometry)
-        attn = [(l, geometry.position_bytes(i)) for i, l in enumerate(layers) if l.kind in ("full", "sliding", "mla")]
-        linear = [l for l in layers if l.kind == "linear"]
+        attn = [(s, s.position_bytes(geometry.fmt_k, geometry.fmt_v, geometry.tp)) for s in specs
+                if isinstance(s, (AttentionKV, MLAAttention))]
+        linear = [s for s in specs if isinstance(s, RecurrentState)]
         block = self.block_size
         if linear and attn:
             per_token = attn[0][1]  # model_config's head size × KV heads: the first attention layer
-            mamba_raw = max(b._mamba_raw(geometry, l) for l in linear)
-            align = self.kernel_block_alignment or (64 if any(l.kind == "mla" for l, _ in attn) else 16)
+            mamba_raw = max(b._mamba_raw(geometry, s) for s in linear)
+            align = self.kernel_block_alignment or (64 if any(isinstance(s, MLAAttention) for s, _ in attn) else 16)
             if b._mode == "all":
                 cfg = geometry.model.config or {}
                 chunk = cfg.get("mamba_chunk_size") or cfg.get("chunk_size") or 2048
@@ -254,64 +275,53 @@ class VLLM(Layout):
             else:
                 need = align * cdiv(mamba_raw, align * per_token)
             block = max(block, need)
-        pages = {l: block * p for l, p in attn}
-        top = max(pages.values(), default=0)
-        for l, p in attn:
+        top = max((block * p for _, p in attn), default=0)
+        for s, p in attn:
             if top % (block * p):
                 raise GeometryError(
                     "vllm layout: attention page sizes differ and do not divide each other "
                     f"({block * p} vs {top} bytes); vLLM cannot unify them either"
                 )
-            b._block[l] = block * (top // (block * p))
+            b._block[s] = block * (top // (block * p))
         if linear:
             b._mamba_page = top if attn else None
-            b._attn_block = block  # type: ignore[attr-defined]  # set only for hybrid models
+            b._hybrid_block = block
         return b
 
-    def _mamba_raw(self, g: KVGeometry, layer: LayerSpec) -> int:
+    def _mamba_raw(self, g: Geometry, spec: LayerKind) -> int:
         """Unpadded Mamba page: conv (kernel − 1 + num_spec columns) + SSM, each in its format."""
-        conv_cols = (layer.conv_kernel - 1 + self.num_spec) if layer.conv_kernel else None
-        conv, ssm = state_values_per_rank(layer, g.tp, conv_columns=conv_cols)
-        f_conv, f_ssm = self._formats or self.state_formats(g)
-        if not layer.conv_dim and not layer.ssm_values:  # a spec built from state_values alone
-            return f_ssm.vector_bytes(ssm)
-        return (f_conv.vector_bytes(conv) if conv else 0) + (f_ssm.vector_bytes(ssm) if ssm else 0)
-
-    def block_of(self, layer: LayerSpec) -> int:
-        """Tokens per block of this layer after binding (``block_size`` before)."""
-        if layer.kind == "linear":
-            return getattr(self, "_attn_block", self.block_size)
-        return self._block.get(layer, self.block_size)
-
-    def blocks(self, layer: LayerSpec, max_seq: int) -> int:
-        """Blocks one request at ``max_seq`` holds in this layer (``max_memory_usage_bytes``
-        / page)."""
-        B = self.block_of(layer)
-        kind = layer.kind
-        if kind == "sliding" and self.disable_hybrid_kv_cache_manager:
-            kind = "full"
-        if kind in ("full", "mla"):
-            return cdiv(max_seq, B)
-        if kind == "sliding" and layer.chunked:  # ChunkedLocalAttentionSpec
-            return cdiv(min((layer.window or max_seq) + self.max_num_batched_tokens, max_seq), B)
-        if kind == "sliding":
-            return cdiv(min((layer.window or max_seq) - 1 + self.max_num_batched_tokens, max_seq), B) + 1
-        if kind == "linear":
-            if self._mode == "all":
-                return cdiv(max_seq, B)
-            return (2 if self._mode == "align" else 1) + self.spec_blocks
-        return 0
-
-    def positions(self, layer: LayerSpec, max_seq: int) -> int:
-        if layer.kind == "linear":
+        st = spec.recurrent
+        if st is None:
             return 0
-        return self.blocks(layer, max_seq) * self.block_of(layer)
+        cols = (st.conv_kernel - 1 + self.num_spec) if st.conv_kernel else None
+        return st.state_bytes(*(self._formats or self.state_formats(g)), g.tp, conv_columns=cols)
 
-    def state_bytes(self, geometry: KVGeometry, layer: LayerSpec) -> int | None:
-        page = self._mamba_page if self._mamba_page is not None else self._mamba_raw(geometry, layer)
+    def block_of(self, layer: LayerSpec | LayerKind) -> int:
+        """Tokens per block of this layer after binding (``block_size`` before)."""
+        spec = self.engine_spec(spec_of(layer))
+        if isinstance(spec, RecurrentState):
+            return self._hybrid_block or self.block_size
+        return self._block.get(spec, self.block_size)
+
+    def blocks(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
+        """Blocks one request at ``max_seq`` holds in this layer (the spec's
+        ``max_memory_usage_bytes`` / page)."""
+        spec = self.engine_spec(spec_of(layer))
+        return rule_for(_BLOCKS, spec, self.name)(self, spec, max_seq, self.block_of(spec))
+
+    def positions(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
+        spec = self.engine_spec(spec_of(layer))
+        if isinstance(spec, RecurrentState):
+            return 0
+        return self.blocks(spec, max_seq) * self.block_of(spec)
+
+    def state_bytes(self, geometry: Geometry, spec: LayerKind) -> int:
+        if spec.recurrent is None:
+            return 0
+        page = self._mamba_page if self._mamba_page is not None else self._mamba_raw(geometry, spec)
         # "all" mode: the state grows with the sequence; one page per block of the
         # longest request is counted by the pool report, the slot keeps the none/align pages
-        n = 1 + self.spec_blocks if self._mode == "all" else self.blocks(layer, 1)
+        n = 1 + self.spec_blocks if self._mode == "all" else self.blocks(spec, 1)
         return page * n
 
     def to_dict(self) -> dict[str, Any]:
@@ -337,11 +347,11 @@ def _positive(k: str, v: Any) -> None:
         raise GeometryError(f"vllm layout: {k} must be a positive integer, got {v!r}")
 
 
-def _model_dtype(geometry: KVGeometry) -> KVFormat:
+def _model_dtype(geometry: Geometry) -> KVFormat:
     """vLLM's model dtype as a format: the config's ``dtype`` / ``torch_dtype`` (float32
     checkpoints run in bf16 under vLLM's ``auto``), else the KV format when it is a
     16-bit float, else bf16."""
-    name = _DTYPE_FORMATS.get(str(geometry.model.dtype or "").lower())
+    name = MODEL_DTYPES.get(str(geometry.model.dtype or "").lower())
     if name == "fp32":
         name = "bf16"
     if name:
@@ -351,6 +361,21 @@ def _model_dtype(geometry: KVGeometry) -> KVFormat:
     return get_format("bf16")
 
 
-from kvgate.geometry.vllm_pool import speculative_model, vllm_kv_cache_report  # noqa: E402
+def _mamba_blocks(lay: VLLM, spec: LayerKind, L: int, B: int) -> int:
+    if lay._mode == "all":
+        return cdiv(L, B)
+    return (2 if lay._mode == "align" else 1) + lay.spec_blocks
 
-__all__ = ["VLLM", "cdiv", "parse_speculative_config", "parse_version", "speculative_model", "vllm_kv_cache_report"]
+
+# blocks one request of L tokens holds, per spec type (``max_memory_usage_bytes`` of
+# vLLM's spec classes, ``vllm/v1/kv_cache_interface.py``), B = the layer's block size
+_BLOCKS: dict[type[LayerKind], Callable[[VLLM, Any, int, int], int]] = {
+    FullAttention: lambda lay, spec, L, B: cdiv(L, B),
+    MLAAttention: lambda lay, spec, L, B: cdiv(L, B),
+    SlidingWindow: lambda lay, spec, L, B: cdiv(min(spec.window - 1 + lay.max_num_batched_tokens, L), B) + 1,
+    ChunkedLocal: lambda lay, spec, L, B: cdiv(min(spec.window + lay.max_num_batched_tokens, L), B),
+    RecurrentState: _mamba_blocks,
+    NoCache: lambda lay, spec, L, B: 0,
+}
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "VLLM", "cdiv", "parse_speculative_config", "parse_version"]

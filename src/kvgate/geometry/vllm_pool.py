@@ -30,22 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kvgate.geometry.base import GeometryError
 from kvgate.geometry.core import KVGeometry
-from kvgate.model.spec import LayerSpec, ModelSpec
-
-if TYPE_CHECKING:
-    from kvgate.geometry.vllm import VLLM
+from kvgate.geometry.specs import FullAttention, GeometryError, MLAAttention, NoCache, RecurrentState, spec_of
+from kvgate.geometry.vllm import VLLM, cdiv
+from kvgate.model.spec import ModelSpec
 
 DRAFT_MARK = "vllm_speculative_layers"
 _NO_KV_METHODS = ("ngram", "suffix", "medusa", "mlp_speculator", "ngram_gpu")
 _DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def speculative_model(model: ModelSpec, spec: dict[str, Any] | None,
@@ -70,7 +64,7 @@ def speculative_model(model: ModelSpec, spec: dict[str, Any] | None,
             from kvgate.model import load_model  # noqa: PLC0415
             loader = load_model
         draft = loader(str(path))
-        extra = [l for l in draft.layers if l.kind != "shared"]
+        extra = [l for l in draft.layers if not isinstance(spec_of(l), NoCache)]
         src = f"{method} draft {Path(str(path)).name}"
     elif method == "mtp" or method.endswith("_mtp"):
         cfg = model.config or {}
@@ -78,7 +72,7 @@ def speculative_model(model: ModelSpec, spec: dict[str, Any] | None,
         if not isinstance(n, int) or n <= 0:
             raise GeometryError(f"speculative_config method {method!r}: the model config has no MTP layers",
                                 hint="num_nextn_predict_layers / mtp_num_hidden_layers is missing or 0")
-        base = next((l for l in model.layers if l.kind in ("mla", "full")), None)
+        base = next((l for l in model.layers if isinstance(spec_of(l), (MLAAttention, FullAttention))), None)
         if base is None:
             raise GeometryError("speculative_config method 'mtp': the model has no attention layer to copy")
         extra = [base] * n
@@ -100,28 +94,19 @@ def _pool_geometry(g: KVGeometry) -> KVGeometry:
     m = speculative_model(g.model, lay._spec)
     if m is g.model:
         return g
-    kw: dict[str, Any] = {}
-    for k in ("conv_format", "ssm_format"):
-        if getattr(g, "fmt_" + k.split("_")[0], None) is not None:
-            kw[k] = getattr(g, "fmt_" + k.split("_")[0])
-    return KVGeometry(m, g.fmt_k, kv_format_v=g.fmt_v, tp=g.tp, layout=replace(lay, _block={}, _mamba_page=None),
-                      state_format=g.fmt_state, **kw)
+    return KVGeometry(m, g.fmt_k, kv_format_v=g.fmt_v, tp=g.tp, layout=lay, state_format=g.fmt_state,
+                      conv_format=g.fmt_conv, ssm_format=g.fmt_ssm)
 
 
 def _spec_key(g: KVGeometry, lay: VLLM, i: int, L: int) -> tuple[Any, ...]:
-    layer = g.model.layers[i]
-    kind = layer.kind
-    if kind == "sliding" and lay.disable_hybrid_kv_cache_manager:
-        kind = "full"
-    if kind == "linear":
-        page = lay._mamba_page if lay._mamba_page is not None else lay._mamba_raw(g, layer)
-        block = lay.block_of(layer) if lay._mode != "none" else L  # mamba_block_size
-        return ("linear", None, block, page)
-    page = lay.block_of(layer) * g.position_bytes(i)
-    window = layer.window if kind == "sliding" else None
-    if kind == "sliding" and layer.chunked:
-        kind = "chunked"
-    return (kind, window, lay.block_of(layer), page)
+    """``(kind, window, block size, page bytes)``: layers with equal keys share a group
+    (vLLM groups layers by equal ``KVCacheSpec``)."""
+    spec = g.engine_specs[i]
+    if isinstance(spec, RecurrentState):
+        page = lay._mamba_page if lay._mamba_page is not None else lay._mamba_raw(g, spec)
+        block = lay.block_of(spec) if lay._mode != "none" else L  # mamba_block_size
+        return (spec.kind, None, block, page)
+    return (spec.kind, spec.window, lay.block_of(spec), lay.block_of(spec) * g.position_bytes(i))
 
 
 def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_len: int) -> dict[str, Any]:
@@ -139,8 +124,6 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     Raises:
         GeometryError: the geometry's layout is not ``vllm``, or bad inputs.
     """
-    from kvgate.geometry.vllm import VLLM  # noqa: PLC0415
-
     if not isinstance(geometry.layout, VLLM):
         raise GeometryError("vllm_kv_cache_report needs a geometry built with layout 'vllm'")
     if not isinstance(available_bytes, int) or isinstance(available_bytes, bool) or available_bytes < 0:
@@ -150,7 +133,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     g = _pool_geometry(geometry)
     lay: VLLM = g.layout  # type: ignore[assignment]
     draft = (g.model.config or {}).get(DRAFT_MARK) or 0
-    idx = [i for i, l in enumerate(g.model.layers) if l.kind != "shared"]
+    idx = [i for i, s in enumerate(g.engine_specs) if not isinstance(s, NoCache)]
     if not idx:
         return {"groups": [], "num_blocks": 1, "max_concurrency": None, "gpu_kv_cache_tokens": None,
                 "gpu_kv_cache_tokens_concurrency": None, "gpu_kv_cache_tokens_blocks": None,
@@ -168,7 +151,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
         num_blocks = available_bytes // page // size
         groups.append(_group(lay, g, key, members, 0, max_model_len))
         pool_block = page * size
-    elif len(kinds) == 1 and len({k[1] for k in buckets}) == 1 and "linear" not in kinds:
+    elif len(kinds) == 1 and len({k[1] for k in buckets}) == 1 and RecurrentState.kind not in kinds:
         # UniformTypeKVCacheSpecs: one type, different page sizes -> one group
         total_page = sum(keys[i][3] for i in idx)
         num_blocks = available_bytes // total_page
@@ -184,7 +167,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
         if max(counts) < size * 1.5:
             size = max(counts)
         for key, members in buckets.items():
-            n_groups = _cdiv(len(members), size)
+            n_groups = cdiv(len(members), size)
             for j in range(n_groups):
                 part = members[j::n_groups]
                 groups.append(_group(lay, g, key, part, size - len(part), max_model_len))
@@ -218,7 +201,6 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
 
 
 def _group(lay: VLLM, g: KVGeometry, key: tuple[Any, ...], members: list[int], padding: int, L: int) -> dict[str, Any]:
-    layer: LayerSpec = g.model.layers[members[0]]
     return {
         "kind": key[0],
         "window": key[1],
@@ -227,5 +209,5 @@ def _group(lay: VLLM, g: KVGeometry, key: tuple[Any, ...], members: list[int], p
         "padding_layers": padding,
         "block_size": key[2],
         "page_bytes": key[3],
-        "blocks_per_request": lay.blocks(layer, L),
+        "blocks_per_request": lay.blocks(g.engine_specs[members[0]], L),
     }

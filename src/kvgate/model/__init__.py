@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from kvgate.atomicio import read_json
 from kvgate.errors import KvgateError
@@ -22,7 +23,7 @@ from kvgate.model.spec import LAYER_KINDS, MAX_LAYERS, ConfigError, LayerSpec, M
 
 __all__ = [
     "LAYER_KINDS", "MAX_LAYERS", "ConfigError", "LayerSpec", "ModelSpec", "FILE_LOADERS", "head_dims",
-    "load_model", "load_preset", "num_kv_heads", "preset_names", "spec_from_config", "text_config",
+    "load_model", "load_preset", "num_kv_heads", "preset_config", "preset_names", "spec_from_config", "text_config",
 ]
 
 def preset_names() -> list[str]:
@@ -30,8 +31,8 @@ def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("kvgate.model.presets").iterdir() if p.name.endswith(".json"))
 
 
-def load_preset(name: str) -> ModelSpec:
-    """A bundled preset by name (case-insensitive).
+def preset_config(name: str) -> tuple[str, dict[str, Any]]:
+    """``(key, config dict)`` of a bundled preset by name (case-insensitive).
 
     Raises:
         ConfigError: no such preset (the message lists them).
@@ -39,8 +40,17 @@ def load_preset(name: str) -> ModelSpec:
     key = name.strip().lower()
     if key not in preset_names():
         raise ConfigError(f"no model file or preset named {name!r}", hint=f"presets: {', '.join(preset_names())}")
-    text = resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8")
-    return spec_from_config(json.loads(text), name=key, source=f"preset:{key}")
+    return key, json.loads(resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8"))
+
+
+def load_preset(name: str) -> ModelSpec:
+    """A bundled preset by name (case-insensitive) as a :class:`ModelSpec`.
+
+    Raises:
+        ConfigError: no such preset (the message lists them).
+    """
+    key, cfg = preset_config(name)
+    return spec_from_config(cfg, name=key, source=f"preset:{key}")
 
 
 def read_config(path: Path) -> dict:

@@ -161,7 +161,9 @@ def _int_field(cfg: dict[str, Any], *keys: str, default: int | None = None) -> i
 # state_values = conv_dim·(conv_kernel − 1) + ssm values (vLLM and llama.cpp keep
 # kernel − 1 conv columns; transformers keeps conv_kernel, see layouts).
 
-def _linear(mixer: str, conv_dim: int, conv_kernel: int, ssm_values: int, heads: int) -> LayerSpec:
+def recurrent_layer(mixer: str, conv_dim: int, conv_kernel: int, ssm_values: int, heads: int) -> LayerSpec:
+    """A ``linear`` layer record: ``state_values = conv_dim·(conv_kernel − 1) + ssm_values``
+    (the table above), split over ``heads`` under tensor parallelism."""
     return LayerSpec(
         kind="linear",
         state_values=conv_dim * (conv_kernel - 1) + ssm_values,
@@ -180,7 +182,7 @@ def _gated_delta_net_state(cfg: dict[str, Any]) -> LayerSpec:
     dk = _int_field(cfg, "linear_key_head_dim")
     dv = _int_field(cfg, "linear_value_head_dim")
     k = _int_field(cfg, "linear_conv_kernel_dim")
-    return _linear("gated_delta_net", 2 * nk * dk + nv * dv, k, nv * dk * dv, nv)
+    return recurrent_layer("gated_delta_net", 2 * nk * dk + nv * dv, k, nv * dk * dv, nv)
 
 
 def _mamba1_state(cfg: dict[str, Any]) -> LayerSpec:
@@ -191,7 +193,7 @@ def _mamba1_state(cfg: dict[str, Any]) -> LayerSpec:
         d_inner = _int_field(cfg, "mamba_expand", "expand") * _positive_int(cfg, "hidden_size")
     else:
         d_inner = _positive_int(cfg, "intermediate_size")
-    return _linear("mamba", d_inner, k, d_inner * d_state, d_inner)
+    return recurrent_layer("mamba", d_inner, k, d_inner * d_state, d_inner)
 
 
 def _mamba2_state(cfg: dict[str, Any]) -> LayerSpec:
@@ -202,7 +204,7 @@ def _mamba2_state(cfg: dict[str, Any]) -> LayerSpec:
     groups = _int_field(cfg, "mamba_n_groups", "n_groups", default=1)
     k = _int_field(cfg, "mamba_d_conv", "conv_kernel")
     d_inner = heads * head_dim
-    return _linear("mamba2", d_inner + 2 * groups * d_state, k, heads * head_dim * d_state, heads)
+    return recurrent_layer("mamba2", d_inner + 2 * groups * d_state, k, heads * head_dim * d_state, heads)
 
 
 def _kda_state(cfg: dict[str, Any]) -> LayerSpec:
@@ -212,7 +214,7 @@ def _kda_state(cfg: dict[str, Any]) -> LayerSpec:
     heads = _int_field(cfg, "linear_num_heads")
     hd = _int_field(cfg, "linear_head_dim")
     k = _int_field(cfg, "linear_conv_kernel_dim")
-    return _linear("kda", 3 * heads * hd, k, heads * hd * hd, heads)
+    return recurrent_layer("kda", 3 * heads * hd, k, heads * hd * hd, heads)
 
 
 def linear_state(cfg: dict[str, Any]) -> LayerSpec:

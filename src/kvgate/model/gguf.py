@@ -56,6 +56,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec, llamacpp_arch
+from kvgate.model.fields import recurrent_layer
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
 
@@ -245,15 +246,12 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             raise ConfigError(f"GGUF ({arch}) has KDA layers (kda.head_dim {kda}) but {k('attention.head_count')!r} "
                               "of layer 0 is 0 or missing: llama.cpp sizes the KDA state by it",
                               hint=f"keys found: {_found(meta, arch)}")
-        state = LayerSpec(kind="linear", state_values=3 * n_head * kda * (d_conv - 1) + kda * kda * n_head,
-                          state_heads=max(1, n_head), conv_dim=3 * n_head * kda, conv_kernel=d_conv,
-                          ssm_values=kda * kda * n_head, mixer="kda")
+        state = recurrent_layer("kda", 3 * n_head * kda, d_conv, kda * kda * n_head, max(1, n_head))
     elif l_cache is not None and ssm_state is None:
         # LFM2 (src/models/lfm2.cpp): short-conv layers are the ones with head_count_kv 0;
         # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
         recurrent = [kv[i] == 0 for i in range(n)]
-        state = LayerSpec(kind="linear", state_values=n_embd * (l_cache - 1), state_heads=1, conv_dim=n_embd,
-                          conv_kernel=l_cache, ssm_values=0, mixer="conv")
+        state = recurrent_layer("conv", n_embd, l_cache, 0, 1)
     elif any(recurrent):
         d_conv = _int(meta, k("ssm.conv_kernel"), lo=1)
         d_inner = _int(meta, k("ssm.inner_size"), lo=1)
@@ -263,10 +261,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         conv_dim = d_inner + 2 * groups * d_state
         mixer = "gated_delta_net" if interval is not None or meta.get(rkey) is not None else ("mamba2" if groups else "mamba")
         heads_tp = dt_rank if groups else d_inner
-        state = LayerSpec(
-            kind="linear", state_values=conv_dim * (d_conv - 1) + d_state * d_inner, state_heads=max(1, heads_tp),
-            conv_dim=conv_dim, conv_kernel=d_conv, ssm_values=d_state * d_inner, mixer=mixer,
-        )
+        state = recurrent_layer(mixer, conv_dim, d_conv, d_state * d_inner, max(1, heads_tp))
 
     # sliding layers (kvgate.model.llamacpp_arch: llama.cpp's per-architecture rules)
     nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n - 1)
@@ -324,7 +319,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             if arch in ("nemotron_h", "nemotron_h_moe"):
                 layers.append(LayerSpec(kind="shared"))  # an MLP layer: in no cache at all
             else:
-                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.llamacpp.zero_width)
+                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.specs.NoCache.zero_width)
                 layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=value_length or hd_k or 0))
             no_kv.append(i)
         else:

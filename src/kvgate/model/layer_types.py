@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvgate.model.fields import _attention, _pattern_error, _positive_int, linear_state
+from kvgate.model.fields import _attention, _pattern_error, _positive_int, linear_state, recurrent_layer
 from kvgate.model.spec import ConfigError, LayerSpec
 
 # Model types whose ``indexed_attention`` layers keep DeepSeek sparse-attention indexer
@@ -73,8 +73,7 @@ def _conv_only(cfg: dict[str, Any]) -> LayerSpec:
     ``Lfm2ShortConv``: ``update_conv_state(..., conv_kernel_size=config.conv_L_cache)``)."""
     hidden = _positive_int(cfg, "hidden_size")
     k = _positive_int(cfg, "conv_L_cache")
-    return LayerSpec(kind="linear", conv_dim=hidden, conv_kernel=k, ssm_values=0,
-                     state_values=hidden * (k - 1), state_heads=1, mixer="conv")
+    return recurrent_layer("conv", hidden, k, 0, 1)
 
 
 def layers_from_types(cfg: dict[str, Any], types: list[str], notes: list[str],

@@ -1,17 +1,9 @@
 """``ModelSpec``: the KV-relevant shape of a model, from a config.json or a bundled preset.
 
-A model is a list of layers, each of one **layer kind** (DESIGN.md §2):
-
-- ``full``    full attention: K and V rows of ``num_key_value_heads × head_dim`` per position.
-- ``sliding`` sliding-window attention with window ``W`` (``sliding_window``).
-- ``mla``     multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one latent of
-  ``kv_lora_rank + qk_rope_head_dim`` values per position, no separate V.
-- ``mla`` layers of DeepSeek sparse attention also keep indexer keys (``index_dim``).
-- ``linear``  recurrent / SSM state of fixed size per sequence (no per-token term): a
-  convolution state (``conv_dim × conv_kernel``) and a recurrent state (``ssm_values``),
-  each with its own dtype per engine (see the layouts); LFM2's conv-only layers have no
-  recurrent state (``mixer="conv"``).
-- ``shared``  reuses another layer's KV: 0 bytes.
+A model is a list of layers, each a :class:`LayerSpec` record of one **layer kind**
+(DESIGN.md §2): ``full``, ``sliding``, ``mla``, ``linear`` (recurrent state), ``shared``
+(no cache). The record is what readers write and decision records store; the geometry
+turns each into its spec type, which owns the bytes (:mod:`kvgate.geometry.specs`).
 
 Fields come from Hugging Face ``config.json`` names, resolved through transformers'
 config class when transformers knows the ``model_type`` (``kvgate.model.hf``: class

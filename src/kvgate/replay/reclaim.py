@@ -7,8 +7,8 @@ bytes of one block of B positions. This module takes them from a model's geometr
 - ``slot_bytes`` = S(L) = ``KVGeometry.slot_bytes(L)`` (full, MLA and sliding layers at
   their contiguous positions, plus linear-layer state);
 - ``block_bytes`` = B × Σ bytes per position of the layers whose contiguous slot holds
-  all L positions (``full``, ``mla``; ``sliding`` only when its window ≥ L or the engine
-  allocates sliding layers at full length).
+  all L positions (full attention and MLA; sliding windows only when the window ≥ L or
+  the engine allocates sliding layers at full length).
 
 # NOTE: sliding layers capped at their window and linear-layer state do not grow with
 # context inside a slot; the replay charges them once per live sequence in both layouts
@@ -53,12 +53,7 @@ def replay_geometry(
 
     geo = KVGeometry(model, kv_format, kv_format_v=kv_format_v, tp=tp, layout=Contiguous(sliding_full=sliding_full))
     slot = geo.slot_bytes(max_seq)
-    layout = geo.layout
-    growing = sum(
-        geo.position_bytes(i)
-        for i, layer in enumerate(model.layers)
-        if layer.kind in ("full", "mla", "sliding") and layout.positions(layer, max_seq) == max_seq
-    )
+    growing = sum(row["position_bytes"] for row in geo.by_layer(max_seq) if row["positions"] == max_seq)
     if growing <= 0:
         raise KvgateError(
             f"no layer of {getattr(model, 'name', 'the model')} grows with context at max_seq {max_seq:,}",

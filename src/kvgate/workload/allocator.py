@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.geometry import KVGeometry
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.model.fields import head_dims, num_kv_heads, text_config
+from kvgate.model.spec import LayerSpec, ModelSpec
 
 DEFAULT_SLOT_CAP = 8  # the source engine's VC_KV_SLOTS
-DEFAULT_BLOCK_SIZE = 16  # positions per block, vLLM's default
+MIRROR_FORMAT = "int8-f32scale"  # the mirror's KV format (kvgate.geometry.formats)
 
 
 def _pos_int(value: Any, what: str) -> int:
@@ -61,43 +66,38 @@ class MirrorGeometry:
 
         ``head_dim`` is taken from the config when present, never re-derived: on Qwen3
         ``hidden_size / num_attention_heads`` is wrong (2048 / 32 = 64, not 128). Only
-        when it is absent (Llama-2) is it ``hidden_size // num_attention_heads``.
+        when it is absent (Llama-2) is it ``hidden_size // num_attention_heads``
+        (:func:`kvgate.model.fields.head_dims`).
 
         Raises:
             KvgateError: a needed field is missing (named).
         """
-        if isinstance(cfg.get("text_config"), dict):
-            cfg = cfg["text_config"]
-        for key in ("num_hidden_layers", "num_attention_heads"):
-            if key not in cfg:
-                raise KvgateError(f"model config lacks {key!r}")
-        heads = cfg["num_attention_heads"]
-        kv = cfg.get("num_key_value_heads") or heads
-        hd = cfg.get("head_dim")
-        if hd is None:
-            if "hidden_size" not in cfg:
-                raise KvgateError("model config lacks 'head_dim' and 'hidden_size'")
-            hd = cfg["hidden_size"] // heads
-        return cls(n_layers=cfg["num_hidden_layers"], kv_heads=kv, head_dim=hd, max_seq=max_seq)
+        cfg = text_config(cfg)
+        if "num_hidden_layers" not in cfg:
+            raise KvgateError("model config lacks 'num_hidden_layers'")
+        return cls(n_layers=cfg["num_hidden_layers"], kv_heads=num_kv_heads(cfg), head_dim=head_dims(cfg)[0],
+                   max_seq=max_seq)
 
-    @property
-    def kv_dim(self) -> int:
-        """``kv_heads × head_dim``: elements in one K (or V) row."""
-        return self.kv_heads * self.head_dim
+    @cached_property
+    def geometry(self) -> KVGeometry:
+        """The mirror as a :class:`KVGeometry`: ``n_layers`` full-attention layers in
+        ``int8-f32scale``, contiguous."""
+        layer = LayerSpec(kind="full", num_kv_heads=self.kv_heads, head_dim=self.head_dim, v_head_dim=self.head_dim)
+        return KVGeometry(ModelSpec(name="mirror", source="workload", layers=[layer] * self.n_layers), MIRROR_FORMAT)
 
     @property
     def position_bytes(self) -> int:
         """Bytes per position per layer: ``2·kv_dim + 8·kv_heads``."""
-        return 2 * self.kv_dim + 8 * self.kv_heads
+        return self.geometry.position_bytes(0)
 
     @property
     def slot_bytes(self) -> int:
         """S(L) = n_layers × max_seq × position_bytes: one contiguous slot, bytes."""
-        return self.n_layers * self.max_seq * self.position_bytes
+        return self.geometry.slot_bytes(self.max_seq)
 
     def block_bytes(self, block_size: int) -> int:
         """Bytes of one block of ``block_size`` positions across all layers."""
-        return self.n_layers * _pos_int(block_size, "block size") * self.position_bytes
+        return self.geometry.block_bytes(_pos_int(block_size, "block size"))
 
     def mirror_bytes(self, slots: int) -> int:
         """``slots × S(L)``: what a contiguous mirror with ``slots`` allocated slots holds."""

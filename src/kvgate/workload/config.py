@@ -6,22 +6,16 @@ geometry) before torch is imported, so bad input fails fast and ``--help`` never
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
 from kvgate.errors import KvgateError
+from kvgate.model import preset_config
 
 # model_type values whose decoder layers the decode loop in :mod:`kvgate.workload.engine`
 # knows how to drive (q/k/v/o projections, optional q_norm/k_norm, full attention).
 SUPPORTED_MODEL_TYPES = ("qwen3", "qwen3_moe", "llama", "qwen2")
-
-
-def preset_names() -> list[str]:
-    """Names of the bundled presets (``src/kvgate/model/presets/*.json``)."""
-    return sorted(p.name[:-5] for p in resources.files("kvgate.model.presets").iterdir() if p.name.endswith(".json"))
 
 
 def load_config(ref: str | Path) -> tuple[str, dict[str, Any]]:
@@ -36,13 +30,7 @@ def load_config(ref: str | Path) -> tuple[str, dict[str, Any]]:
     if p.exists() or p.suffix.lower() == ".json" or "/" in str(ref):
         cfg = read_json(p, what="model config")
         return (p.parent.name if p.name == "config.json" else p.stem), cfg
-    key = str(ref).strip().lower()
-    if key not in preset_names():
-        raise KvgateError(
-            f"no model file or preset named {ref!r}", hint=f"presets: {', '.join(preset_names())}"
-        )
-    text = resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8")
-    return key, json.loads(text)
+    return preset_config(str(ref))
 
 
 def check_supported(cfg: dict[str, Any]) -> str:

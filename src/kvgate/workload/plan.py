@@ -60,7 +60,7 @@ class StreamPlan:
             "device": self.device,
             "dtype": self.dtype,
             "seed": self.seed,
-            "kv_format": "int8-f32scale",
+            "kv_format": g.geometry.fmt_k.name,
             "geometry": {
                 "n_layers": g.n_layers,
                 "kv_heads": g.kv_heads,
