@@ -144,3 +144,20 @@ def test_h200_example_records_recompute_to_their_verdicts(rel):
     assert res["status"] == "same" and res["recorded"]["verdicts"] == rec["verdicts"]
     assert res["recorded"]["projection"]["fit"] is not None  # measured at 2 and 4 sequences
     assert rec["measurement"]["basis"]["device_name"] == "NVIDIA H200"
+
+
+def test_a_late_basis_field_is_written_only_when_known(tmp_path):
+    """``sampler_loop`` joined the basis after records were written: a record whose basis
+    has none keeps the digest it was written with; a known loop is kept and digested."""
+    from pathlib import Path
+
+    assert "sampler_loop" not in Basis(sampler="nvml").to_dict()
+    assert Basis(sampler="nvml", sampler_loop="python thread").to_dict()["sampler_loop"] == "python thread"
+    rec = load_record(Path(__file__).resolve().parents[1] / "examples/h200-static-cache/record.json")
+    assert "sampler_loop" not in json.dumps(rec["measurement"]) and rec["digest"] == rec["digest_recorded"]
+    doc = json.loads((Path(__file__).resolve().parents[1] / "examples/h200-static-cache/record.json").read_text())
+    doc["measurement"]["basis"]["sampler_loop"] = "python thread"
+    edited = tmp_path / "r.json"
+    edited.write_text(json.dumps(doc))
+    again = load_record(edited)
+    assert again["measurement"]["basis"]["sampler_loop"] == "python thread" and again["digest"] != again["digest_recorded"]

@@ -97,7 +97,8 @@ def exact(x: Any) -> Fraction:
 _BYTES_FIELD = re.compile(r"(^|_)bytes$")
 
 
-def _model_from_dataclass(cls: type, name: str, *, overrides: dict[str, Any] | None = None) -> type[BaseModel]:
+def _model_from_dataclass(cls: type, name: str, *, overrides: dict[str, Any] | None = None,
+                          omit_when_none: tuple[str, ...] = ()) -> type[BaseModel]:
     """A strict model with one field per field of the dataclass ``cls`` (same names,
     defaults and types; ``*_bytes`` ints become :data:`Bytes`, other ints :data:`Count`),
     so a field added to the dataclass appears in the schema (and the committed-schema
@@ -116,7 +117,9 @@ def _model_from_dataclass(cls: type, name: str, *, overrides: dict[str, Any] | N
             t = Str
         elif t is bool:
             t = Annotated[bool, Strict()]
-        if f.default is not dataclasses.MISSING:
+        if f.name in omit_when_none:  # written only when known (Basis.to_dict)
+            fields[f.name] = (t, Field(default=None, exclude_if=lambda v: v is None))
+        elif f.default is not dataclasses.MISSING:
             fields[f.name] = (t, f.default)
         elif f.default_factory is not dataclasses.MISSING:
             fields[f.name] = (t, Field(default_factory=f.default_factory))
@@ -238,9 +241,9 @@ class DecisionInputsModel(_Strict):
 # --------------------------------------------------------------------------- measurement
 
 def _measurement_models() -> tuple[type[BaseModel], type[BaseModel]]:
-    from kvgate.measure.measurement import Basis, Measurement
+    from kvgate.measure.measurement import LATE_BASIS_FIELDS, Basis, Measurement
 
-    basis = _model_from_dataclass(Basis, "Basis", overrides={
+    basis = _model_from_dataclass(Basis, "Basis", omit_when_none=LATE_BASIS_FIELDS, overrides={
         "exit_code": Optional[AnyInt], "interval_s": Optional[Flt], "domain": Str,
         "command": Optional[list[Str]]})
     meas = _model_from_dataclass(Measurement, "MeasurementDomain", overrides={

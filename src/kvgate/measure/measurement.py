@@ -66,7 +66,13 @@ class Basis:
     sampler_loop: str | None = None  # the loop that sampled: "python thread, ctypes nvmlDeviceGetMemoryInfo_v2"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a dict; a field of :data:`LATE_BASIS_FIELDS` only when known, so a
+        measurement written before that field existed keeps its record digest."""
+        d = asdict(self)
+        for name in LATE_BASIS_FIELDS:
+            if d[name] is None:
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Basis:
@@ -76,6 +82,10 @@ class Basis:
             raise MeasurementError(f"unknown basis field(s): {', '.join(unknown)}")
         return cls(**d)
 
+
+#: Basis fields added after records were first written: left out of a written basis while
+#: not available (``None``), so the digest of a record written before them still matches.
+LATE_BASIS_FIELDS = ("sampler_loop",)
 
 BASIS_KEYS = ("domain", "device_name", "total_bytes", "driver_version", "cuda_version", "cpu_arch")
 
