@@ -1,0 +1,115 @@
+"""vLLM's non-KV memory budget, term by term, each an interval with its source.
+
+vLLM sizes its KV cache pool per GPU as (``vllm/v1/worker/gpu_worker.py``
+``Worker.determine_available_memory``, 0.8 … 0.24; V0 ``vllm/worker/worker.py``
+``determine_num_available_blocks``, 0.6.5 … 0.10, same ``memory_profiling`` in
+``vllm/utils``)::
+
+    available KV = total × gpu_memory_utilization
+                   − (weights + activation peak of the profile run + non-torch memory)
+                   − CUDA graph pool estimate            (0.21 and later, unless eager)
+
+with ``total`` the CUDA total of the GPU (:mod:`kvgate.fit.gpus`). ``--kv-cache-memory-bytes``
+replaces the whole computation by its value.
+
+Calibration (the interval rule). Constants below are the smallest ratio bands that hold
+every printed value of these logs in ``tests/data/fit_logs/`` (manifest.json), widened by
+the printing precision (two decimals of GiB = ±5.12 MiB):
+
+- **Activation peak** ("torch peak memory increase", V0 ``peak_torch_memory`` minus
+  weights): ``T × w`` is the profile run's tokens (``max_num_batched_tokens``) times the
+  per-token width of :mod:`kvgate.fit.widths`; ``S = max_num_seqs × vocab`` the sampler's
+  logits. Band: ``[K_LO·T·w, K_HI·T·w + C_HI·S]``. Printed: Llama-3-8B 8192 tokens
+  1.26 GiB (0.6.5, H100); Llama-3.1-8B 20000 / 29000 tokens 3.10 / 4.02 GiB (0.6.4,
+  RTX 3090); Qwen3-0.6B 8192 tokens 0.23 GiB (0.8 V0); Qwen2.5-32B TP2 10000 tokens
+  1.26 GiB (0.7 V0); gpt-oss-20b 2048 tokens × 256 sequences 1.83 GiB (0.12 V1). The
+  ratio of the printed peak to ``T·w`` runs 1.13 (Qwen3-0.6B) … 1.56 (Llama 20000) and the
+  sampler term needs up to 35 bytes per logit (gpt-oss-20b, 201,088-word vocabulary: fp32
+  logits, probabilities and a sort with int64 indices).
+- **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator): printed V0
+  0.16 … 1.79 GiB (1.79 GiB on the 0.6.5 memory-profiling branch, H100; 0.35 GiB RTX 3090;
+  0.30 GiB TP 2), V1 0.04 GiB (0.12).
+- **CUDA graph pool**: printed 0.13 GiB (Qwen3-0.6B, 0.8 V0, 67 sizes) and 1.62 GiB
+  (Qwen3.5 GGUF hybrid, 0.18); 0 with ``--enforce-eager``. Not modelled from widths: the
+  band spans the two logs.
+- **Weights**: "Model loading took" is the torch allocation of the loaded checkpoint:
+  Llama-3.1-8B reads 16,060,522,496 B of safetensors and vLLM prints 14.9888 GiB
+  (+0.2%); repacked quantized formats add more (gpt-oss MXFP4). Band on a checkpoint's
+  bytes split over TP × PP ranks: [1.00, 1.08]; on an estimate from config.json:
+  [0.85, 1.15].
+
+Twelve logs print enough to check the pool; the table of every log, its interval and its
+width is made by ``benchmarks/fit_logs_table.py`` (``benchmarks/RESULTS.md``). These
+bands are fitted on the same logs (in-sample); the table also gives the leave-one-out
+share.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kvgate.fit.interval import Interval, Term
+from kvgate.fit.vllm_flags import VllmSettings
+from kvgate.fit.widths import Widths
+
+GiB = 2**30
+MiB = 2**20
+K_LO = Fraction(110, 100)
+K_HI = Fraction(160, 100)
+C_HI = 36  # bytes per logit of the sampler's dummy run
+NON_TORCH_V0 = Interval(150 * MiB, 1838 * MiB)  # 0.16 GiB − 5 MiB … 1.79 GiB + 5 MiB
+NON_TORCH_V1 = Interval(35 * MiB, 512 * MiB)     # 0.04 GiB − 5 MiB … V0's TP=1 RTX 3090 0.35 GiB + margin
+CUDA_GRAPH = Interval(128 * MiB, 1664 * MiB)     # 0.13 … 1.62 GiB, ± printing
+WEIGHTS_FILE = (Fraction(1), Fraction(108, 100))
+WEIGHTS_ESTIMATE = (Fraction(85, 100), Fraction(115, 100))
+
+SOURCE = "vllm/v1/worker/gpu_worker.py determine_available_memory; band calibrated on tests/data/fit_logs"
+
+
+def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str) -> Term:
+    """Weights per GPU from a whole checkpoint's bytes split over ``ranks`` (TP × PP)."""
+    lo, hi = WEIGHTS_FILE if exact else WEIGHTS_ESTIMATE
+    per = checkpoint_bytes // ranks
+    return Term("weights", Interval.scaled(per, lo, hi),
+                f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({'file' if exact else 'ESTIMATE'})")
+
+
+def activation_term(s: VllmSettings, w: Widths) -> Term:
+    """The activation peak of the profile run (module docstring)."""
+    tw = s.max_num_batched_tokens * w.token_bytes
+    sampler = C_HI * s.max_num_seqs * w.vocab
+    band = Interval.scaled(tw, K_LO, K_HI)
+    v = Interval(band.low, band.high + sampler)
+    src = (f"{s.max_num_batched_tokens:,} tokens × {w.token_bytes:,} B × [{float(K_LO):.2f}, {float(K_HI):.2f}]"
+           f" + ≤ {C_HI} B × {s.max_num_seqs} sequences × {w.vocab:,} vocab; calibrated on tests/data/fit_logs")
+    if w.multimodal:
+        src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"
+    return Term("activation peak (profile run)", v, src)
+
+
+def non_torch_term(s: VllmSettings) -> Term:
+    """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator."""
+    v = NON_TORCH_V1 if s.v1 else NON_TORCH_V0
+    return Term("non-torch memory", v, f"{'V1' if s.v1 else 'V0'} band from tests/data/fit_logs")
+
+
+def cuda_graph_term(s: VllmSettings) -> Term:
+    """The CUDA graph pool: 0 with ``--enforce-eager``; subtracted from the KV budget from
+    0.21, else taken later from the memory the utilization leaves."""
+    if s.enforce_eager:
+        return Term("CUDA graph pool", Interval.point(0), "--enforce-eager: no graphs captured")
+    note = ("subtracted from the KV budget (0.21+ estimate)" if s.cudagraph_pool_subtracted
+            else "captured after the KV cache, out of the memory --gpu-memory-utilization leaves")
+    return Term("CUDA graph pool", CUDA_GRAPH, f"band of two logs (0.13, 1.62 GiB); {note}",
+                counted=s.cudagraph_pool_subtracted)
+
+
+def vllm_terms(s: VllmSettings, w: Widths, weights: Term) -> list[Term]:
+    """Every non-KV term for ``s``: weights, activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w), non_torch_term(s), cuda_graph_term(s)]
+
+
+def requested_memory(cuda_total: Interval, util: float) -> Interval:
+    """``total × gpu_memory_utilization`` (``request_memory`` in gpu_worker.py), floored."""
+    u = Fraction(str(util))
+    return Interval(int(cuda_total.low * u), int(cuda_total.high * u))
