@@ -140,6 +140,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
                      if ln.startswith("GPU KV cache size") else ln for ln in v]
                  for (k, v), r in zip(lines.items(), (lo, hi))}
     flips = flip_points_vllm(pr, flags, s)
+    c_lo = conc["low"] or 0.0
+    if fits != "no" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
+        notes.insert(0, f"--max-num-seqs {flags.max_num_seqs}: only {int(c_lo)} requests of {L:,} tokens fit in the "
+                        f"pool at once for sure; the others wait in the queue (or are preempted) until blocks free up")
+    if flips["max_model_len"].get("possible") == model.max_position_embeddings:
+        notes.append(f"--max-model-len flip points stop at the model's max_position_embeddings "
+                     f"{model.max_position_embeddings:,}")
     return FitAnswer(
         engine="vllm", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
         budget=budget, kv_pool=pool, tokens=tokens, max_concurrency=conc, request_bytes=need, fits=fits,

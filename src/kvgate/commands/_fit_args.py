@@ -1,0 +1,105 @@
+"""The flags of ``kvgate fit``, spelled as each engine spells them, and the typed inputs
+built from them (nothing below ``commands/`` sees the Namespace)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from kvgate.errors import KvgateError
+
+ENGINES = ("vllm", "sglang", "llama.cpp")
+
+
+def _human_int(flag: str, allow_auto: bool = False) -> Any:
+    def parse(text: str) -> int | None:
+        from kvgate.fit.humanint import human_readable_int  # noqa: PLC0415
+
+        try:
+            return human_readable_int(text, flag=flag, allow_auto=allow_auto)
+        except KvgateError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
+def _bytes(text: str) -> int:
+    from kvgate.units import parse_bytes  # noqa: PLC0415
+
+    try:
+        return parse_bytes(text)
+    except KvgateError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def add_fit_flags(p: argparse.ArgumentParser) -> None:
+    """MODEL, ``--engine``, the GPU, weights, release, and vLLM's memory flags."""
+    p.add_argument("model", metavar="MODEL", help="model directory (exact weights from its safetensors), .gguf file, "
+                   "config.json, or preset name (weights then ESTIMATED from the config)")
+    p.add_argument("--engine", choices=ENGINES, default="vllm", help="the engine you will launch (default vllm)")
+    g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
+    g.add_argument("--gpu", metavar="NAME", help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, "
+                   "L40S, L4, A10, A6000, RTX-3090, RTX-4090, RTX-5090, ...")
+    g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
+    w = p.add_argument_group("weights and release")
+    w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
+                   help="the whole checkpoint's bytes (split over -tp × -pp as the engine splits it), e.g. 16060522496 or 14.96GiB")
+    w.add_argument("--release", "--vllm-version", dest="release", metavar="X.Y.Z",
+                   help="engine release whose rules apply (default: the installed engine, else the newest modelled)")
+    v = p.add_argument_group("vLLM flags (vllm serve's spellings and defaults)")
+    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9)")
+    v.add_argument("--max-model-len", metavar="L", type=_human_int("--max-model-len", allow_auto=True), default=None,
+                   help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them (default: the model's)")
+    v.add_argument("--max-num-seqs", metavar="N", type=_human_int("--max-num-seqs"), default=None,
+                   help="sequences per step (default 256, or 1024 on ≥ 70 GiB GPUs other than A100, V1)")
+    v.add_argument("--max-num-batched-tokens", metavar="N", type=_human_int("--max-num-batched-tokens"), default=None,
+                   help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
+    v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
+    v.add_argument("--kv-cache-dtype", metavar="DTYPE", default="auto", help="auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
+    v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
+                   help="KV cache size per GPU, bypassing --gpu-memory-utilization")
+    v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
+
+
+@dataclass(frozen=True)
+class FitInputs:
+    """What ``kvgate fit`` was asked, typed."""
+
+    model: str
+    engine: str
+    gpu: str | None
+    total: int | None
+    weights_bytes: int | None
+    release: str | None
+    vllm: dict[str, Any]
+
+
+def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
+    """The typed inputs of ``kvgate fit``.
+
+    Raises:
+        KvgateError: ``--gpu`` and ``--total`` together.
+    """
+    if args.gpu and args.total:
+        raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
+    vllm = {
+        "gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len,
+        "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
+        "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp, "kv_cache_dtype": args.kv_cache_dtype,
+        "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
+        "block_size": args.block_size,
+    }
+    return FitInputs(model=args.model, engine=args.engine, gpu=args.gpu, total=args.total,
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm)

@@ -1,0 +1,63 @@
+"""``kvgate fit``: will this model start under vLLM on this GPU with these flags? The KV
+cache pool as an interval, the lines the engine would log, a verdict, and flip points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvgate.commands._fit_args import add_fit_flags, fit_inputs_from_args
+from kvgate.errors import EXIT_OK, KvgateError
+from kvgate.output import emit
+
+NAME = "fit"
+HELP = "will it fit? vLLM's KV cache pool, tokens and concurrency before launch, with a verdict and flip points"
+DESCRIPTION = """\
+Will it fit? Answered before launch, in vLLM's own words.
+
+vLLM sizes its KV cache pool per GPU as
+  total × --gpu-memory-utilization − (weights + activation peak + non-torch memory)
+  [− CUDA graph pool, from vLLM 0.21]
+and divides it into blocks. The KV bytes are exact; the other terms are intervals
+calibrated on real vLLM startup logs, so the answer is an interval too: the pool, the
+"GPU KV cache size: N tokens" and "Maximum concurrency" lines vLLM would print, and
+  fits / does not fit (with the error vLLM would stop with) / can't tell (then measure).
+Flip points: the largest --max-model-len that fits, the --max-num-seqs beyond which
+full-length requests queue, the --gpu-memory-utilization needed.
+
+  kvgate fit llama-3.1-8b --gpu H100 --max-model-len 32k --max-num-seqs 16 --release 0.11.0
+  kvgate fit ./Qwen3-8B --gpu L40S -tp 2 --kv-cache-dtype fp8 --json
+
+Weights are exact from a model directory's safetensors headers; from a preset or a
+config.json they are estimated (and said so) unless --weights-bytes gives them.
+SGLang and llama.cpp: not modelled yet (--engine sglang / llama.cpp say so).
+"""
+
+
+def add_arguments(p: Any) -> None:
+    add_fit_flags(p)
+
+
+def run(args: Any) -> int:
+    from kvgate.fit import VllmFlags, fit_vllm, gpu_from_total, local_gpu, lookup_gpu, resolve_release, weights_term  # noqa: PLC0415
+    from kvgate.fit.render import render_text  # noqa: PLC0415
+    from kvgate.model import load_model  # noqa: PLC0415
+    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
+
+    inp = fit_inputs_from_args(args)
+    if inp.engine != "vllm":
+        raise KvgateError(f"kvgate fit --engine {inp.engine} is not modelled yet",
+                          hint="measure it: kvgate run -- <engine command>, or import its startup log with "
+                               "`kvgate import-log`")
+    gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total) if inp.total else local_gpu(0)
+    model = load_model(inp.model)
+    flags = VllmFlags(**inp.vllm)
+    ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
+    if inp.weights_bytes is not None:
+        weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True, source=f"--weights-bytes {inp.weights_bytes:,} B")
+    else:
+        wb = weight_bytes(inp.model)
+        src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
+        weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+    answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release))
+    emit(args, answer.to_dict(), render_text(answer))
+    return EXIT_OK
