@@ -73,13 +73,24 @@ class LogCase:
     inside: bool | None
     skip: str | None = None
     terms: dict[str, Any] = field(default_factory=dict)
+    presumed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "release": self.release, "model": self.model, "gpu": self.gpu,
                 "quantity": self.quantity, "printed": self.printed,
                 "predicted": self.predicted.to_dict() if self.predicted else None,
                 "width": self.predicted.width if self.predicted else None, "inside": self.inside,
-                "skip": self.skip, "terms": self.terms}
+                "skip": self.skip, "terms": self.terms, "presumed": self.presumed}
+
+
+def presumed_settings(entry: dict[str, Any]) -> list[str]:
+    """The settings of a manifest entry that scale the whole pool but were not printed:
+    ``--gpu-memory-utilization`` (multiplies the GPU) when the log and command do not show
+    it (the manifest leaves it null or lists it under ``inferred``)."""
+    inferred = entry.get("inferred") or {}
+    if entry.get("gpu_memory_utilization") is None or "gpu_memory_utilization" in inferred:
+        return ["gpu_memory_utilization (vLLM default presumed, not printed)"]
+    return []
 
 
 def check_logs(folder: str | Path) -> list[LogCase]:
@@ -117,6 +128,7 @@ def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
                       tensor_parallel_size=e.get("tp") or 1, pipeline_parallel_size=e.get("pp") or 1,
                       kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))
     a = fit_vllm(model, weights, gpu, flags, rel)
+    presumed = presumed_settings(e)
     terms = {t.name: t.value.to_dict() for t in a.terms}
     for f in TERM_FIELDS:
         if e.get(f):
@@ -125,8 +137,8 @@ def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
         p = printed_bytes(e["available_kv_cache_memory"])
         mid = (p.low + p.high) // 2
         return LogCase(e["file"], inp["release"], model.name, gpu.name, "available KV bytes", mid, a.kv_pool,
-                       a.kv_pool.contains(mid), terms=terms)
+                       a.kv_pool.contains(mid), terms=terms, presumed=presumed)
     tok = printed_int(e["gpu_kv_cache_tokens"])
     pred = Interval(int(a.tokens["low"] or 0), int(a.tokens["high"] or 0))
     return LogCase(e["file"], inp["release"], model.name, gpu.name, "GPU KV cache tokens", tok, pred,
-                   pred.contains(tok), terms=terms)
+                   pred.contains(tok), terms=terms, presumed=presumed)

@@ -1,0 +1,235 @@
+"""kvgate fit (vLLM): flag parsing, defaults, the KV side to the byte, verdicts, flip points, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvgate.errors import KvgateError
+from kvgate.fit import (
+    VllmFlags,
+    fit_vllm,
+    gpu_from_total,
+    human_readable_int,
+    lookup_gpu,
+    resolve_release,
+    weights_term,
+)
+from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW
+from kvgate.fit.interval import Interval
+from kvgate.fit.vllm_budget import requested_memory
+from kvgate.fit.vllm_flags import resolve_vllm_flags
+from kvgate.fit.widths import model_widths
+from kvgate.model import load_preset
+
+GiB = 2**30
+MiB = 2**20
+
+
+@pytest.fixture
+def run_cli(capsys):
+    from kvgate.cli import main
+
+    def run(*argv):
+        assert main(list(argv)) == 0
+        return capsys.readouterr().out
+    return run
+
+
+@pytest.fixture
+def run_cli_fail(capsys):
+    from kvgate.cli import main
+
+    def run(*argv):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2
+        return capsys.readouterr().err
+    return run
+LLAMA_CKPT = 16_060_522_496  # Llama-3.1-8B safetensors total_size
+
+
+@pytest.mark.parametrize("text,value", [
+    ("32k", 32_000), ("32K", 32_768), ("128k", 128_000), ("128K", 131_072), ("1m", 1_000_000),
+    ("1M", 1_048_576), ("25.6k", 25_600), ("8192", 8192), (" 4k ", 4000),
+])
+def test_human_readable_int_as_vllm(text, value):
+    assert human_readable_int(text) == value
+
+
+@pytest.mark.parametrize("text", ["1.5K", "abc", "0", "-3", "12q"])
+def test_human_readable_int_refuses(text):
+    with pytest.raises(KvgateError):
+        human_readable_int(text)
+
+
+def test_human_readable_int_auto():
+    assert human_readable_int("auto", allow_auto=True) is None
+    assert human_readable_int("-1", allow_auto=True) is None
+
+
+def test_gpu_table_bytes():
+    h100 = lookup_gpu("H100")
+    assert h100.nvml_total_bytes == 81_559 * MiB == 85_520_809_984
+    assert h100.cuda_total == Interval(85_520_809_984 - RESERVED_HIGH, 85_520_809_984 - RESERVED_LOW)
+    h200 = lookup_gpu("nvidia h200")
+    assert h200.nvml_total_bytes == 150_754_820_096
+    assert h200.cuda_total == Interval.point(150_109_880_320)
+    assert lookup_gpu("A100-80GB").nvml_total_bytes == 80 * GiB
+    assert lookup_gpu("rtx 4090").nvml_total_bytes == 24_564 * MiB
+    with pytest.raises(KvgateError, match="ambiguous"):
+        lookup_gpu("A100")
+    with pytest.raises(KvgateError, match="unknown GPU"):
+        lookup_gpu("Voodoo2")
+
+
+def test_requested_memory_is_total_times_utilization():
+    assert requested_memory(Interval.point(150_109_880_320), 0.9) == Interval.point(135_098_892_288)
+
+
+def _settings(release, gpu, **kw):
+    return resolve_vllm_flags(VllmFlags(**kw), resolve_release("vllm", release), cuda_total_bytes=gpu.cuda_total.low,
+                              gpu_name=gpu.name, max_position_embeddings=131072)
+
+
+def test_vllm_defaults_by_release_and_gpu():
+    s = _settings("0.11.0", lookup_gpu("H100"))
+    assert (s.gpu_memory_utilization, s.max_model_len, s.max_num_seqs, s.max_num_batched_tokens) == (0.9, 131072, 1024, 8192)
+    assert s.v1 and not s.cudagraph_pool_subtracted
+    s = _settings("0.11.0", lookup_gpu("A100-80GB"))  # A100 keeps the small-GPU defaults
+    assert (s.max_num_seqs, s.max_num_batched_tokens) == (256, 2048)
+    s = _settings("0.6.4", lookup_gpu("RTX 3090"), max_model_len=20000)  # V0, chunked prefill off
+    assert not s.v1 and s.max_num_batched_tokens == 20000 and s.max_num_seqs == 256
+    s = _settings("0.6.4", lookup_gpu("RTX 3090"), max_model_len=40000)  # V0, chunked prefill on by itself
+    assert s.max_num_batched_tokens == 2048
+    assert _settings("0.21.0", lookup_gpu("H100")).cudagraph_pool_subtracted
+    assert not _settings("0.21.0", lookup_gpu("H100"), enforce_eager=True).cudagraph_pool_subtracted
+    with pytest.raises(KvgateError, match="no V0"):
+        _settings("0.11.0", lookup_gpu("H100"), use_v1=False)
+
+
+def test_bad_flags_refused():
+    with pytest.raises(KvgateError, match="gpu-memory-utilization"):
+        VllmFlags(gpu_memory_utilization=1.5)
+    with pytest.raises(KvgateError, match="max-num-seqs"):
+        VllmFlags(max_num_seqs=0)
+
+
+def test_widths_llama_by_hand():
+    # 2 B × (4096 + 32·128 + 2·8·128 + 3·14336) = 2 × 53,248
+    w = model_widths(load_preset("llama-3.1-8b").config)
+    assert (w.token_bytes, w.vocab, w.moe) == (106_496, 128_256, False)
+    # TP 2: q, kv and the MLP split, the residual does not: 2 × (4096 + 2048 + 2·4·128 + 3·7168)
+    assert model_widths(load_preset("llama-3.1-8b").config, tp=2).token_bytes == 2 * (4096 + 2048 + 1024 + 21504)
+
+
+def _llama(pool_bytes, L, *, release="0.11.0", seqs=None):
+    m = load_preset("llama-3.1-8b")
+    return fit_vllm(m, weights_term(LLAMA_CKPT, ranks=1, exact=True, source="test"), lookup_gpu("H100"),
+                    VllmFlags(max_model_len=L, max_num_seqs=seqs, kv_cache_memory_bytes=pool_bytes),
+                    resolve_release("vllm", release))
+
+
+def test_kv_side_llama_exact_bytes():
+    # 32 layers × 2 (K, V) × 8 heads × 128 × 2 B = 128 KiB per token; 4 GiB per 32,768-token sequence;
+    # a 64 GiB pool of 2 MiB blocks (16 tokens × 128 KiB) = 32,768 blocks = 524,288 tokens = 16 sequences
+    a = _llama(64 * GiB, 32768, seqs=16)
+    assert a.request_bytes == 4 * GiB
+    assert a.kv_pool == Interval.point(64 * GiB)
+    assert a.tokens == {"low": 524_288, "high": 524_288}
+    assert a.max_concurrency == {"low": 16.0, "high": 16.0}
+    assert a.fits == "yes"
+    assert "GPU KV cache size: 524,288 tokens" in a.log_lines["low"]
+    assert "Maximum concurrency for 32,768 tokens per request: 16.00x" in a.log_lines["low"]
+
+
+def test_flip_points_exact_on_a_fixed_pool():
+    # 2 GiB = 1,024 blocks of 16 tokens: one request of at most 16,384 tokens
+    a = _llama(2 * GiB, 8192)
+    assert a.flip_points["max_model_len"] == {"sure": 16_384, "possible": 16_384}
+    assert a.flip_points["max_num_seqs_at_max_model_len"] == {"sure": 2, "possible": 2}
+    b = _llama(2 * GiB, 16_385)
+    assert b.fits == "no" and "larger than the available KV cache memory" in b.engine_error
+
+
+def test_v0_error_wording():
+    a = _llama(2 * GiB, 16_385, release="0.6.4")
+    assert a.fits == "no"
+    assert a.engine_error.startswith("ValueError: The model's max seq len (16385) is larger than the maximum number "
+                                     "of tokens that can be stored in KV cache (16384).")
+
+
+def test_no_available_memory():
+    m = load_preset("llama-3.1-8b")
+    a = fit_vllm(m, weights_term(30 * GiB, ranks=1, exact=True, source="test"), lookup_gpu("L4"),
+                 VllmFlags(max_model_len=4096), resolve_release("vllm", "0.11.0"))
+    assert a.fits == "no" and "No available memory for the cache blocks" in a.engine_error
+    assert a.kv_pool.high <= 0
+
+
+def test_pool_is_budget_minus_terms_and_verdict_yes_on_h100():
+    a = _llama(None, 32768, seqs=16)
+    lo = a.budget.low - sum(t.value.high for t in a.terms if t.counted)
+    hi = a.budget.high - sum(t.value.low for t in a.terms if t.counted)
+    assert a.kv_pool == Interval(lo, hi)
+    assert a.fits == "yes"
+    # 16 sequences of 4 GiB do not all fit in ~53-55 GiB: requests queue
+    assert 13 <= a.max_concurrency["low"] < 16
+    assert a.flip_points["max_num_seqs_at_max_model_len"]["sure"] == int(a.max_concurrency["low"])
+    assert any("wait in the queue" in n for n in a.notes)
+
+
+def test_straddle_is_unknown():
+    # L4: 0.9 × ~22.1 GiB − ~15-16 GiB of weights leaves ~3-4 GiB; a request of 3.5 GiB straddles
+    m = load_preset("llama-3.1-8b")
+    a = fit_vllm(m, weights_term(LLAMA_CKPT, ranks=1, exact=True, source="test"), lookup_gpu("L4"),
+                 VllmFlags(max_model_len=28_672, enforce_eager=True), resolve_release("vllm", "0.11.0"))
+    assert a.kv_pool.low < a.request_bytes < a.kv_pool.high
+    assert a.fits == "unknown" and "kvgate run" in a.how_to_measure
+
+
+def test_weights_split_over_ranks():
+    t = weights_term(LLAMA_CKPT, ranks=4, exact=True, source="x")
+    assert t.value.low == LLAMA_CKPT // 4
+    e = weights_term(LLAMA_CKPT, ranks=1, exact=False, source="x")
+    assert e.value.width > t.value.width * 4 and "ESTIMATE" in e.source
+
+
+def test_given_total():
+    g = gpu_from_total(24 * GiB)
+    assert g.cuda_total == Interval(24 * GiB - RESERVED_HIGH, 24 * GiB - RESERVED_LOW)
+
+
+def test_cli_json(run_cli):
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "32k", "--release", "0.11.0",
+                  "--weights-bytes", str(LLAMA_CKPT), "--json")
+    d = json.loads(out)
+    for k in ("engine", "release", "kv_pool_bytes", "tokens", "max_concurrency", "fits", "terms", "flip_points"):
+        assert k in d
+    assert d["engine"] == "vllm" and d["release"] == "0.11.0"
+    assert d["settings"]["max_model_len"] == 32_000
+    assert {t["name"] for t in d["terms"]} >= {"weights", "non-torch memory", "CUDA graph pool"}
+    assert all({"name", "low", "high", "source"} <= set(t) for t in d["terms"])
+    assert d["fits"] in ("yes", "no", "unknown")
+
+
+def test_cli_text_speaks_vllm(run_cli):
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "32768", "--max-num-seqs", "16",
+                  "--release", "0.11.0", "--weights-bytes", str(LLAMA_CKPT))
+    assert "GPU KV cache size:" in out and "Maximum concurrency for 32,768 tokens per request" in out
+    assert "KV cache pool" in out and "verdict: FITS" in out
+    for word in ("mirror", "slot", "paging"):
+        assert word not in out.lower()
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--engine", "sglang"], "not modelled yet"),
+    (["--gpu", "H100", "--total", "80GiB"], "twice"),
+    (["--gpu", "A100"], "ambiguous"),
+])
+def test_cli_errors(run_cli_fail, argv, msg):
+    err = run_cli_fail("fit", "llama-3.1-8b", "--weights-bytes", "1GiB", *argv)
+    assert msg in err
