@@ -226,10 +226,61 @@ def test_cli_text_speaks_vllm(run_cli):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--engine", "sglang"], "not modelled yet"),
+    (["--engine", "llama.cpp"], "not modelled yet"),
     (["--gpu", "H100", "--total", "80GiB"], "twice"),
     (["--gpu", "A100"], "ambiguous"),
 ])
 def test_cli_errors(run_cli_fail, argv, msg):
     err = run_cli_fail("fit", "llama-3.1-8b", "--weights-bytes", "1GiB", *argv)
     assert msg in err
+
+
+# ---------------------------------------------------------------- SGLang
+def test_sglang_default_mem_fraction_static():
+    from kvgate.fit.sglang_flags import default_mem_fraction_static
+
+    assert [default_mem_fraction_static(tp, False) for tp in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
+    assert default_mem_fraction_static(1, True) == 0.836
+
+
+def test_sglang_pool_by_hand():
+    # H200 CUDA total 150,109,880,320 B; free = total − [460, 1024] MiB; pool = 0.85 × free − weights;
+    # tokens = pool // 131,072 B (Llama-3.1-8B bf16 cell), page 1
+    from kvgate.fit.sglang_fit import fit_sglang
+    from kvgate.fit.sglang_flags import SglangFlags
+
+    w = weights_term(LLAMA_CKPT, ranks=1, exact=True, source="t")
+    a = fit_sglang(load_preset("llama-3.1-8b"), w, lookup_gpu("H200"), SglangFlags(mem_fraction_static=0.85,
+                   context_length=32768), resolve_release("sglang", "0.4.4"))
+    lo = (150_109_880_320 - 1024 * MiB) * 85 // 100 - w.value.high
+    hi = (150_109_880_320 - 460 * MiB) * 85 // 100 - LLAMA_CKPT
+    assert a.kv_pool == Interval(lo, hi)
+    assert a.tokens == {"low": lo // 131_072, "high": hi // 131_072}
+    assert a.fits == "yes"
+    assert a.log_lines["low"][1] == f"max_total_num_tokens={lo // 131_072}, context_len=32768"
+    assert a.flip_points["max_running_requests_at_context_length"]["sure"] == lo // 131_072 // 32768
+
+
+def test_sglang_not_enough_memory():
+    from kvgate.fit.sglang_fit import fit_sglang
+    from kvgate.fit.sglang_flags import SglangFlags
+
+    a = fit_sglang(load_preset("llama-3.1-8b"), weights_term(20 * GiB, ranks=1, exact=True, source="t"), lookup_gpu("L4"),
+                   SglangFlags(context_length=4096), resolve_release("sglang", "0.4.4"))
+    assert a.fits == "no" and a.engine_error == ("RuntimeError: Not enough memory. Please try to increase "
+                                                 "--mem-fraction-static.")
+
+
+def test_cli_engine_from_its_flags(run_cli):
+    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32k", "--weights-bytes",
+                           str(LLAMA_CKPT), "--json"))
+    assert d["engine"] == "sglang" and d["settings"]["context_length"] == 32_000
+    assert "SGLang would log" in run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--mem-fraction-static", "0.8",
+                                         "--weights-bytes", str(LLAMA_CKPT))
+
+
+def test_cli_two_engines_refused(run_cli_fail):
+    assert "flags of two engines" in run_cli_fail("fit", "llama-3.1-8b", "--gpu", "H200", "--max-model-len", "4096",
+                                                  "--context-length", "4096")
+    assert "under --engine vllm" in run_cli_fail("fit", "llama-3.1-8b", "--gpu", "H200", "--engine", "vllm",
+                                                 "--mem-fraction-static", "0.8")

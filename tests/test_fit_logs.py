@@ -58,3 +58,21 @@ def test_intervals_are_informative(cases):
     widths = sorted(c.predicted.width for c in cases if c.predicted is not None and c.quantity.startswith("avail"))
     assert widths[-1] < 9 * GiB
     assert widths[len(widths) // 2] < 4 * GiB
+
+
+def test_sglang_gemma3_h200_log_inside():
+    """The one SGLang log that prints its weights and free memory (in-sample: it set the
+    start-memory band): 834,615 tokens, Gemma-3-4B, H200, default --mem-fraction-static
+    (0.88 × 0.95 for a multimodal model)."""
+    from kvgate.fit import lookup_gpu, resolve_release
+    from kvgate.fit.interval import Term
+    from kvgate.fit.sglang_fit import fit_sglang
+    from kvgate.fit.sglang_flags import SglangFlags
+    from kvgate.fit.widths import is_multimodal
+    from kvgate.model import load_model
+
+    cfg = FOLDER / "configs" / "gemma-3-4b-it.json"
+    a = fit_sglang(load_model(cfg), Term("weights", printed_bytes("8.13 GB"), "log"), lookup_gpu("H200"), SglangFlags(),
+                   resolve_release("sglang", "0.4.4"), multimodal=is_multimodal(cfg))
+    assert a.settings["mem_fraction_static"] == 0.836
+    assert a.tokens["low"] <= 834_615 <= a.tokens["high"]

@@ -46,7 +46,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     """MODEL, ``--engine``, the GPU, weights, release, and vLLM's memory flags."""
     p.add_argument("model", metavar="MODEL", help="model directory (exact weights from its safetensors), .gguf file, "
                    "config.json, or preset name (weights then ESTIMATED from the config)")
-    p.add_argument("--engine", choices=ENGINES, default="vllm", help="the engine you will launch (default vllm)")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="the engine you will launch (default: the one whose flags are given, else vllm)")
     g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
     g.add_argument("--gpu", metavar="NAME", help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, "
                    "L40S, L4, A10, A6000, RTX-3090, RTX-4090, RTX-5090, ...")
@@ -66,11 +67,24 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
     v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
     v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
-    v.add_argument("--kv-cache-dtype", metavar="DTYPE", default="auto", help="auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
+    v.add_argument("--kv-cache-dtype", metavar="DTYPE", default="auto",
+                   help="vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
     v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
                    help="KV cache size per GPU, bypassing --gpu-memory-utilization")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
+    s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
+    s.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
+                   help="share of free memory for weights + KV pool (default by TP: 0.88 … 0.79)")
+    s.add_argument("--context-length", metavar="L", type=_human_int("--context-length"), default=None,
+                   help="tokens per request (default: the model's)")
+    s.add_argument("--max-running-requests", metavar="N", type=_human_int("--max-running-requests"), default=None,
+                   help="requests running at once")
+    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_human_int("--tp-size"), default=None,
+                   help="tensor parallel size")
+    s.add_argument("--page-size", metavar="N", type=_human_int("--page-size"), default=None, help="tokens per page (default 1)")
+    s.add_argument("--chunked-prefill-size", metavar="N", type=_human_int("--chunked-prefill-size"), default=None,
+                   help="prefill chunk (does not change the pool)")
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,7 @@ class FitInputs:
     weights_bytes: int | None
     release: str | None
     vllm: dict[str, Any]
+    sglang: dict[str, Any]
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -94,6 +109,29 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     """
     if args.gpu and args.total:
         raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
+    given = {
+        "vllm": [f for f, v in (("--gpu-memory-utilization", args.gpu_memory_utilization),
+                                ("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs),
+                                ("--max-num-batched-tokens", args.max_num_batched_tokens),
+                                ("-tp", args.tp if args.tp != 1 else None), ("-pp", args.pp if args.pp != 1 else None),
+                                ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
+                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size))
+                 if v is not None],
+        "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
+                                  ("--context-length", args.context_length),
+                                  ("--max-running-requests", args.max_running_requests), ("--tp-size", args.sglang_tp),
+                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size))
+                   if v is not None],
+    }
+    engines = [e for e, fl in given.items() if fl]
+    if len(engines) > 1:
+        raise KvgateError(f"flags of two engines: {', '.join(given['vllm'])} (vLLM) and {', '.join(given['sglang'])} "
+                          "(SGLang)", hint="give the flags of the engine you will launch")
+    engine = args.engine or (engines[0] if engines else "vllm")
+    for e in engines:
+        if e != engine:
+            raise KvgateError(f"{', '.join(given[e])}: {e} flag(s) under --engine {engine}",
+                              hint=f"use {engine}'s own flags (kvgate fit --help)")
     vllm = {
         "gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len,
         "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
@@ -101,5 +139,11 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
         "block_size": args.block_size,
     }
-    return FitInputs(model=args.model, engine=args.engine, gpu=args.gpu, total=args.total,
-                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm)
+    sglang = {
+        "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,
+        "max_running_requests": args.max_running_requests, "tp_size": args.sglang_tp or 1,
+        "kv_cache_dtype": args.kv_cache_dtype, "page_size": args.page_size or 1,
+        "chunked_prefill_size": args.chunked_prefill_size,
+    }
+    return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang)

@@ -10,7 +10,7 @@ from kvgate.errors import EXIT_OK, KvgateError
 from kvgate.output import emit
 
 NAME = "fit"
-HELP = "will it fit? vLLM's KV cache pool, tokens and concurrency before launch, with a verdict and flip points"
+HELP = "will it fit? vLLM's / SGLang's KV cache pool, tokens and concurrency before launch, a verdict, flip points"
 DESCRIPTION = """\
 Will it fit? Answered before launch, in vLLM's own words.
 
@@ -29,7 +29,11 @@ full-length requests queue, the --gpu-memory-utilization needed.
 
 Weights are exact from a model directory's safetensors headers; from a preset or a
 config.json they are estimated (and said so) unless --weights-bytes gives them.
-SGLang and llama.cpp: not modelled yet (--engine sglang / llama.cpp say so).
+SGLang (its flags select it, or --engine sglang): max_total_num_tokens as an interval from
+--mem-fraction-static × free memory − weights (0.4 series' rule). llama.cpp: not modelled
+yet (--engine llama.cpp says so).
+
+  kvgate fit llama-3.1-8b --gpu H100 --context-length 32768 --mem-fraction-static 0.85
 """
 
 
@@ -44,20 +48,31 @@ def run(args: Any) -> int:
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     inp = fit_inputs_from_args(args)
-    if inp.engine != "vllm":
+    if inp.engine not in ("vllm", "sglang"):
         raise KvgateError(f"kvgate fit --engine {inp.engine} is not modelled yet",
                           hint="measure it: kvgate run -- <engine command>, or import its startup log with "
                                "`kvgate import-log`")
     gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total) if inp.total else local_gpu(0)
     model = load_model(inp.model)
-    flags = VllmFlags(**inp.vllm)
-    ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
+    if inp.engine == "vllm":
+        flags = VllmFlags(**inp.vllm)
+        ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
+    else:
+        ranks = inp.sglang["tp_size"]
     if inp.weights_bytes is not None:
         weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True, source=f"--weights-bytes {inp.weights_bytes:,} B")
     else:
         wb = weight_bytes(inp.model)
         src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
         weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
-    answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release))
+    if inp.engine == "vllm":
+        answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release))
+    else:
+        from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
+        from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
+        from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
+
+        answer = fit_sglang(model, weights, gpu, SglangFlags(**inp.sglang), resolve_release("sglang", inp.release),
+                            multimodal=is_multimodal(inp.model))
     emit(args, answer.to_dict(), render_text(answer))
     return EXIT_OK

@@ -16,6 +16,62 @@ def _flag(name: str) -> str:
 
 
 def render_text(a: FitAnswer) -> str:
+    """The text answer for a :class:`FitAnswer` of any engine."""
+    return render_sglang(a) if a.engine == "sglang" else render_vllm(a)
+
+
+def _terms_table(a: FitAnswer, budget_label: str) -> str:
+    rows = [[budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
+    for t in a.terms:
+        name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
+        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
+    rows.append(["= KV cache pool (per GPU)", fmt_gib(a.kv_pool.low), fmt_gib(a.kv_pool.high), ""])
+    return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+def _verdict_lines(a: FitAnswer, engine: str) -> list[str]:
+    out = [f"verdict: {_VERDICT[a.fits]}: {a.reason}"]
+    if a.engine_error:
+        out.append(f"  {engine} would stop with: {a.engine_error}")
+    if a.how_to_measure:
+        out.append(f"  {a.how_to_measure}")
+    return out
+
+
+def render_sglang(a: FitAnswer) -> str:
+    """The text answer for an SGLang :class:`FitAnswer`."""
+    s = a.settings
+    cuda = a.gpu.cuda_total
+    out = [f"SGLang {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    flags = [f"{_flag(k)} {s[k]}" + (" (default)" if k in s["defaults"] else "")
+             for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size")]
+    out.append("flags: " + " ".join(flags))
+    out.append("")
+    out.append(_terms_table(a, f"memory SGLang takes ({s['mem_fraction_static']} × free at start)"))
+    out.append("")
+    out.append("SGLang would log (low end … high end):")
+    for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
+        out.append(f"  {lo}" if lo == hi else f"  {lo}\n    …  {hi}")
+    out.append("")
+    out += _verdict_lines(a, "SGLang")
+    f = a.flip_points
+    out.append("")
+    out.append("flip points (the other flags held):")
+    cl = f["context_length"]
+    out.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
+    mr = f["max_running_requests_at_context_length"]
+    out.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of {s['context_length']:,} "
+               f"tokens fit at once; more wait in the queue")
+    mf = f["mem_fraction_static"]
+    out.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
+               f"of {s['context_length']:,} tokens")
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def render_vllm(a: FitAnswer) -> str:
     """The text answer for a vLLM :class:`FitAnswer`."""
     s = a.settings
     cuda = a.gpu.cuda_total
@@ -36,12 +92,7 @@ def render_text(a: FitAnswer) -> str:
     out.append("flags: " + " ".join(flags))
     out.append(f"engine: {'V1' if s['v1'] else 'V0'}")
     out.append("")
-    rows = [[f"memory vLLM takes (total × {s['gpu_memory_utilization']})", fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
-    for t in a.terms:
-        name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
-        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
-    rows.append(["= KV cache pool (per GPU)", fmt_gib(a.kv_pool.low), fmt_gib(a.kv_pool.high), ""])
-    out.append(table(rows, header=["term", "low", "high", "source"], align="lrrl"))
+    out.append(_terms_table(a, f"memory vLLM takes (total × {s['gpu_memory_utilization']})"))
     out.append("")
     out.append("vLLM would log (low end … high end):")
     for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
@@ -49,11 +100,7 @@ def render_text(a: FitAnswer) -> str:
     if a.request_bytes:
         out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache")
     out.append("")
-    out.append(f"verdict: {_VERDICT[a.fits]}: {a.reason}")
-    if a.engine_error:
-        out.append(f"  vLLM would stop with: {a.engine_error}")
-    if a.how_to_measure:
-        out.append(f"  {a.how_to_measure}")
+    out += _verdict_lines(a, "vLLM")
     f = a.flip_points
     out.append("")
     out.append("flip points (the other flags held):")
@@ -75,5 +122,5 @@ def _n(v: int | None) -> str:
     return "none" if v is None else f"{v:,}"
 
 
-def _u(v: float | None) -> str:
-    return "more than 1.0 (not possible)" if v is None else f"{v:.2f}"
+def _u(v: float | None, places: int = 2) -> str:
+    return "more than 1.0 (not possible)" if v is None else f"{v:.{places}f}"

@@ -141,7 +141,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
                  for (k, v), r in zip(lines.items(), (lo, hi))}
     flips = flip_points_vllm(pr, flags, s)
     c_lo = conc["low"] or 0.0
-    if fits != "no" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
+    if fits == "yes" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
         notes.insert(0, f"--max-num-seqs {flags.max_num_seqs}: only {int(c_lo)} requests of {L:,} tokens fit in the "
                         f"pool at once for sure; the others wait in the queue (or are preempted) until blocks free up")
     if flips["max_model_len"].get("possible") == model.max_position_embeddings:

@@ -20,6 +20,7 @@ model dtype ``b`` (2 for bf16/fp16):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
@@ -41,6 +42,22 @@ class Widths:
 
     def to_dict(self) -> dict[str, Any]:
         return {"token_bytes": self.token_bytes, "vocab": self.vocab, "moe": self.moe, "multimodal": self.multimodal}
+
+
+_MM_KEYS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower")
+
+
+def is_multimodal(ref: str | Path) -> bool:
+    """True when the model at ``ref`` (directory, config.json) declares a vision or audio
+    tower (``vision_config`` …); bundled presets and GGUF files are text models here.
+    ModelSpec keeps only the text config, so this reads the file itself."""
+    p = Path(ref)
+    cfg = p / "config.json" if p.is_dir() else p
+    if cfg.suffix.lower() != ".json" or not cfg.exists():
+        return False
+    from kvgate.model import read_config  # noqa: PLC0415
+
+    return any(k in read_config(cfg) for k in _MM_KEYS)
 
 
 def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
@@ -93,5 +110,5 @@ def model_widths(config: dict[str, Any], tp: int = 1) -> Widths:
             raise KvgateError("model config has no intermediate_size: the activation peak cannot be sized")
         per = hidden + q + 2 * kv + 3 * inter // tp
         moe = False
-    mm = any(k in config for k in ("vision_config", "audio_config", "vision_tower", "mm_vision_tower"))
+    mm = any(k in config for k in _MM_KEYS)
     return Widths(token_bytes=b * per, vocab=vocab, moe=moe, multimodal=mm)
