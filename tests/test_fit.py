@@ -226,7 +226,7 @@ def test_cli_text_speaks_vllm(run_cli):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--engine", "llama.cpp"], "not modelled yet"),
+    (["-c", "4k"], "llama.cpp takes plain numbers"),
     (["--gpu", "H100", "--total", "80GiB"], "twice"),
     (["--gpu", "A100"], "ambiguous"),
 ])
@@ -272,7 +272,7 @@ def test_sglang_not_enough_memory():
 
 
 def test_cli_engine_from_its_flags(run_cli):
-    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32k", "--weights-bytes",
+    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32000", "--weights-bytes",
                            str(LLAMA_CKPT), "--json"))
     assert d["engine"] == "sglang" and d["settings"]["context_length"] == 32_000
     assert "SGLang would log" in run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--mem-fraction-static", "0.8",
@@ -284,3 +284,47 @@ def test_cli_two_engines_refused(run_cli_fail):
                                                   "--context-length", "4096")
     assert "under --engine vllm" in run_cli_fail("fit", "llama-3.1-8b", "--gpu", "H200", "--engine", "vllm",
                                                  "--mem-fraction-static", "0.8")
+
+
+# ---------------------------------------------------------------- llama.cpp
+def _lcpp(model, wb, gpu, **kw):
+    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp
+
+    return fit_llamacpp(model, wb, True, "test", lookup_gpu(gpu), LlamaCppFlags(**kw), resolve_release("llama.cpp", "b5489"))
+
+
+def test_llamacpp_kv_buffer_exact():
+    # Qwen3-0.6B, -c 4096, f16: 28 layers × 4096 cells × (8 × 128 × 2 B) × 2 (K, V) = 448 MiB
+    a = _lcpp(load_preset("qwen3-0.6b"), 1_500_000_000, "RTX 4090", ctx_size=4096)
+    assert a.kv_pool == Interval.point(469_762_048)
+    assert "CUDA0 KV buffer size = 448.00 MiB" in a.log_lines["low"]
+    # -c is the whole context: -np 4 gives each sequence 1,024 cells, the same 448 MiB in total
+    b = _lcpp(load_preset("qwen3-0.6b"), 1_500_000_000, "RTX 4090", ctx_size=4096, parallel=4)
+    assert b.tokens == {"low": 1024, "high": 1024} and b.kv_pool == a.kv_pool
+    # q8_0 K and V: 34 B per 32 values
+    c = _lcpp(load_preset("qwen3-0.6b"), 1_500_000_000, "RTX 4090", ctx_size=4096, cache_type_k="q8_0", cache_type_v="q8_0")
+    assert c.kv_pool == Interval.point(28 * 4096 * 2 * (1024 // 32 * 34))
+
+
+def test_llamacpp_offload_flip_points():
+    # Llama-3.1-70B at 40 GiB of weights does not fit a 24 GiB card: some layers stay on the CPU
+    a = _lcpp(load_preset("llama-3.1-70b"), 40 * GiB, "RTX 4090", ctx_size=8192, flash_attn="on")
+    assert a.fits == "no" and "cudaMalloc failed" in a.engine_error
+    cpu = a.flip_points["layers_on_cpu_at_ctx_size"]
+    assert 0 < cpu["possible"] <= cpu["sure"] < 80
+    assert a.flip_points["ctx_size_all_layers_on_gpu"] == {"sure": None, "possible": None}
+    # with its CPU layers, it fits: the same answer at -ngl 80 − sure
+    b = _lcpp(load_preset("llama-3.1-70b"), 40 * GiB, "RTX 4090", ctx_size=8192, flash_attn="on",
+              n_gpu_layers=80 - cpu["sure"])
+    assert b.fits == "yes"
+    # an 8B model fits whole; the largest -c with every layer on the GPU is a multiple of 256
+    c = _lcpp(load_preset("llama-3.1-8b"), LLAMA_CKPT, "RTX 4090", ctx_size=8192, flash_attn="on")
+    assert c.fits == "yes"
+    top = c.flip_points["ctx_size_all_layers_on_gpu"]["sure"]
+    assert top % 256 == 0 and 8192 < top < 131072
+
+
+def test_cli_llamacpp(run_cli):
+    d = json.loads(run_cli("fit", "qwen3-0.6b", "--gpu", "RTX-4090", "-c", "4096", "-np", "2", "-fa", "off", "--json"))
+    assert d["engine"] == "llama.cpp" and d["settings"]["n_ctx_seq"] == 2048
+    assert d["kv_pool_bytes"] == {"low": 469_762_048, "high": 469_762_048}

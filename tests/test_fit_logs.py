@@ -76,3 +76,21 @@ def test_sglang_gemma3_h200_log_inside():
                    resolve_release("sglang", "0.4.4"), multimodal=is_multimodal(cfg))
     assert a.settings["mem_fraction_static"] == 0.836
     assert a.tokens["low"] <= 834_615 <= a.tokens["high"]
+
+
+@pytest.mark.parametrize("config,ctx,kv_mib,compute_mib", [
+    ("pythia-2.8b.json", 2048, "640.00", "162.00"),       # llamacpp_b4343 / b4459 (V100, FA off)
+    ("qwen3-0.6b", 4096, "448.00", "422.92"),             # llamacpp_b5489 (Jetson Orin, FA off)
+])
+def test_llamacpp_logs_kv_exact_and_compute_inside(config, ctx, kv_mib, compute_mib):
+    """The llama.cpp logs that print their KV and compute buffers: the KV buffer to the
+    byte, the compute buffer inside its band (in-sample: these two logs set it)."""
+    from kvgate.fit.llamacpp_fit import LlamaCppFlags, compute_buffer, kv_geometry
+    from kvgate.model import load_model, load_preset
+
+    model = load_model(FOLDER / "configs" / config) if config.endswith(".json") else load_preset(config)
+    flags = LlamaCppFlags(ctx_size=ctx, flash_attn="off")
+    g = kv_geometry(model, flags)
+    assert g.layout.cache_bytes(g, ctx) == int(float(kv_mib) * 2**20)
+    band = compute_buffer(model, flags, ctx)
+    assert band.contains(float(compute_mib) * 2**20)

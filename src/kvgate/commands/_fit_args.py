@@ -33,6 +33,17 @@ def _fraction(text: str) -> float:
     return v
 
 
+def _count(text: str) -> int:
+    """A plain non-negative integer (llama.cpp's flags take no suffixes)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (llama.cpp takes plain numbers)") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return v
+
+
 def _bytes(text: str) -> int:
     from kvgate.units import parse_bytes  # noqa: PLC0415
 
@@ -76,14 +87,30 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
     s.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
                    help="share of free memory for weights + KV pool (default by TP: 0.88 … 0.79)")
-    s.add_argument("--context-length", metavar="L", type=_human_int("--context-length"), default=None,
+    s.add_argument("--context-length", metavar="L", type=_count, default=None,
                    help="tokens per request (default: the model's)")
-    s.add_argument("--max-running-requests", metavar="N", type=_human_int("--max-running-requests"), default=None,
+    s.add_argument("--max-running-requests", metavar="N", type=_count, default=None,
                    help="requests running at once")
-    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_human_int("--tp-size"), default=None,
+    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_count, default=None,
                    help="tensor parallel size")
-    s.add_argument("--page-size", metavar="N", type=_human_int("--page-size"), default=None, help="tokens per page (default 1)")
-    s.add_argument("--chunked-prefill-size", metavar="N", type=_human_int("--chunked-prefill-size"), default=None,
+    s.add_argument("--page-size", metavar="N", type=_count, default=None, help="tokens per page (default 1)")
+    lc = p.add_argument_group("llama.cpp flags (llama-server's spellings and defaults)")
+    lc.add_argument("-c", "--ctx-size", dest="ctx_size", metavar="N", type=_count, default=None,
+                    help="WHOLE context of all sequences (each gets -c / -np, padded to 256); default: the model's")
+    lc.add_argument("-np", "--parallel", dest="parallel", metavar="N", type=_count, default=None,
+                    help="parallel sequences (default 1)")
+    lc.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", metavar="TYPE", default=None, help="K type (default f16)")
+    lc.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
+    lc.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", metavar="N", type=_count, default=None,
+                    help="layers on the GPU (default 999: all)")
+    lc.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
+                    default=None, help="flash attention (default auto)")
+    lc.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N", type=_count, default=None,
+                    help="physical batch (default 512)")
+    lc.add_argument("-b", "--batch-size", dest="batch_size", metavar="N", type=_count, default=None,
+                    help="logical batch (default 2048)")
+    lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
+    s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
 
 
@@ -99,6 +126,7 @@ class FitInputs:
     release: str | None
     vllm: dict[str, Any]
     sglang: dict[str, Any]
+    llamacpp: dict[str, Any]
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -123,10 +151,14 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                   ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size))
                    if v is not None],
     }
+    given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
+                                         ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
+                                         ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
+                                         ("-kvu", args.kv_unified or None)) if v is not None]
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
-        raise KvgateError(f"flags of two engines: {', '.join(given['vllm'])} (vLLM) and {', '.join(given['sglang'])} "
-                          "(SGLang)", hint="give the flags of the engine you will launch")
+        raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
+                          hint="give the flags of the engine you will launch")
     engine = args.engine or (engines[0] if engines else "vllm")
     for e in engines:
         if e != engine:
@@ -145,5 +177,10 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "kv_cache_dtype": args.kv_cache_dtype, "page_size": args.page_size or 1,
         "chunked_prefill_size": args.chunked_prefill_size,
     }
+    lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
+                            ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
+                            ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
+                            ("batch_size", args.batch_size)) if v is not None}
+    lc["kv_unified"] = bool(args.kv_unified)
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
-                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang)
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.commands._fit_args import add_fit_flags, fit_inputs_from_args
-from kvgate.errors import EXIT_OK, KvgateError
+from kvgate.errors import EXIT_OK
 from kvgate.output import emit
 
 NAME = "fit"
@@ -29,11 +29,14 @@ full-length requests queue, the --gpu-memory-utilization needed.
 
 Weights are exact from a model directory's safetensors headers; from a preset or a
 config.json they are estimated (and said so) unless --weights-bytes gives them.
-SGLang (its flags select it, or --engine sglang): max_total_num_tokens as an interval from
---mem-fraction-static × free memory − weights (0.4 series' rule). llama.cpp: not modelled
-yet (--engine llama.cpp says so).
+SGLang (its flags select it, or --engine sglang): max_total_num_tokens as an interval
+from --mem-fraction-static × free memory − weights (the 0.4 series' rule).
+llama.cpp (its flags select it): the KV buffer to the byte, model and compute buffers as
+intervals, the largest -c with every layer on the GPU, and the layers to keep on the CPU
+otherwise.
 
   kvgate fit llama-3.1-8b --gpu H100 --context-length 32768 --mem-fraction-static 0.85
+  kvgate fit model.gguf --gpu RTX-4090 -c 65536 -np 4 -ctk q8_0 -ctv q8_0 -fa on
 """
 
 
@@ -48,12 +51,10 @@ def run(args: Any) -> int:
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     inp = fit_inputs_from_args(args)
-    if inp.engine not in ("vllm", "sglang"):
-        raise KvgateError(f"kvgate fit --engine {inp.engine} is not modelled yet",
-                          hint="measure it: kvgate run -- <engine command>, or import its startup log with "
-                               "`kvgate import-log`")
     gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total) if inp.total else local_gpu(0)
     model = load_model(inp.model)
+    if inp.engine == "llama.cpp":
+        return _llamacpp(args, inp, model, gpu)
     if inp.engine == "vllm":
         flags = VllmFlags(**inp.vllm)
         ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
@@ -74,5 +75,21 @@ def run(args: Any) -> int:
 
         answer = fit_sglang(model, weights, gpu, SglangFlags(**inp.sglang), resolve_release("sglang", inp.release),
                             multimodal=is_multimodal(inp.model))
+    emit(args, answer.to_dict(), render_text(answer))
+    return EXIT_OK
+
+
+def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
+    from kvgate.fit import resolve_release  # noqa: PLC0415
+    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
+    from kvgate.fit.render import render_text  # noqa: PLC0415
+    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
+
+    if inp.weights_bytes is not None:
+        wb, exact, src = inp.weights_bytes, True, f"--weights-bytes {inp.weights_bytes:,} B"
+    else:
+        w = weight_bytes(inp.model)
+        wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
+    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp), resolve_release("llama.cpp", inp.release))
     emit(args, answer.to_dict(), render_text(answer))
     return EXIT_OK

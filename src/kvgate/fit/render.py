@@ -17,7 +17,43 @@ def _flag(name: str) -> str:
 
 def render_text(a: FitAnswer) -> str:
     """The text answer for a :class:`FitAnswer` of any engine."""
+    if a.engine == "llama.cpp":
+        return render_llamacpp(a)
     return render_sglang(a) if a.engine == "sglang" else render_vllm(a)
+
+
+def render_llamacpp(a: FitAnswer) -> str:
+    """The text answer for a llama.cpp :class:`FitAnswer`."""
+    s = a.settings
+    cuda = a.gpu.cuda_total
+    out = [f"llama.cpp {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    out.append(f"flags: -c {s['ctx_size']} -np {s['parallel']} -ctk {s['cache_type_k']} -ctv {s['cache_type_v']} "
+               f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
+               + (" -kvu" if s["kv_unified"] else ""))
+    out.append("")
+    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source] for t in a.terms]
+    used_lo = sum(t.value.low for t in a.terms)
+    used_hi = sum(t.value.high for t in a.terms)
+    rows.append(["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi), f"of {fmt_gib(cuda.low)}"])
+    out.append(table(rows, header=["buffer", "low", "high", "source"], align="lrrl"))
+    out.append("")
+    out.append("llama.cpp would log:")
+    out += [f"  {ln}" for ln in a.log_lines.get("low", [])]
+    out.append("")
+    out += _verdict_lines(a, "llama.cpp")
+    f = a.flip_points
+    out.append("")
+    out.append("flip points (the other flags held):")
+    c = f["ctx_size_all_layers_on_gpu"]
+    out.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
+               f"(-np {s['parallel']} sequences share it)")
+    lcpu = f["layers_on_cpu_at_ctx_size"]
+    out.append(f"  -ngl: at -c {s['ctx_size']:,}, {_n(lcpu['sure'])} layer(s) on the CPU for sure "
+               f"({_n(lcpu['possible'])} at best)")
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
 
 
 def _terms_table(a: FitAnswer, budget_label: str) -> str:
