@@ -160,6 +160,9 @@ def test_v0_error_wording():
     assert a.fits == "no"
     assert a.engine_error.startswith("ValueError: The model's max seq len (16385) is larger than the maximum number "
                                      "of tokens that can be stored in KV cache (16384).")
+    assert "# GPU blocks: 1024" in a.log_lines["low"]  # 2 GiB / (16 tokens × 128 KiB)
+    # 1,024 blocks / ceil(16,385 / 16) = 1,025 blocks per request = 0.999: vLLM prints %.2f
+    assert "Maximum concurrency for 16385 tokens per request: 1.00x" in a.log_lines["low"]
 
 
 def test_no_available_memory():

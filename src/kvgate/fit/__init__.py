@@ -12,7 +12,9 @@ Modules, one concept each:
 - ``vllm_budget``: vLLM's non-KV terms with their calibrated bands (the calibration rule
   and its data are in that module's docstring);
 - ``vllm_fit``: pool, log lines, verdict and flip points under vLLM;
-- ``answer``: the :class:`FitAnswer` every engine returns;
+- ``sglang_flags``, ``sglang_fit``: the same under SGLang (``max_total_num_tokens``);
+- ``llamacpp_fit``: llama.cpp's buffers, ``-c`` and ``-ngl`` flip points;
+- ``answer``: the :class:`FitAnswer` every engine returns; ``render``: its text;
 - ``logcheck``: the check of the intervals against real startup logs.
 """
 

@@ -130,14 +130,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
     tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
     conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
-    lines = {"low": [ln for ln in lo["log_lines"] if ln] if pool.low > 0 else [],
-             "high": [ln for ln in hi["log_lines"] if ln] if pool.high > 0 else []}
+    lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}
     avail_line = "Available KV cache memory: {:.2f} GiB"
     lines["low"].insert(0, avail_line.format(pool.low / GiB))
     lines["high"].insert(0, avail_line.format(pool.high / GiB))
-    if not s.v1:
-        lines = {k: [ln.replace("GPU KV cache size", "# GPU blocks").split(":")[0] + f": {r['num_blocks']:,}"
-                     if ln.startswith("GPU KV cache size") else ln for ln in v]
+    if not s.v1:  # V0 (vllm/executor, worker.py): "# GPU blocks: N", numbers without separators
+        lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
+                     else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
                  for (k, v), r in zip(lines.items(), (lo, hi))}
     flips = flip_points_vllm(pr, flags, s)
     c_lo = conc["low"] or 0.0
