@@ -331,3 +331,22 @@ def test_cli_llamacpp(run_cli):
     d = json.loads(run_cli("fit", "qwen3-0.6b", "--gpu", "RTX-4090", "-c", "4096", "-np", "2", "-fa", "off", "--json"))
     assert d["engine"] == "llama.cpp" and d["settings"]["n_ctx_seq"] == 2048
     assert d["kv_pool_bytes"] == {"low": 469_762_048, "high": 469_762_048}
+
+
+def test_local_gpu_through_nvml(monkeypatch):
+    """No --gpu / --total: this machine's GPU 0; CUDA total = NVML v2 total − reserved
+    (as measured on an H200), the reserve band when only v1 answers."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _fake_pynvml as fake
+    from kvgate.fit import local_gpu
+    from kvgate.measure import nvml
+
+    monkeypatch.setattr(nvml, "_DEFAULT", nvml.Nvml(module=fake.make()))
+    g = local_gpu(0)
+    assert g.nvml_total_bytes == fake.H200_TOTAL
+    assert g.cuda_total == Interval.point(fake.H200_TOTAL - fake.H200_RESERVED)
+    monkeypatch.setattr(nvml, "_DEFAULT", nvml.Nvml(module=fake.make(v2=False)))
+    assert local_gpu(0).cuda_total == Interval(fake.H200_TOTAL - RESERVED_HIGH, fake.H200_TOTAL - RESERVED_LOW)
