@@ -16,19 +16,22 @@ Calibration (the interval rule). Constants below are the smallest ratio bands th
 every printed value of these logs in ``tests/data/fit_logs/`` (manifest.json), widened by
 the printing precision (two decimals of GiB = ±5.12 MiB):
 
-- **Activation peak** ("torch peak memory increase", V0 ``peak_torch_memory`` minus
-  weights): ``T × w`` is the profile run's tokens (``max_num_batched_tokens``) times the
-  per-token width of :mod:`kvgate.fit.widths`; ``S = max_num_seqs × vocab`` the sampler's
-  logits. Band: ``[K_LO·T·w, K_HI·T·w + C_HI·S]``. Printed: Llama-3-8B 8192 tokens
-  1.26 GiB (0.6.5, H100); Llama-3.1-8B 20000 / 29000 tokens 3.10 / 4.02 GiB (0.6.4,
-  RTX 3090); Qwen3-0.6B 8192 tokens 0.23 GiB (0.8 V0); Qwen2.5-32B TP2 10000 tokens
-  1.26 GiB (0.7 V0); gpt-oss-20b 2048 tokens × 256 sequences 1.83 GiB (0.12 V1). The
-  ratio of the printed peak to ``T·w`` runs 1.13 (Qwen3-0.6B) … 1.56 (Llama 20000) and the
-  sampler term needs up to 35 bytes per logit (gpt-oss-20b, 201,088-word vocabulary: fp32
-  logits, probabilities and a sort with int64 indices).
+- **Activation peak** ("torch peak memory increase"; V0 0.6.4's ``peak_torch_memory`` less
+  the weights): ``T·w`` is the profile run's tokens (``max_num_batched_tokens``) times the
+  per-token width of :mod:`kvgate.fit.widths`, ``S = max_num_seqs × vocab`` the sampler's
+  logits. Band ``[K_LO·T·w + C_LO·S, K_HI·T·w + C_HI·S]``. Printed (GiB) and ``T·w``:
+  Llama-3-8B 1.26 / 0.812 (0.6.5, H100, 8192 tokens, 256 sequences); Llama-3.1-8B 2.07 / 1.984
+  and 2.99 / 2.876 (0.6.4, RTX 3090, 20000 and 29000 tokens); Qwen3-0.6B 0.23 / 0.219 (0.8 V0);
+  Qwen2.5-32B TP2 1.26 / 0.935 (0.7 V0, 10000 tokens); gpt-oss-20b 1.83 / 0.206 (0.12 V1, 2048
+  tokens, 256 sequences, 201,088 words). The ratio printed / ``T·w`` is 1.04–1.05 where the
+  sampler is small, so ``K_LO`` = 1.03 and ``K_HI`` = 1.05; what is left above ``K_HI·T·w``,
+  per logit, is at most 13.5 B in V0 (Llama-3-8B, 0.6.5) and 33.7 B in V1 (gpt-oss-20b: fp32
+  logits, probabilities and a sort with int64 indices): ``C_HI`` = 14 (V0), 34 (V1). ``C_LO``
+  is 0 in V0 and 4 B in V1 (the fp32 logits of the sampler's dummy run must exist).
 - **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator): printed V0
   0.16 … 1.79 GiB (1.79 GiB on the 0.6.5 memory-profiling branch, H100; 0.35 GiB RTX 3090;
-  0.30 GiB TP 2), V1 0.04 GiB (0.12).
+  0.30 GiB TP 2), V1 0.04 GiB (0.12). V1's band is [0.04 − 0.005, 0.5] GiB: its upper end is
+  not from a V1 log (only one prints the term) but V0's TP 1 values (0.16–0.35) with a margin.
 - **CUDA graph pool**: printed 0.13 GiB (Qwen3-0.6B, 0.8 V0, 67 sizes) and 1.62 GiB
   (Qwen3.5 GGUF hybrid, 0.18); 0 with ``--enforce-eager``. Not modelled from widths: the
   band spans the two logs.
@@ -54,9 +57,10 @@ from kvgate.fit.widths import Widths
 
 GiB = 2**30
 MiB = 2**20
-K_LO = Fraction(110, 100)
-K_HI = Fraction(160, 100)
-C_HI = 36  # bytes per logit of the sampler's dummy run
+K_LO = Fraction(103, 100)
+K_HI = Fraction(105, 100)
+C_V0 = (0, 14)  # bytes per logit of the sampler in the profile run, V0
+C_V1 = (4, 34)  # V1: dummy_sampler_run
 NON_TORCH_V0 = Interval(150 * MiB, 1838 * MiB)  # 0.16 GiB − 5 MiB … 1.79 GiB + 5 MiB
 NON_TORCH_V1 = Interval(35 * MiB, 512 * MiB)     # 0.04 GiB − 5 MiB … V0's TP=1 RTX 3090 0.35 GiB + margin
 CUDA_GRAPH = Interval(128 * MiB, 1664 * MiB)     # 0.13 … 1.62 GiB, ± printing
@@ -77,11 +81,12 @@ def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str)
 def activation_term(s: VllmSettings, w: Widths) -> Term:
     """The activation peak of the profile run (module docstring)."""
     tw = s.max_num_batched_tokens * w.token_bytes
-    sampler = C_HI * s.max_num_seqs * w.vocab
-    band = Interval.scaled(tw, K_LO, K_HI)
-    v = Interval(band.low, band.high + sampler)
+    c_lo, c_hi = C_V1 if s.v1 else C_V0
+    logits = s.max_num_seqs * w.vocab
+    v = Interval.scaled(tw, K_LO, K_HI) + Interval(c_lo * logits, c_hi * logits)
     src = (f"{s.max_num_batched_tokens:,} tokens × {w.token_bytes:,} B × [{float(K_LO):.2f}, {float(K_HI):.2f}]"
-           f" + ≤ {C_HI} B × {s.max_num_seqs} sequences × {w.vocab:,} vocab; calibrated on tests/data/fit_logs")
+           f" + [{c_lo}, {c_hi}] B × {s.max_num_seqs} sequences × {w.vocab:,} vocab (sampler); "
+           "calibrated on tests/data/fit_logs")
     if w.multimodal:
         src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"
     return Term("activation peak (profile run)", v, src)
