@@ -350,3 +350,35 @@ def test_local_gpu_through_nvml(monkeypatch):
     assert g.cuda_total == Interval.point(fake.H200_TOTAL - fake.H200_RESERVED)
     monkeypatch.setattr(nvml, "_DEFAULT", nvml.Nvml(module=fake.make(v2=False)))
     assert local_gpu(0).cuda_total == Interval(fake.H200_TOTAL - RESERVED_HIGH, fake.H200_TOTAL - RESERVED_LOW)
+
+
+def test_cudagraph_pool_subtracted_from_021():
+    """vLLM 0.21 subtracts its CUDA graph estimate from the KV budget; 0.20 does not."""
+    m = load_preset("llama-3.1-8b")
+    w = weights_term(LLAMA_CKPT, ranks=1, exact=True, source="t")
+    old = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768), resolve_release("vllm", "0.20.0"))
+    new = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768), resolve_release("vllm", "0.21.0"))
+    graph = next(t for t in new.terms if t.name == "CUDA graph pool")
+    assert graph.counted and not next(t for t in old.terms if t.name == "CUDA graph pool").counted
+    assert new.kv_pool == Interval(old.kv_pool.low - graph.value.high, old.kv_pool.high - graph.value.low)
+
+
+def test_multimodal_is_cant_tell(tmp_path, run_cli):
+    from importlib import resources
+
+    cfg = json.loads(resources.files("kvgate.model.presets").joinpath("llama-3.1-8b.json").read_text())
+    cfg["vision_config"] = {"hidden_size": 1280}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    d = json.loads(run_cli("fit", str(tmp_path), "--gpu", "H200", "--max-model-len", "8192", "--weights-bytes",
+                           str(LLAMA_CKPT), "--release", "0.11.0", "--json"))
+    assert d["fits"] == "unknown" and "multimodal" in d["reason"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--gpu", "H200", "--context-length", "32768"],
+    ["--gpu", "RTX-4090", "-c", "32768", "-np", "4"],
+])
+def test_cli_text_engine_words_sglang_llamacpp(run_cli, argv):
+    out = run_cli("fit", "llama-3.1-8b", "--weights-bytes", str(LLAMA_CKPT), *argv).lower()
+    for word in ("mirror", "slot", "paging"):
+        assert word not in out

@@ -47,6 +47,7 @@ def add_arguments(p: Any) -> None:
 def run(args: Any) -> int:
     from kvgate.fit import VllmFlags, fit_vllm, gpu_from_total, local_gpu, lookup_gpu, resolve_release, weights_term  # noqa: PLC0415
     from kvgate.fit.render import render_text  # noqa: PLC0415
+    from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
     from kvgate.model import load_model  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
@@ -66,15 +67,16 @@ def run(args: Any) -> int:
         wb = weight_bytes(inp.model)
         src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
         weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+    mm = is_multimodal(inp.model)
     if inp.engine == "vllm":
-        answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release))
+        answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release),
+                          multimodal=mm)
     else:
         from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
         from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
-        from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
         answer = fit_sglang(model, weights, gpu, SglangFlags(**inp.sglang), resolve_release("sglang", inp.release),
-                            multimodal=is_multimodal(inp.model))
+                            multimodal=mm)
     emit(args, answer.to_dict(), render_text(answer))
     return EXIT_OK
 

@@ -98,7 +98,8 @@ class _Predictor:
         return int(vllm_kv_cache_report(self.geometry(s), 0, L)["request_bytes"])
 
 
-def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release) -> FitAnswer:
+def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
+             multimodal: bool = False) -> FitAnswer:
     """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
     would it log?
 
@@ -108,6 +109,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         gpu: the :class:`Gpu` (its CUDA total is what utilization multiplies).
         flags: the ``vllm serve`` flags given (:class:`VllmFlags`).
         release: the :class:`Release` modelled.
+        multimodal: the model has a vision/audio encoder (:func:`kvgate.fit.widths.is_multimodal`):
+            vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
 
     Returns:
         a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
@@ -138,6 +141,10 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
                      else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
                  for (k, v), r in zip(lines.items(), (lo, hi))}
+    if multimodal and fits == "yes":
+        fits, reason = "unknown", ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
+                                   "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
+                                   "model; the pool can be much smaller than shown")
     flips = flip_points_vllm(pr, flags, s)
     c_lo = conc["low"] or 0.0
     if fits == "yes" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
