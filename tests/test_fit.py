@@ -382,3 +382,22 @@ def test_cli_text_engine_words_sglang_llamacpp(run_cli, argv):
     out = run_cli("fit", "llama-3.1-8b", "--weights-bytes", str(LLAMA_CKPT), *argv).lower()
     for word in ("mirror", "slot", "paging"):
         assert word not in out
+
+
+def test_model_directory_gives_exact_weights(tmp_path, run_cli):
+    """MODEL as a directory: weights exact from its safetensors header, split over -tp."""
+    import sys
+    from importlib import resources
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_weights import write_st
+
+    cfg = resources.files("kvgate.model.presets").joinpath("llama-3.1-8b.json").read_text()
+    (tmp_path / "config.json").write_text(cfg)
+    write_st(tmp_path / "model.safetensors", {"a": ("BF16", [1024, 1024], 2 * 1024 * 1024),
+                                              "b": ("BF16", [4096, 1024], 8 * 1024 * 1024)})
+    d = json.loads(run_cli("fit", str(tmp_path), "--gpu", "H200", "-tp", "2", "--max-model-len", "8192",
+                           "--release", "0.11.0", "--json"))
+    w = next(t for t in d["terms"] if t["name"] == "weights")
+    assert w["low"] == 10 * 1024 * 1024 // 2 and "(file)" in w["source"]
