@@ -401,3 +401,11 @@ def test_model_directory_gives_exact_weights(tmp_path, run_cli):
                            "--release", "0.11.0", "--json"))
     w = next(t for t in d["terms"] if t["name"] == "weights")
     assert w["low"] == 10 * 1024 * 1024 // 2 and "(file)" in w["source"]
+
+
+def test_max_model_len_auto(run_cli):
+    # a 2 GiB pool holds one request of at most 16,384 tokens: auto picks that
+    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "H200", "--max-model-len", "auto", "--kv-cache-memory-bytes",
+                           str(2 * GiB), "--weights-bytes", str(LLAMA_CKPT), "--release", "0.11.0", "--json"))
+    assert d["settings"]["max_model_len"] == 16_384 and d["fits"] == "yes"
+    assert d["settings"]["defaults"]["max_model_len"] == "--max-model-len auto"

@@ -17,7 +17,8 @@ def _human_int(flag: str, allow_auto: bool = False) -> Any:
         from kvgate.fit.humanint import human_readable_int  # noqa: PLC0415
 
         try:
-            return human_readable_int(text, flag=flag, allow_auto=allow_auto)
+            v = human_readable_int(text, flag=flag, allow_auto=allow_auto)
+            return -1 if v is None else v  # auto / -1
         except KvgateError as exc:
             raise argparse.ArgumentTypeError(exc.message) from None
     return parse
@@ -71,7 +72,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     v = p.add_argument_group("vLLM flags (vllm serve's spellings and defaults)")
     v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9)")
     v.add_argument("--max-model-len", metavar="L", type=_human_int("--max-model-len", allow_auto=True), default=None,
-                   help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them (default: the model's)")
+                   help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them; auto = the largest that "
+                        "fits (default: the model's)")
     v.add_argument("--max-num-seqs", metavar="N", type=_human_int("--max-num-seqs"), default=None,
                    help="sequences per step (default 256, or 1024 on ≥ 70 GiB GPUs other than A100, V1)")
     v.add_argument("--max-num-batched-tokens", metavar="N", type=_human_int("--max-num-batched-tokens"), default=None,

@@ -118,6 +118,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     Raises:
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
+    if flags.max_model_len == -1:
+        return _fit_auto(model, weights, gpu, flags, release, multimodal)
     pr = _Predictor(model, weights, gpu, release)
     s = pr.settings(flags)
     terms, budget, pool = pr.pool(s)
@@ -159,6 +161,27 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         reason=reason, engine_error=err, log_lines=lines, flip_points=flips, notes=notes + list(model.notes)[:3],
         how_to_measure=MEASURE if fits == "unknown" else None,
     )
+
+
+def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
+              multimodal: bool) -> FitAnswer:
+    """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
+    request of (at most the model's); kvgate answers at the length that fits for sure and
+    gives the range."""
+    probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal)
+    ml = probe.flip_points["max_model_len"]
+    L = ml.get("sure") or ml.get("possible")
+    if L is None:
+        return probe
+    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal)
+    a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
+    a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
+                      f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")
+    return a
+
+
+def _n(v: int | None) -> str:
+    return "none" if v is None else f"{v:,}"
 
 
 def _verdict(s: VllmSettings, gpu: Gpu, terms: list[Term], budget: Interval, pool: Interval, need: int, L: int,

@@ -38,7 +38,8 @@ CUDAGRAPH_ESTIMATE_FROM = (0, 21)
 
 @dataclass(frozen=True)
 class VllmFlags:
-    """The memory-relevant ``vllm serve`` flags as given (``None`` = the default)."""
+    """The memory-relevant ``vllm serve`` flags as given (``None`` = the default;
+    ``max_model_len=-1`` = ``--max-model-len auto``)."""
 
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
@@ -57,8 +58,10 @@ class VllmFlags:
         if u is not None and not (0 < u <= 1):
             raise KvgateError(f"--gpu-memory-utilization must be in (0, 1], got {u}",
                               hint="vLLM takes a fraction of the GPU's memory, e.g. 0.9")
-        for k in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
-                  "pipeline_parallel_size", "kv_cache_memory_bytes", "block_size"):
+        for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
+                  "pipeline_parallel_size", "kv_cache_memory_bytes", "block_size", "max_model_len"):
+            if k == "max_model_len" and self.max_model_len == -1:
+                continue
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise KvgateError(f"--{k.replace('_', '-')} must be a positive integer, got {v!r}")
