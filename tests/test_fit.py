@@ -409,3 +409,14 @@ def test_max_model_len_auto(run_cli):
                            str(2 * GiB), "--weights-bytes", str(LLAMA_CKPT), "--release", "0.11.0", "--json"))
     assert d["settings"]["max_model_len"] == 16_384 and d["fits"] == "yes"
     assert d["settings"]["defaults"]["max_model_len"] == "--max-model-len auto"
+
+
+def test_no_gpu_and_no_nvml_says_what_to_give(monkeypatch, run_cli_fail):
+    import sys
+
+    from kvgate.measure import nvml
+
+    monkeypatch.setattr(nvml, "_DEFAULT", None)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    err = run_cli_fail("fit", "llama-3.1-8b", "--max-model-len", "4096")
+    assert "--gpu NAME" in err

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from kvgate.commands._fit_args import add_fit_flags, fit_inputs_from_args
-from kvgate.errors import EXIT_OK
+from kvgate.errors import EXIT_OK, KvgateError
 from kvgate.output import emit
 
 NAME = "fit"
 HELP = "will it fit? vLLM's / SGLang's KV cache pool, tokens and concurrency before launch, a verdict, flip points"
 DESCRIPTION = """\
-Will it fit? Answered before launch, in vLLM's own words.
+Will it fit? Answered before launch, in your engine's own words.
 
 vLLM sizes its KV cache pool per GPU as
   total × --gpu-memory-utilization − (weights + activation peak + non-torch memory)
@@ -52,7 +52,14 @@ def run(args: Any) -> int:
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     inp = fit_inputs_from_args(args)
-    gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total) if inp.total else local_gpu(0)
+    if inp.gpu or inp.total:
+        gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total)
+    else:
+        try:
+            gpu = local_gpu(0)
+        except KvgateError as exc:
+            raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
+                              hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
     model = load_model(inp.model)
     if inp.engine == "llama.cpp":
         return _llamacpp(args, inp, model, gpu)
