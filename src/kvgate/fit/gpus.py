@@ -63,7 +63,7 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "B200": (("b200",), 183_359, _SMI + " (B200, driver 570)"),
     "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb"), 81_920, _SMI),
     "A100 40GB": (("a100-40gb", "a100-40g", "a100-sxm4-40gb", "a100-pcie-40gb"), 40_960, _SMI),
-    "L40S": (("l40s", "l40", "a40", "l20"), 46_068, _SMI + " (L40S; A40 and L20 print the same)"),
+    "L40S": (("l40s",), 46_068, _SMI),
     "L4": (("l4",), 23_034, _SMI),
     "A10": (("a10", "a10g"), 23_028, _SMI + " (A10 and A10G)"),
     "RTX A6000": (("a6000", "rtx-a6000"), 49_140, _SMI),
