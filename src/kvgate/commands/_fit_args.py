@@ -1,0 +1,188 @@
+"""The flags of ``kvgate fit``, spelled as each engine spells them, and the typed inputs
+built from them (nothing below ``commands/`` sees the Namespace)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from kvgate.errors import KvgateError
+
+ENGINES = ("vllm", "sglang", "llama.cpp")
+
+
+def _human_int(flag: str, allow_auto: bool = False) -> Any:
+    def parse(text: str) -> int | None:
+        from kvgate.fit.humanint import human_readable_int  # noqa: PLC0415
+
+        try:
+            v = human_readable_int(text, flag=flag, allow_auto=allow_auto)
+            return -1 if v is None else v  # auto / -1
+        except KvgateError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
+def _count(text: str) -> int:
+    """A plain non-negative integer (llama.cpp's flags take no suffixes)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (llama.cpp takes plain numbers)") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return v
+
+
+def _bytes(text: str) -> int:
+    from kvgate.units import parse_bytes  # noqa: PLC0415
+
+    try:
+        return parse_bytes(text)
+    except KvgateError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def add_fit_flags(p: argparse.ArgumentParser) -> None:
+    """MODEL, ``--engine``, the GPU, weights, release, and vLLM's memory flags."""
+    p.add_argument("model", metavar="MODEL", help="model directory (exact weights from its safetensors), .gguf file, "
+                   "config.json, or preset name (weights then ESTIMATED from the config)")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="the engine you will launch (default: the one whose flags are given, else vllm)")
+    g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
+    g.add_argument("--gpu", metavar="NAME", help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, "
+                   "L40S, L4, A10, A6000, RTX-3090, RTX-4090, RTX-5090, ...")
+    g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
+    w = p.add_argument_group("weights and release")
+    w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
+                   help="the whole checkpoint's bytes (split over -tp × -pp as the engine splits it), e.g. 16060522496 or 14.96GiB")
+    w.add_argument("--release", "--vllm-version", dest="release", metavar="X.Y.Z",
+                   help="engine release whose rules apply (default: the installed engine, else the newest modelled)")
+    v = p.add_argument_group("vLLM flags (vllm serve's spellings and defaults)")
+    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9)")
+    v.add_argument("--max-model-len", metavar="L", type=_human_int("--max-model-len", allow_auto=True), default=None,
+                   help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them; auto = the largest that "
+                        "fits (default: the model's)")
+    v.add_argument("--max-num-seqs", metavar="N", type=_human_int("--max-num-seqs"), default=None,
+                   help="sequences per step (default 256, or 1024 on ≥ 70 GiB GPUs other than A100, V1)")
+    v.add_argument("--max-num-batched-tokens", metavar="N", type=_human_int("--max-num-batched-tokens"), default=None,
+                   help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
+    v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
+    v.add_argument("--kv-cache-dtype", metavar="DTYPE", default="auto",
+                   help="vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
+    v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
+                   help="KV cache size per GPU, bypassing --gpu-memory-utilization")
+    v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
+    s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
+    s.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
+                   help="share of free memory for weights + KV pool (default by TP: 0.88 … 0.79)")
+    s.add_argument("--context-length", metavar="L", type=_count, default=None,
+                   help="tokens per request (default: the model's)")
+    s.add_argument("--max-running-requests", metavar="N", type=_count, default=None,
+                   help="requests running at once")
+    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_count, default=None,
+                   help="tensor parallel size")
+    s.add_argument("--page-size", metavar="N", type=_count, default=None, help="tokens per page (default 1)")
+    lc = p.add_argument_group("llama.cpp flags (llama-server's spellings and defaults)")
+    lc.add_argument("-c", "--ctx-size", dest="ctx_size", metavar="N", type=_count, default=None,
+                    help="WHOLE context of all sequences (each gets -c / -np, padded to 256); default: the model's")
+    lc.add_argument("-np", "--parallel", dest="parallel", metavar="N", type=_count, default=None,
+                    help="parallel sequences (default 1)")
+    lc.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", metavar="TYPE", default=None, help="K type (default f16)")
+    lc.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
+    lc.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", metavar="N", type=_count, default=None,
+                    help="layers on the GPU (default 999: all)")
+    lc.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
+                    default=None, help="flash attention (default auto)")
+    lc.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N", type=_count, default=None,
+                    help="physical batch (default 512)")
+    lc.add_argument("-b", "--batch-size", dest="batch_size", metavar="N", type=_count, default=None,
+                    help="logical batch (default 2048)")
+    lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
+    s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
+                   help="prefill chunk (does not change the pool)")
+
+
+@dataclass(frozen=True)
+class FitInputs:
+    """What ``kvgate fit`` was asked, typed."""
+
+    model: str
+    engine: str
+    gpu: str | None
+    total: int | None
+    weights_bytes: int | None
+    release: str | None
+    vllm: dict[str, Any]
+    sglang: dict[str, Any]
+    llamacpp: dict[str, Any]
+
+
+def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
+    """The typed inputs of ``kvgate fit``.
+
+    Raises:
+        KvgateError: ``--gpu`` and ``--total`` together.
+    """
+    if args.gpu and args.total:
+        raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
+    given = {
+        "vllm": [f for f, v in (("--gpu-memory-utilization", args.gpu_memory_utilization),
+                                ("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs),
+                                ("--max-num-batched-tokens", args.max_num_batched_tokens),
+                                ("-tp", args.tp if args.tp != 1 else None), ("-pp", args.pp if args.pp != 1 else None),
+                                ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
+                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size))
+                 if v is not None],
+        "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
+                                  ("--context-length", args.context_length),
+                                  ("--max-running-requests", args.max_running_requests), ("--tp-size", args.sglang_tp),
+                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size))
+                   if v is not None],
+    }
+    given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
+                                         ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
+                                         ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
+                                         ("-kvu", args.kv_unified or None)) if v is not None]
+    engines = [e for e, fl in given.items() if fl]
+    if len(engines) > 1:
+        raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
+                          hint="give the flags of the engine you will launch")
+    engine = args.engine or (engines[0] if engines else "vllm")
+    for e in engines:
+        if e != engine:
+            raise KvgateError(f"{', '.join(given[e])}: {e} flag(s) under --engine {engine}",
+                              hint=f"use {engine}'s own flags (kvgate fit --help)")
+    vllm = {
+        "gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len,
+        "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
+        "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp, "kv_cache_dtype": args.kv_cache_dtype,
+        "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
+        "block_size": args.block_size,
+    }
+    sglang = {
+        "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,
+        "max_running_requests": args.max_running_requests, "tp_size": args.sglang_tp or 1,
+        "kv_cache_dtype": args.kv_cache_dtype, "page_size": args.page_size or 1,
+        "chunked_prefill_size": args.chunked_prefill_size,
+    }
+    lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
+                            ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
+                            ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
+                            ("batch_size", args.batch_size)) if v is not None}
+    lc["kv_unified"] = bool(args.kv_unified)
+    return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc)

@@ -1,0 +1,147 @@
+"""Check ``kvgate fit``'s vLLM intervals against real startup logs.
+
+Input: a ``manifest.json`` of logs with every printed memory term (the format of
+``tests/data/fit_logs/manifest.json``) and a ``fit_inputs.json`` naming, per log, the model
+config, GPU, release and engine (or why the log cannot be checked). Weights come from the
+log's own weights line, so what is checked is the rest: the GPU's CUDA total, the
+activation peak, non-torch memory, the CUDA graph rule, and the pool→tokens geometry.
+
+A log is **inside** when its printed "Available KV cache memory" (or, when only that is
+printed, "GPU KV cache size" tokens) lies in the predicted interval. Printed values carry
+their printing precision (``53.29GiB`` is 53.29 ± 0.005 GiB); the printed value itself
+must be inside.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from kvgate.atomicio import read_json
+from kvgate.fit.gpus import lookup_gpu
+from kvgate.fit.interval import Interval, Term
+from kvgate.fit.release import Release, parse_version
+from kvgate.fit.vllm_fit import fit_vllm
+from kvgate.fit.vllm_flags import VllmFlags
+from kvgate.model import load_model
+
+GiB = 2**30
+_NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
+
+#: the terms each log prints that informed the bands of kvgate.fit.vllm_budget
+TERM_FIELDS = ("torch_peak", "non_torch_memory", "cuda_graph_pool")
+
+
+def printed_bytes(text: str) -> Interval:
+    """A printed GiB figure (``"53.29GiB"``, ``"kv_cache_size=3.81GiB"``, ``"14.9888 GB"``,
+    ``"-2.14 GiB"``) as the byte interval its decimals allow. vLLM's "GB" is 2^30
+    (tests/data/fit_logs/SOURCES.md).
+
+    Raises:
+        ValueError: no number in ``text``.
+    """
+    t = text.split("=", 1)[-1]
+    m = _NUM.search(t)
+    if not m:
+        raise ValueError(f"no number in {text!r}")
+    num = m.group(1)
+    d = Decimal(num)
+    places = len(num.split(".")[1]) if "." in num else 0
+    half = Decimal(5) / Decimal(10) ** (places + 1)
+    return Interval(int((d - half) * GiB), int((d + half) * GiB))
+
+
+def printed_int(text: str) -> int:
+    """``"158,656"`` → 158656."""
+    return int(str(text).replace(",", ""))
+
+
+@dataclass
+class LogCase:
+    """One log's check: the printed figure, the predicted interval, inside or not."""
+
+    file: str
+    release: str
+    model: str
+    gpu: str
+    quantity: str  # "available KV bytes" or "GPU KV cache tokens"
+    printed: int | None
+    predicted: Interval | None
+    inside: bool | None
+    skip: str | None = None
+    terms: dict[str, Any] = field(default_factory=dict)
+    presumed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "release": self.release, "model": self.model, "gpu": self.gpu,
+                "quantity": self.quantity, "printed": self.printed,
+                "predicted": self.predicted.to_dict() if self.predicted else None,
+                "width": self.predicted.width if self.predicted else None, "inside": self.inside,
+                "skip": self.skip, "terms": self.terms, "presumed": self.presumed}
+
+
+def presumed_settings(entry: dict[str, Any]) -> list[str]:
+    """The settings of a manifest entry that scale the whole pool but were not printed:
+    ``--gpu-memory-utilization`` (multiplies the GPU) when the log and command do not show
+    it (the manifest leaves it null or lists it under ``inferred``)."""
+    inferred = entry.get("inferred") or {}
+    if entry.get("gpu_memory_utilization") is None or "gpu_memory_utilization" in inferred:
+        return ["gpu_memory_utilization (vLLM default presumed, not printed)"]
+    return []
+
+
+def check_logs(folder: str | Path) -> list[LogCase]:
+    """Every vLLM log of ``folder/manifest.json`` with ``folder/fit_inputs.json``: its check.
+
+    Raises:
+        KvgateError: unreadable files; a case naming an unknown GPU or model.
+    """
+    folder = Path(folder)
+    manifest = read_json(folder / "manifest.json", what="fit log manifest")
+    inputs = read_json(folder / "fit_inputs.json", what="fit inputs")["cases"]
+    out = []
+    for e in manifest:
+        if e["engine"] != "vllm":
+            continue
+        inp = inputs.get(e["file"], {"skip": "no entry in fit_inputs.json"})
+        if "skip" in inp:
+            out.append(LogCase(e["file"], e["release_series"], e["model"], str(e["gpu_type"]), "-", None, None, None,
+                               skip=inp["skip"]))
+            continue
+        out.append(_check(folder, e, inp))
+    return out
+
+
+def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
+    ref = inp["model"]
+    model = load_model(folder / ref if ref.startswith("configs/") else ref)
+    gpu = lookup_gpu(inp["gpu"])
+    rel = Release("vllm", inp["release"], parse_version(inp["release"]), "given (fit_inputs.json)")
+    w = printed_bytes(e["weights"])
+    weights = Term("weights", w, "printed by the log")
+    kvd = e.get("kv_cache_dtype") or "auto"
+    flags = VllmFlags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
+                      max_num_seqs=e.get("max_num_seqs"), max_num_batched_tokens=e.get("max_num_batched_tokens"),
+                      tensor_parallel_size=e.get("tp") or 1, pipeline_parallel_size=e.get("pp") or 1,
+                      kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))
+    a = fit_vllm(model, weights, gpu, flags, rel)
+    presumed = presumed_settings(e)
+    terms = {t.name: t.value.to_dict() for t in a.terms}
+    for f in TERM_FIELDS:
+        if e.get(f):
+            v = printed_bytes(str(e[f]))
+            if f == "torch_peak" and str(e[f]).startswith("peak_torch_memory="):
+                v = v - w  # V0 0.6.4 prints the absolute torch peak, weights included
+            terms[f"printed {f}"] = v.to_dict()
+    if e.get("available_kv_cache_memory"):
+        p = printed_bytes(e["available_kv_cache_memory"])
+        mid = (p.low + p.high) // 2
+        return LogCase(e["file"], inp["release"], model.name, gpu.name, "available KV bytes", mid, a.kv_pool,
+                       a.kv_pool.contains(mid), terms=terms, presumed=presumed)
+    tok = printed_int(e["gpu_kv_cache_tokens"])
+    pred = Interval(int(a.tokens["low"] or 0), int(a.tokens["high"] or 0))
+    return LogCase(e["file"], inp["release"], model.name, gpu.name, "GPU KV cache tokens", tok, pred,
+                   pred.contains(tok), terms=terms, presumed=presumed)

@@ -1,0 +1,162 @@
+"""``kvgate fit``'s text: the budget table, the lines the engine would log, the verdict
+and flip points, in the engine's words (sequences, KV cache pool, blocks, tokens,
+concurrency)."""
+
+from __future__ import annotations
+
+from kvgate.fit.answer import FitAnswer
+from kvgate.output import table
+from kvgate.units import fmt_gib
+
+_VERDICT = {"yes": "FITS", "no": "DOES NOT FIT", "unknown": "CAN'T TELL"}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def render_text(a: FitAnswer) -> str:
+    """The text answer for a :class:`FitAnswer` of any engine."""
+    if a.engine == "llama.cpp":
+        return render_llamacpp(a)
+    return render_sglang(a) if a.engine == "sglang" else render_vllm(a)
+
+
+def render_llamacpp(a: FitAnswer) -> str:
+    """The text answer for a llama.cpp :class:`FitAnswer`."""
+    s = a.settings
+    cuda = a.gpu.cuda_total
+    out = [f"llama.cpp {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    out.append(f"flags: -c {s['ctx_size']} -np {s['parallel']} -ctk {s['cache_type_k']} -ctv {s['cache_type_v']} "
+               f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
+               + (" -kvu" if s["kv_unified"] else ""))
+    out.append("")
+    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source] for t in a.terms]
+    used_lo = sum(t.value.low for t in a.terms)
+    used_hi = sum(t.value.high for t in a.terms)
+    rows.append(["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi), f"of {fmt_gib(cuda.low)}"])
+    out.append(table(rows, header=["buffer", "low", "high", "source"], align="lrrl"))
+    out.append("")
+    out.append("llama.cpp would log:")
+    out += [f"  {ln}" for ln in a.log_lines.get("low", [])]
+    out.append("")
+    out += _verdict_lines(a, "llama.cpp")
+    f = a.flip_points
+    out.append("")
+    out.append("flip points (the other flags held):")
+    c = f["ctx_size_all_layers_on_gpu"]
+    out.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
+               f"(-np {s['parallel']} sequences share it)")
+    lcpu = f["layers_on_cpu_at_ctx_size"]
+    out.append(f"  -ngl: at -c {s['ctx_size']:,}, {_n(lcpu['sure'])} layer(s) on the CPU for sure "
+               f"({_n(lcpu['possible'])} at best)")
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _terms_table(a: FitAnswer, budget_label: str) -> str:
+    rows = [[budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
+    for t in a.terms:
+        name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
+        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
+    rows.append(["= KV cache pool (per GPU)", fmt_gib(a.kv_pool.low), fmt_gib(a.kv_pool.high), ""])
+    return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+def _verdict_lines(a: FitAnswer, engine: str) -> list[str]:
+    out = [f"verdict: {_VERDICT[a.fits]}: {a.reason}"]
+    if a.engine_error:
+        out.append(f"  {engine} would stop with: {a.engine_error}")
+    if a.how_to_measure:
+        out.append(f"  {a.how_to_measure}")
+    return out
+
+
+def render_sglang(a: FitAnswer) -> str:
+    """The text answer for an SGLang :class:`FitAnswer`."""
+    s = a.settings
+    cuda = a.gpu.cuda_total
+    out = [f"SGLang {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    flags = [f"{_flag(k)} {s[k]}" + (" (default)" if k in s["defaults"] else "")
+             for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size")]
+    out.append("flags: " + " ".join(flags))
+    out.append("")
+    out.append(_terms_table(a, f"memory SGLang takes ({s['mem_fraction_static']} × free at start)"))
+    out.append("")
+    out.append("SGLang would log (low end … high end):")
+    for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
+        out.append(f"  {lo}" if lo == hi else f"  {lo}\n    …  {hi}")
+    out.append("")
+    out += _verdict_lines(a, "SGLang")
+    f = a.flip_points
+    out.append("")
+    out.append("flip points (the other flags held):")
+    cl = f["context_length"]
+    out.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
+    mr = f["max_running_requests_at_context_length"]
+    out.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of {s['context_length']:,} "
+               f"tokens fit at once; more wait in the queue")
+    mf = f["mem_fraction_static"]
+    out.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
+               f"of {s['context_length']:,} tokens")
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def render_vllm(a: FitAnswer) -> str:
+    """The text answer for a vLLM :class:`FitAnswer`."""
+    s = a.settings
+    cuda = a.gpu.cuda_total
+    out = [f"vLLM {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} "
+           f"(CUDA total {fmt_gib(cuda.low)}" + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    shown = ["gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+             "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "block_size"]
+    flags = []
+    for k in shown:
+        v = s[k]
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = f"{v:,}"
+        flags.append(f"{_flag(k)} {v}" + (" (default)" if k in s["defaults"] else ""))
+    if s["enforce_eager"]:
+        flags.append("--enforce-eager")
+    if s["kv_cache_memory_bytes"] is not None:
+        flags.append(f"--kv-cache-memory-bytes {s['kv_cache_memory_bytes']:,}")
+    out.append("flags: " + " ".join(flags))
+    out.append(f"engine: {'V1' if s['v1'] else 'V0'}")
+    out.append("")
+    out.append(_terms_table(a, f"memory vLLM takes (total × {s['gpu_memory_utilization']})"))
+    out.append("")
+    out.append("vLLM would log (low end … high end):")
+    for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
+        out.append(f"  {lo}" if lo == hi else f"  {lo}   …   {hi.split(': ', 1)[-1]}")
+    if a.request_bytes:
+        out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache")
+    out.append("")
+    out += _verdict_lines(a, "vLLM")
+    f = a.flip_points
+    out.append("")
+    out.append("flip points (the other flags held):")
+    ml = f.get("max_model_len", {})
+    out.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
+    ms = f.get("max_num_seqs_at_max_model_len", {})
+    out.append(f"  --max-num-seqs: {_n(ms.get('sure'))} … {_n(ms.get('possible'))} sequences of {s['max_model_len']:,} "
+               f"tokens run at once; more wait in the queue (shorter requests share the pool)")
+    if "gpu_memory_utilization" in f:
+        u = f["gpu_memory_utilization"]
+        out.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
+                   f"for one request of {s['max_model_len']:,} tokens")
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _n(v: int | None) -> str:
+    return "none" if v is None else f"{v:,}"
+
+
+def _u(v: float | None, places: int = 2) -> str:
+    return "more than 1.0 (not possible)" if v is None else f"{v:.{places}f}"

@@ -1,0 +1,281 @@
+"""Will it fit under vLLM? The KV pool as an interval, the lines vLLM would log, the
+verdict with vLLM's own error, and the flags' flip points.
+
+Pool: :mod:`kvgate.fit.vllm_budget` (``total × utilization − non-KV terms``). Blocks,
+tokens and concurrency: :func:`kvgate.geometry.vllm_kv_cache_report` on the pool's two
+ends (``vllm/v1/core/kv_cache_utils.py``, the release's rules).
+
+Errors quoted (strings of the engine at the releases modelled):
+
+- ``num_blocks <= 0`` / available ≤ 0 — "No available memory for the cache blocks. Try
+  increasing `gpu_memory_utilization` when initializing the engine."
+  (V0 ``raise_if_cache_size_invalid``; V1 ``check_enough_kv_cache_memory``);
+- one full-length request does not fit — V0: "The model's max seq len (L) is larger than
+  the maximum number of tokens that can be stored in KV cache (N). ..."; V1: "To serve at
+  least one request with the models's max seq len (L), (X GiB KV cache is needed, which is
+  larger than the available KV cache memory (Y GiB). ..." with vLLM's estimated maximum
+  model length;
+- free memory at start below the requested share (V1 ``Worker.init_device``): "Free memory
+  on device ... on startup is less than desired GPU memory utilization ...".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from kvgate.errors import KvgateError
+from kvgate.fit.answer import FitAnswer
+from kvgate.fit.gpus import Gpu
+from kvgate.fit.interval import Interval, Term, total
+from kvgate.fit.release import Release
+from kvgate.fit.vllm_budget import requested_memory, vllm_terms
+from kvgate.fit.vllm_flags import VllmFlags, VllmSettings, resolve_vllm_flags
+from kvgate.fit.widths import model_widths
+from kvgate.geometry import VLLM, KVGeometry, vllm_kv_cache_report
+from kvgate.model import ModelSpec
+
+GiB = 2**30
+MiB = 2**20
+#: CUDA context of the engine process before its first snapshot: L40S "Free memory on device
+#: (43.91/44.4 GiB)" (0.49 GiB, tests/data/fit_logs/vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log),
+#: H200 526.8 MiB (torch idle, measured); ± printing.
+CONTEXT = Interval(490 * MiB, 560 * MiB)
+MEASURE = ("measure it: `kvgate run -- vllm serve MODEL ...` (peak and pool from the real start), "
+           "or start vLLM once and `kvgate import-log` its log")
+
+
+def kv_format_for(flag: str, model: ModelSpec) -> str:
+    """vLLM's ``--kv-cache-dtype`` as a kvgate KV format: ``auto`` = the model dtype
+    (fp16 for fp16 models, else bf16), ``fp8``/``fp8_e4m3``/``fp8_e5m2`` = fp8.
+
+    Raises:
+        KvgateError: a value vLLM does not take.
+    """
+    f = flag.lower()
+    if f == "auto":
+        return "fp16" if str(model.dtype or "").lower() in ("float16", "half", "fp16") else "bf16"
+    if f in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):
+        return "fp8"
+    if f in ("bfloat16", "float16", "bf16", "fp16"):
+        return "bf16" if "b" in f else "fp16"
+    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of vLLM's", hint="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16")
+
+
+def _rank_model(model: ModelSpec, pp: int) -> ModelSpec:
+    """The layers of the pipeline stage holding the most layers (the first ceil(n/pp))."""
+    if pp == 1:
+        return model
+    n = -(-model.num_layers // pp)
+    return replace(model, layers=list(model.layers)[:n])
+
+
+class _Predictor:
+    """Pool, report and verdict inputs for one model/GPU/release; re-evaluated at other flag values."""
+
+    def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release) -> None:
+        self.model, self.weights, self.gpu, self.release = model, weights, gpu, release
+
+    def settings(self, flags: VllmFlags) -> VllmSettings:
+        return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low,
+                                  gpu_name=self.gpu.name, max_position_embeddings=self.model.max_position_embeddings)
+
+    def geometry(self, s: VllmSettings) -> KVGeometry:
+        lay = VLLM(block_size=s.block_size, max_num_batched_tokens=s.max_num_batched_tokens, version=self.release.text)
+        return KVGeometry(_rank_model(self.model, s.pipeline_parallel_size), kv_format_for(s.kv_cache_dtype, self.model),
+                          tp=s.tensor_parallel_size, layout=lay)
+
+    def pool(self, s: VllmSettings) -> tuple[list[Term], Interval, Interval]:
+        w = model_widths(self.model.config, s.tensor_parallel_size)
+        terms = vllm_terms(s, w, self.weights)
+        budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
+        if s.kv_cache_memory_bytes is not None:
+            return terms, budget, Interval.point(s.kv_cache_memory_bytes)
+        return terms, budget, budget - total(terms)
+
+    def request_bytes(self, s: VllmSettings, L: int) -> int:
+        return int(vllm_kv_cache_report(self.geometry(s), 0, L)["request_bytes"])
+
+
+def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
+             multimodal: bool = False) -> FitAnswer:
+    """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
+    would it log?
+
+    Args:
+        model: the :class:`ModelSpec` (its ``config`` gives the activation widths).
+        weights: the weights :class:`Term` per GPU (:func:`kvgate.fit.vllm_budget.weights_term`).
+        gpu: the :class:`Gpu` (its CUDA total is what utilization multiplies).
+        flags: the ``vllm serve`` flags given (:class:`VllmFlags`).
+        release: the :class:`Release` modelled.
+        multimodal: the model has a vision/audio encoder (:func:`kvgate.fit.widths.is_multimodal`):
+            vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
+
+    Returns:
+        a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
+
+    Raises:
+        KvgateError: bad flags, a config without the needed fields, a bad TP split.
+    """
+    if flags.max_model_len == -1:
+        return _fit_auto(model, weights, gpu, flags, release, multimodal)
+    pr = _Predictor(model, weights, gpu, release)
+    s = pr.settings(flags)
+    terms, budget, pool = pr.pool(s)
+    L = s.max_model_len
+    g = pr.geometry(s)
+    lo = vllm_kv_cache_report(g, max(0, pool.low), L)
+    hi = vllm_kv_cache_report(g, max(0, pool.high), L)
+    need = int(lo["request_bytes"])
+    notes: list[str] = []
+    if model.max_position_embeddings and L > model.max_position_embeddings:
+        notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
+                     f"{model.max_position_embeddings:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
+    tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
+    conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
+    lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}
+    avail_line = "Available KV cache memory: {:.2f} GiB"
+    lines["low"].insert(0, avail_line.format(pool.low / GiB))
+    lines["high"].insert(0, avail_line.format(pool.high / GiB))
+    if not s.v1:  # V0 (vllm/executor, worker.py): "# GPU blocks: N", numbers without separators
+        lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
+                     else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
+                 for (k, v), r in zip(lines.items(), (lo, hi))}
+    if multimodal and fits == "yes":
+        fits, reason = "unknown", ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
+                                   "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
+                                   "model; the pool can be much smaller than shown")
+    flips = flip_points_vllm(pr, flags, s)
+    c_lo = conc["low"] or 0.0
+    if fits == "yes" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
+        notes.insert(0, f"--max-num-seqs {flags.max_num_seqs}: only {int(c_lo)} requests of {L:,} tokens fit in the "
+                        f"pool at once for sure; the others wait in the queue (or are preempted) until blocks free up")
+    if flips["max_model_len"].get("possible") == model.max_position_embeddings:
+        notes.append(f"--max-model-len flip points stop at the model's max_position_embeddings "
+                     f"{model.max_position_embeddings:,}")
+    return FitAnswer(
+        engine="vllm", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
+        budget=budget, kv_pool=pool, tokens=tokens, max_concurrency=conc, request_bytes=need, fits=fits,
+        reason=reason, engine_error=err, log_lines=lines, flip_points=flips, notes=notes + list(model.notes)[:3],
+        how_to_measure=MEASURE if fits == "unknown" else None,
+    )
+
+
+def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
+              multimodal: bool) -> FitAnswer:
+    """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
+    request of (at most the model's); kvgate answers at the length that fits for sure and
+    gives the range."""
+    probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal)
+    ml = probe.flip_points["max_model_len"]
+    L = ml.get("sure") or ml.get("possible")
+    if L is None:
+        return probe
+    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal)
+    a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
+    a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
+                      f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")
+    return a
+
+
+def _n(v: int | None) -> str:
+    return "none" if v is None else f"{v:,}"
+
+
+def _verdict(s: VllmSettings, gpu: Gpu, terms: list[Term], budget: Interval, pool: Interval, need: int, L: int,
+             lo: dict[str, Any], hi: dict[str, Any], release: Release) -> tuple[str, str, str | None]:
+    free_at_start = gpu.cuda_total - CONTEXT
+    if s.v1 and budget.low > free_at_start.high:
+        return ("no", "the requested share of the GPU is more than is free once the CUDA context exists",
+                f"ValueError: Free memory on device ({free_at_start.high / GiB:.2f}/{gpu.cuda_total.high / GiB:.2f} GiB) "
+                f"on startup is less than desired GPU memory utilization ({s.gpu_memory_utilization}, "
+                f"{budget.low / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    if pool.high <= 0:
+        return ("no", "the non-KV terms take all the memory --gpu-memory-utilization gives vLLM",
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                "when initializing the engine.")
+    if pool.high < need:
+        return ("no", f"one request of --max-model-len {L:,} tokens needs more KV cache than the pool can hold",
+                _too_long_error(s, L, need, pool.high, hi))
+    # graphs captured after the KV cache (before 0.21): room = what utilization leaves + the freed activations
+    graph = next(t for t in terms if t.name == "CUDA graph pool")
+    act = next(t for t in terms if t.name.startswith("activation"))
+    if not graph.counted and graph.value.high > 0:
+        room = gpu.cuda_total - budget - CONTEXT + act.value
+        if room.high < graph.value.low:
+            return ("no", "the CUDA graphs are captured after the KV cache and no memory is left for them",
+                    "torch.OutOfMemoryError: CUDA out of memory (during CUDA graph capture)")
+        if room.low < graph.value.high:
+            return ("unknown", "the pool holds a full-length request, but CUDA graph capture may run out of "
+                    "memory (lower --gpu-memory-utilization or use --enforce-eager)", None)
+    if pool.low <= 0 or pool.low < need:
+        return ("unknown", "the pool's interval straddles one full-length request", None)
+    return ("yes", f"the KV cache pool holds at least {lo['max_concurrency']:.2f} requests of {L:,} tokens", None)
+
+
+def _too_long_error(s: VllmSettings, L: int, need: int, avail: int, hi: dict[str, Any]) -> str:
+    tail = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    if not s.v1:
+        return (f"ValueError: The model's max seq len ({L}) is larger than the maximum number of tokens that can "
+                f"be stored in KV cache ({hi['gpu_kv_cache_tokens_blocks']}). {tail}")
+    return (f"ValueError: To serve at least one request with the models's max seq len ({L}), "
+            f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({avail / GiB:.2f} GiB). {tail}")
+
+
+def _largest(ok: Any, lo: int, hi: int) -> int | None:
+    """Largest x in [lo, hi] with ok(x) (ok monotone: true then false), or None."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[str, Any]:
+    """The flags' values where the answer changes, others held (each ``{sure, possible}``:
+    at the pool's low end and at its high end):
+
+    - ``max_model_len``: the largest ``--max-model-len`` one request of which fits;
+    - ``max_num_seqs_at_max_model_len``: full-length requests that run at once, more queue
+      (vLLM's "Maximum concurrency", floored);
+    - ``gpu_memory_utilization``: the smallest ``--gpu-memory-utilization`` (2 decimals)
+      at which one ``--max-model-len`` request fits.
+    """
+    limit = max(s.max_model_len, pr.model.max_position_embeddings or 0)
+
+    def ok_at(L: int, end: str) -> bool:
+        st = pr.settings(replace(flags, max_model_len=L))
+        _, _, pool = pr.pool(st)
+        p = pool.low if end == "low" else pool.high
+        return p > 0 and pr.request_bytes(st, L) <= p
+
+    out: dict[str, Any] = {
+        "max_model_len": {"sure": _largest(lambda L: ok_at(L, "low"), 1, limit),
+                          "possible": _largest(lambda L: ok_at(L, "high"), 1, limit)},
+    }
+    terms, _, pool = pr.pool(s)
+    g = pr.geometry(s)
+    conc = []
+    for p in (pool.low, pool.high):
+        c = vllm_kv_cache_report(g, p, s.max_model_len)["max_concurrency"] if p > 0 else 0.0
+        conc.append(int(c) if c is not None else None)
+    out["max_num_seqs_at_max_model_len"] = {"sure": conc[0], "possible": conc[1]}
+    if s.kv_cache_memory_bytes is None:
+        need = pr.request_bytes(s, s.max_model_len)
+        nonkv = total(terms)
+        cuda = pr.gpu.cuda_total
+
+        def util_for(nk: int, tot: int) -> float | None:
+            u = Fraction(need + nk, tot)
+            cents = -(-u * 100 // 1)
+            return float(cents) / 100 if cents <= 100 else None
+
+        out["gpu_memory_utilization"] = {"sure": util_for(nonkv.high, cuda.low), "possible": util_for(nonkv.low, cuda.high)}
+    return out
