@@ -88,13 +88,8 @@ def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int) -> tuple[int, int]
     n = g.model.num_layers
     if ngl >= n:
         return whole, whole
-    # per layer: its cells × its row bytes (K + V), or its recurrent state
-    on = 0
-    for i, layer in enumerate(g.model.layers[:ngl]):
-        if layer.kind == "linear":
-            on += max(1, n_seq) * g.layer_bytes(i, L)
-        else:
-            on += lay.cells(layer, L) * lay.layer_position_bytes(g, i)
+    # per layer: what the layout says it holds (its K + V cells, or its recurrent state)
+    on = sum(lay.layer_cache_bytes(g, i, L) for i in range(ngl))
     return on, whole
 
 

@@ -235,15 +235,29 @@ class LlamaCpp(Layout):
         """The whole cache split as llama.cpp logs it: ``k``, ``v`` (non-SWA cache),
         ``k_swa``, ``v_swa`` (SWA cache) and ``rs`` (recurrent R + S), bytes each."""
         out = {"k": 0, "v": 0, "k_swa": 0, "v_swa": 0, "rs": 0}
-        for i, spec in enumerate(geometry.engine_specs):
-            if isinstance(spec, RecurrentState):
-                out["rs"] += max(1, self.n_seq) * geometry.layer_bytes(i, max_seq)
-                continue
-            cells = self.cells(spec, max_seq)
-            suffix = "_swa" if isinstance(spec, SlidingWindow) else ""
-            out["k" + suffix] += cells * spec.k_bytes(geometry.fmt_k, geometry.tp)
-            out["v" + suffix] += cells * spec.v_bytes(geometry.fmt_v, geometry.tp)
+        for part, b in self.layer_parts(geometry, max_seq):
+            out[part] += b
         return out
+
+    def layer_parts(self, geometry: Geometry, max_seq: int) -> list[tuple[str, int]]:
+        """Per layer, in order, the parts of the whole cache it holds: ``(part, bytes)``
+        pairs with ``part`` one of :meth:`cache_parts`' keys (a recurrent layer gives one
+        ``rs`` pair, an attention layer its ``k``/``v`` or ``k_swa``/``v_swa`` pair)."""
+        return [p for i in range(geometry.model.num_layers) for p in self._parts_of(geometry, i, max_seq)]
+
+    def layer_cache_bytes(self, geometry: Geometry, i: int, max_seq: int) -> int:
+        """Bytes layer ``i`` holds in the whole cache (all ``n_seq`` sequences of ``max_seq``):
+        its K + V cells, or its recurrent state per sequence. Σ over layers = :meth:`cache_bytes`."""
+        return sum(b for _, b in self._parts_of(geometry, i, max_seq))
+
+    def _parts_of(self, geometry: Geometry, i: int, max_seq: int) -> list[tuple[str, int]]:
+        spec = geometry.engine_specs[i]
+        if isinstance(spec, RecurrentState):
+            return [("rs", max(1, self.n_seq) * geometry.layer_bytes(i, max_seq))]
+        cells = self.cells(spec, max_seq)
+        suffix = "_swa" if isinstance(spec, SlidingWindow) else ""
+        return [("k" + suffix, cells * spec.k_bytes(geometry.fmt_k, geometry.tp)),
+                ("v" + suffix, cells * spec.v_bytes(geometry.fmt_v, geometry.tp))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "n_seq": self.n_seq, "unified": self.unified, "swa_full": self.swa_full,
