@@ -152,7 +152,11 @@ def _create_exclusive(tmp: str, p: Path) -> None:
     except OSError:  # no hard links here (some network / FAT file systems): reserve the name
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.close(fd)
-        os.replace(tmp, p)
+        try:
+            os.replace(tmp, p)
+        except BaseException:
+            _unlink_quiet(p)  # our own reservation: never leave an empty file behind
+            raise
         return
     os.unlink(tmp)
 
