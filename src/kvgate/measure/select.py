@@ -139,4 +139,56 @@ def select_measurement(doc: dict[str, Any], *, domain: str | None = None, tp: in
     for d in domains:
         if not isinstance(d, dict):
             raise MeasurementError(f"a measurement domain must be an object, got {type(d).__name__}")
-    return select_domain([Measurement.from_dict(d) for d in domains], domain=domain, tp=tp)
+    ms = [Measurement.from_dict(d) for d in domains]
+    notes = honour_run_status(doc, ms)
+    sel = select_domain(ms, domain=domain, tp=tp)
+    sel.warnings[:0] = notes
+    return sel
+
+
+def honour_run_status(doc: dict[str, Any], measurements: list[Measurement]) -> list[str]:
+    """Apply the run's own outcome to its domains, in place, and say so.
+
+    A ``kvgate.measurement/1`` file records the run's ``status`` and ``exit_code`` at the
+    top level and again in each domain (``status``, ``basis.exit_code``). A domain marked
+    ``ok`` while the run says ``failed`` / ``interrupted``, or while either exit code is
+    non-zero, is not an ok measurement (a hand-edited or mixed file): the worse outcome
+    wins (a non-zero exit code alone means ``failed``), so no verdict is drawn from it
+    (``gate`` then exits :data:`~kvgate.errors.EXIT_NO_VERDICT`). A domain without an exit
+    code takes the run's.
+
+    Returns:
+        one line per domain whose status was changed (empty when all agree).
+
+    Raises:
+        MeasurementError: a top-level ``status`` that is not one of ``ok``, ``failed``,
+            ``interrupted``, or an ``exit_code`` that is not an integer.
+    """
+    from kvgate.measure.measurement import STATUSES  # noqa: PLC0415
+
+    status = doc.get("status", "ok")
+    if status not in STATUSES:
+        raise MeasurementError(f"measurement status {status!r} is not one of {', '.join(STATUSES)}")
+    code = doc.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise MeasurementError(f"measurement exit_code must be an integer or null, got {code!r}")
+    notes = []
+    for m in measurements:
+        own = m.basis.exit_code
+        if own is not None and (not isinstance(own, int) or isinstance(own, bool)):
+            raise MeasurementError(f"{m.domain}: basis.exit_code must be an integer or null, got {own!r}")
+        if own is None and code is not None:
+            m.basis.exit_code = own = code
+        worst = m.status
+        if worst == "ok" and status != "ok":
+            worst = status
+        if worst == "ok" and any(c not in (None, 0) for c in (code, own)):
+            worst = "failed"
+        if worst != m.status:
+            why = f"the run's status is {status}" if status != "ok" else \
+                f"exit code {own if own not in (None, 0) else code}"
+            if m.basis.exit_code in (None, 0) and code not in (None, 0):
+                m.basis.exit_code = code
+            notes.append(f"{m.domain} is marked {m.status} but {why}: treated as {worst} (no verdict from it)")
+            m.status = worst
+    return notes
