@@ -278,19 +278,30 @@ def _summary(res: ReplayResult, K: int, S: int) -> dict:
     tl = res.timelines["contiguous"]
     paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max()) for lo, hi in tl.chunks()),
                                default=0)  # fmt: skip
-    measured = c.peak_reserved_bytes - paged_footprint_peak
+    measured: int | None = c.peak_reserved_bytes - paged_footprint_peak
+    unwritten: int | None = c.reclaim_at_peak_bytes
+    reason = None
+    if c.peak_reserved_bytes == 0:
+        # No sequence ever held memory (none admitted, or every one of zero length): there
+        # is no peak to compare, so the reclaim is not available, never 0.
+        measured = unwritten = None
+        reason = (f"no request of the trace held KV memory ({c.admitted:,} admitted, {c.rejected:,} rejected as "
+                  f"longer than max_seq {res.inputs['max_seq']:,}, the rest of length 0): the measured reclaim is "
+                  "not available")
+        res.warnings.append(reason)
     return {
         "bound_bytes": bound,
         "contiguous_peak_reserved_bytes": c.peak_reserved_bytes,
         "contiguous_peak_slots": c.peak_reserved_bytes // S,
         "paged_footprint_peak_bytes": paged_footprint_peak,
         "measured_reclaim_bytes": measured,
-        "unwritten_at_peak_bytes": c.reclaim_at_peak_bytes,
-        "ratio": float(Fraction(measured, bound)) if bound else None,
-        "unwritten_ratio": float(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
+        "unwritten_at_peak_bytes": unwritten,
+        "ratio": float(Fraction(measured, bound)) if bound and measured is not None else None,
+        "unwritten_ratio": float(Fraction(unwritten, bound)) if bound and unwritten is not None else None,
         # the same two ratios exactly, "numerator/denominator" (as the records keep ratios)
-        "ratio_exact": str(Fraction(measured, bound)) if bound else None,
-        "unwritten_ratio_exact": str(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
+        "ratio_exact": str(Fraction(measured, bound)) if bound and measured is not None else None,
+        "unwritten_ratio_exact": str(Fraction(unwritten, bound)) if bound and unwritten is not None else None,
+        "reclaim_not_available": reason,
         "paged_max_concurrency": res.paged.max_concurrency,
         "contiguous_max_concurrency": c.max_concurrency,
     }
@@ -305,9 +316,18 @@ def measured_paging_reclaim(trace: Trace, **replay_args: Any) -> dict:
     peak is with the same admissions laid out in blocks), ``bound_bytes`` (the write-up's
     K·S), ``ratio``, ``unwritten_at_peak_bytes``, ``contiguous_peak_reserved_bytes``,
     ``slots`` (K), the service-model parameters, ``warnings`` and ``attribution``.
-    Raises as :func:`replay`.
+
+    Raises:
+        ReplayError: as :func:`replay`, and when no request of the trace ever held
+            memory (none admitted, or all of length 0): the reclaim is not available
+            then, and a gate must not take 0 for it.
     """
     r = replay(trace, **replay_args)
+    if r.summary["measured_reclaim_bytes"] is None:
+        raise ReplayError(
+            f"{trace.source or 'the trace'}: {r.summary['reclaim_not_available']}; no verdict can come from it",
+            hint="check --max-seq against the trace's prompt + output lengths; without --trace paging is judged "
+                 "on the write-up's bound N·S")
     max_seq = replay_args["max_seq"]
     out = dict(r.summary)
     out.update(
