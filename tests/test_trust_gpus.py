@@ -59,7 +59,7 @@ def test_peak_equal_to_idle_with_slots_claimed_gives_no_verdict(capsys):
     code = main([*GATE, "--total", "32607MiB", "--idle", "19625MiB", "--peak", "19625MiB"])
     out, err = capsys.readouterr()
     assert code == EXIT_INPUT
-    assert "P − U0 = 0 B" in err and "cannot have held them" in err
+    assert "P − U0 = 0 B" in err and "cannot have held them" in err and "no verdict" in err
     assert set(json.loads(out)) == {"error", "hint", "exit_code"}
 
 

@@ -126,8 +126,8 @@ class DecisionInputs:
                     else f"the measured peak {sc.peak_bytes:,} B")
             raise KvgateError(
                 f"{sc.slots_measured} slot(s) of {slot_fn(sc.max_seq_measured):,} B at max_seq "
-                f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than {what}: the measurement cannot "
-                "have held them, so no verdict can be trusted from it",
+                f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than {what}: the peak cannot have "
+                "held them, so no verdict can be trusted from this measurement",
                 hint="check --slots-measured, --max-seq-measured, --kv-format, --idle/--peak (or the GPU measured)",
             )
         cands = []

@@ -96,7 +96,7 @@ from kvgate.replay.timeline import mul_exact as _mul
 from kvgate.replay.trace import Trace
 
 __all__ = [
-    "DEFAULT_BLOCK_SIZE", "DEFAULT_DECODE_RATE", "MAX_ARRIVAL_STEP", "AllocatorResult", "ReplayError",
+    "DEFAULT_BLOCK_SIZE", "DEFAULT_DECODE_RATE", "MAX_ARRIVAL_STEP", "MAX_BLOCK_SIZE", "AllocatorResult", "ReplayError",
     "ReplayResult", "Timeline", "arrival_steps", "block_steps", "build_timeline", "measured_paging_reclaim",
     "replay", "schedule_budget", "schedule_contiguous", "series",
 ]  # fmt: skip
@@ -108,12 +108,24 @@ class ReplayError(KvgateError):
     """Replay parameters cannot be used (no slot fits the budget, bad rates, ...)."""
 
 
-def _check_int(name: str, v, *, minimum: int = 1) -> int:
+#: Largest page (block) replayed, in positions: the timeline keeps one counter per
+#: position residue of a block (:mod:`kvgate.replay.timeline`), so the page size bounds
+#: its memory (2^20 counters: 8 MiB). vLLM's largest blocks (hybrid models) are a few
+#: thousand positions.
+MAX_BLOCK_SIZE = 2**20
+#: Largest byte or position count a replay takes: the timelines add them in int64.
+MAX_REPLAY_INT = 2**62
+
+
+def _check_int(name: str, v, *, minimum: int = 1, maximum: int = MAX_REPLAY_INT) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ReplayError(f"{name} must be an integer, got {v!r}")
     v = int(v)
     if v < minimum:
         raise ReplayError(f"{name} must be at least {minimum}, got {v:,}")
+    if v > maximum:
+        raise ReplayError(f"{name} must be at most {maximum:,}, got {v:,}",
+                          hint="--page-size / --block-size is a number of positions, e.g. 16")
     return v
 
 
@@ -179,10 +191,10 @@ def replay(
             budget below one slot, or geometry in which L positions in blocks cost more
             than the slot (``L·block_bytes/B > S``).
     """
+    B = _check_int("block size (--page-size / --block-size)", block_size, maximum=MAX_BLOCK_SIZE)
     S = _check_int("slot bytes", slot_bytes)
     bb = _check_int("block bytes", block_bytes)
     L = _check_int("max_seq", max_seq)
-    B = _check_int("block size", block_size)
     speed = _check_rate("speed", speed)
     rate = _check_rate("decode rate", decode_rate)
     if budget_bytes is None and slots is None:
