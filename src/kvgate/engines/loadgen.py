@@ -322,14 +322,7 @@ def run_load(url: str, trace, *, speed: float = 1.0, max_requests: int = 50, max
         try:
             timeout = max(0.001, min(request_timeout_s, deadline - time.monotonic()))
             status, data = http_request(base, "POST", "/v1/completions", body=_json_bytes(body), timeout=timeout)
-            if status == 200:
-                payload = loads_json(data, what="completion reply")
-                if not isinstance(payload, dict):
-                    raise ReplyError(f"completion reply is a JSON {type(payload).__name__}, not an object")
-                usage = payload.get("usage")
-                result = {"status": 200, "usage": usage if isinstance(usage, dict) else None}
-            else:
-                result = {"status": status, "error": f"HTTP {status}: {data[:200].decode('utf-8', 'replace')}"}
+            result = completion_result(status, data)
         except Exception as exc:  # noqa: BLE001 - every failure is counted, never a thread traceback
             result = {"status": -1, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             if time.monotonic() >= deadline:  # cut off by the run's deadline: abandoned, not failed
@@ -374,6 +367,23 @@ def run_load(url: str, trace, *, speed: float = 1.0, max_requests: int = 50, max
         res.flags = list(flags)
     res.wall_s = time.monotonic() - t0
     return res
+
+
+def completion_result(status: int, data: bytes) -> dict[str, Any]:
+    """A request row's outcome from a ``/v1/completions`` reply: ``{"status": 200,
+    "usage": {...} or None}`` for a 200 with a JSON object, else ``{"status": status,
+    "error": ...}`` (a 200 whose body is not a JSON object counts as failed, ``-1``).
+    Never raises."""
+    if status != 200:
+        return {"status": status, "error": f"HTTP {status}: {data[:200].decode('utf-8', 'replace')}"}
+    try:
+        payload = loads_json(data, what="completion reply")
+    except KvgateError as exc:
+        return {"status": -1, "error": exc.message[:200]}
+    if not isinstance(payload, dict):
+        return {"status": -1, "error": f"completion reply is a JSON {type(payload).__name__}, not an object"}
+    usage = payload.get("usage")
+    return {"status": 200, "usage": usage if isinstance(usage, dict) else None}
 
 
 def _json_bytes(obj: Any) -> bytes:
