@@ -55,9 +55,10 @@ def test_measure_of_a_failed_or_killed_workload_exits_5(tmp_path, capsys, code, 
     assert json.loads(out.read_text())["exit_code"] == expected_exit
 
 
-def test_readme_exit_code_table_is_the_one_in_kvgate_errors():
-    text = (ROOT / "README.md").read_text()
+@pytest.mark.parametrize("doc", ["README.md", "docs/CONVENTIONS.md"])
+def test_exit_code_tables_are_the_one_in_kvgate_errors(doc):
+    text = (ROOT / doc).read_text()
     section = text[text.index("## Exit codes"):]
-    section = section[: section.index("\n## ", 5)]
+    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
     rows = re.findall(r"^\| (\S+) \| `([^`]+)` \| (.+) \|$", section, flags=re.M)
     assert rows == [(c, n, m) for c, n, m in EXIT_CODES]

@@ -22,11 +22,14 @@ code  name                  meaning
 4     EXIT_CHANGED          recheck: a verdict or a recomputed figure (sensitivity,
                             boundaries, geometry) differs, or the record's inputs no
                             longer match its digest
-5     EXIT_NO_VERDICT       the measured workload failed (non-zero exit): no verdict
-                            from partial data; the measurement is still saved
+5     EXIT_NO_VERDICT       the measured workload failed (non-zero exit) or was killed
+                            (its own code, 128+N, is in the measurement), or the file
+                            says it failed: no verdict from partial data; the
+                            measurement is still saved
 127   EXIT_NOT_FOUND        the workload command was not found (as a shell says it)
-128+N exit_signal(N)        kvgate was stopped by signal N (130 Ctrl-C, 129 SIGHUP,
-                            143 SIGTERM); what was measured is saved
+128+N exit_signal(N)        kvgate itself was stopped by signal N (130 Ctrl-C, 129
+                            SIGHUP, 143 SIGTERM; 137: kvgate killed); what was
+                            measured is saved
 ====  ====================  ==========================================================
 
 ``recheck`` over several records returns the most urgent code of all files, in the
