@@ -111,3 +111,14 @@ def test_guarded_reader():
         with pytest.raises(KvgateError):
             parse_float(bad, what="x")
     assert json.loads("[1]") == [1]
+
+
+@pytest.mark.parametrize("cell", ["[]", "[[]]", "{}", "[1, 2]"])
+def test_a_list_in_a_count_cell_is_named(tmp_path, capsys, cell):
+    """Found by benchmarks/fuzz.py (jsonl-huge): ``"prompt_tokens": []`` became an empty
+    column and numpy's min() raised ValueError."""
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "prompt_tokens": ' + cell + ', "output_tokens": 64}\n')
+    code, err = _run(["replay", "--trace", str(p), "--model", "qwen3-30b-a3b", "--max-seq", "8192", "--slots", "2"],
+                     capsys)
+    assert code == EXIT_INPUT and "prompt_tokens" in err

@@ -189,6 +189,8 @@ def _raw(data: bytes):
     lambda h, s: _reply(h, 200, b'{"usage": ' + b"9" * 5000 + b"}"),
     lambda h, s: _reply(h, 200, b'{"usage": [1]}'),
     lambda h, s: _reply(h, 500, b"boom"),
+    # found by benchmarks/fuzz.py (replies): http.client raised OverflowError on this length
+    _raw(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n{}"),
 ])
 def test_malformed_replies_are_counted_failures_without_thread_tracebacks(servers, thread_errors, post):
     srv = servers(post=post)

@@ -165,7 +165,7 @@ def http_request(base: str, method: str, path: str, *, body: bytes | None = None
         return r.status, data
     except http.client.HTTPException as exc:
         raise ReplyError(f"malformed reply: {type(exc).__name__}: {str(exc)[:120]}") from exc
-    except (ValueError, UnicodeError) as exc:  # a header http.client cannot parse
+    except (ValueError, UnicodeError, OverflowError) as exc:  # a header http.client cannot parse or hold
         raise ReplyError(f"malformed reply: {str(exc)[:120]}") from exc
     finally:
         conn.close()

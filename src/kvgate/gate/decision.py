@@ -119,10 +119,11 @@ class DecisionInputs:
         sc = self.scenario
         measured_kv = sc.slots_measured * slot_fn(sc.max_seq_measured)
         # The slots claimed at the peak were allocated by the workload: they must fit in
-        # what it added, P − U0 (P alone when U0 is not available).
-        added = sc.peak_bytes - (sc.idle_bytes or 0)
+        # what it added, P − U0 (P alone when U0 is not available, or under a concurrency
+        # sweep, whose fit checks the growth per sequence against S itself).
+        added = sc.peak_bytes - (sc.idle_bytes if sc.idle_bytes is not None and not self.fit_points else 0)
         if check_peak and measured_kv > added:
-            what = (f"the memory the workload added (P − U0 = {added:,} B)" if sc.idle_bytes is not None
+            what = (f"the memory the workload added (P − U0 = {added:,} B)" if added != sc.peak_bytes
                     else f"the measured peak {sc.peak_bytes:,} B")
             raise KvgateError(
                 f"{sc.slots_measured} slot(s) of {slot_fn(sc.max_seq_measured):,} B at max_seq "

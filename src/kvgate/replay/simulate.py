@@ -191,7 +191,7 @@ def replay(
             budget below one slot, or geometry in which L positions in blocks cost more
             than the slot (``L·block_bytes/B > S``).
     """
-    B = _check_int("block size (--page-size / --block-size)", block_size, maximum=MAX_BLOCK_SIZE)
+    B = _check_int("block size", block_size, maximum=MAX_BLOCK_SIZE)
     S = _check_int("slot bytes", slot_bytes)
     bb = _check_int("block bytes", block_bytes)
     L = _check_int("max_seq", max_seq)

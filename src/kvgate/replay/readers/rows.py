@@ -178,7 +178,7 @@ def tokens(path: Path, values: list, lines: list[int], column: str) -> np.ndarra
             f = np.array(values, dtype=np.float64)  # fast path: every cell a plain number
         except (ValueError, TypeError, OverflowError):
             f = None
-        if f is not None and np.all(np.isfinite(f)) and np.all(f == np.round(f)) and np.all(np.abs(f) < 2**53):
+        if f is not None and f.shape == (len(values),) and np.all(np.isfinite(f)) and np.all(f == np.round(f)) and np.all(np.abs(f) < 2**53):
             out = f.astype(np.int64)
     if out is None:
         out = _tokens_slow(path, values, lines, column)
