@@ -1,6 +1,7 @@
 """Fuzz kvgate's readers with hypothesis, 10,000+ cases per target (issue 11 #10).
 
     .venv/bin/python benchmarks/fuzz.py [--cases 10000] [--only configs,records]
+    .venv/bin/python benchmarks/fuzz.py --only safetensors,specconfig,jsonl-huge,metrics,replies
 
 The properties are those of ``tests/test_fuzz.py`` (same strategies, more cases). Unlike
 the test, a run does not stop at the first failure: every exception that is not a
@@ -35,6 +36,12 @@ TARGETS = {
     "records": (tf.records(), lambda doc: _call(tf.check_record, doc)),
     "traces": (st.tuples(tf.byte_ops, st.sampled_from([(tf.TRACE_CSV, ".csv"), (tf.TRACE_JSONL, ".jsonl")])),
                lambda a: _call(tf.check_trace, tf._mutate_bytes(a[1][0], a[0]), a[1][1])),
+    # round 2: hostile pieces (4,301+ digit integers, 100,000-deep nesting, 1e999, NaN) spliced in
+    "safetensors": (tf.safetensors_headers(), lambda d: _call(tf.check_safetensors, d)),
+    "specconfig": (tf.hostile_json(), lambda t: _call(tf.check_speculative, t)),
+    "jsonl-huge": (tf.jsonl_traces(), lambda d: _call(tf.check_trace, d, ".jsonl")),
+    "metrics": (st.tuples(tf.metrics_pages(), tf.hostile_json()), lambda a: _call(tf.check_metrics, *a)),
+    "replies": (tf.completion_replies(), lambda r: _call(tf.check_completion_reply, r)),
 }
 
 _stats: Counter = Counter()
@@ -72,11 +79,11 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(TARGETS))
     args = ap.parse_args()
     bad = 0
-    print(f"{'target':<9} {'cases':>7} {'non-KvgateError':>16} {'seconds':>8}")
+    print(f"{'target':<11} {'cases':>7} {'non-KvgateError':>16} {'seconds':>8}")
     for name in args.only.split(","):
         r = run(name, args.cases)
         bad += r["faults"]
-        print(f"{r['target']:<9} {r['cases']:>7,} {r['faults']:>16,} {r['seconds']:>8}", flush=True)
+        print(f"{r['target']:<11} {r['cases']:>7,} {r['faults']:>16,} {r['seconds']:>8}", flush=True)
         for k, v in sorted(r["distinct"].items(), key=lambda kv: -kv[1]):
             print(f"    {v:>6,}  {k}", flush=True)
     return 1 if bad else 0

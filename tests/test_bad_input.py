@@ -231,18 +231,18 @@ def test_record_pair_is_both_or_neither(tmp_path, monkeypatch):
     from kvgate import atomicio
     from kvgate.atomicio import write_files_atomic
 
-    real = atomicio.os.replace
+    real = atomicio.os.link  # the commit of a new file: exclusive creation by hard link
     calls = []
 
     def flaky(src, dst):
         calls.append(dst)
         if str(dst).endswith(".md"):
-            raise OSError(28, "No space left on device")
+            raise FileExistsError(17, "File exists")  # another writer took the .md name first
         return real(src, dst)
 
-    monkeypatch.setattr(atomicio.os, "replace", flaky)
+    monkeypatch.setattr(atomicio.os, "link", flaky)
     from kvgate.errors import KvgateError
 
-    with pytest.raises(KvgateError, match="No space left"):
+    with pytest.raises(KvgateError, match="appeared while writing"):
         write_files_atomic([(tmp_path / "r.json", "{}"), (tmp_path / "r.md", "# r")])
     assert len(calls) == 2 and sorted(p.name for p in tmp_path.iterdir()) == []

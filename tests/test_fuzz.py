@@ -341,3 +341,249 @@ def test_fuzz_gguf_metadata_per_architecture(meta, flags):
     pytest.importorskip("gguf")
     arch, items = meta
     check_gguf_meta(arch, items, [x for f in flags for x in f])
+
+
+# ------------------------------------------------------------------ hostile inputs, round 2:
+# safetensors headers, speculative configs, JSONL traces with huge numbers, /metrics pages
+# and completion replies. Hypothesis cannot draw a 5,000-digit integer or a 100,000-deep
+# nesting cheaply, so the strategies splice such pieces into drawn documents.
+
+_HOSTILE_PIECES = st.sampled_from([
+    "9" * 4301, "-" + "9" * 5000, "1e999", "-1e999", "NaN", "Infinity", "1" + "0" * 400 + ".5",
+    "[" * 5000 + "]" * 5000, "{\"a\":" * 3000 + "1" + "}" * 3000, "[" * 100_000, "\"\\ud800\"", "1e-999",
+    "18446744073709551616", "-1", "0", "2.5", "true", "null", "\"x\"", "[]", "{}",
+])
+
+
+@st.composite
+def hostile_json(draw: Any) -> str:
+    """JSON text: a drawn document, a hostile piece, or a drawn object with hostile pieces
+    spliced in as values."""
+    kind = draw(st.integers(0, 2))
+    if kind == 0:
+        return json.dumps(draw(_values))
+    if kind == 1:
+        return draw(_HOSTILE_PIECES)
+    keys = draw(st.lists(st.text(max_size=8), min_size=1, max_size=4))
+    return "{" + ", ".join(f"{json.dumps(k)}: {draw(_HOSTILE_PIECES)}" for k in keys) + "}"
+
+
+_DTYPES = st.sampled_from(["F32", "F16", "BF16", "I8", "U8", "F8_E4M3", "F4", "BOOL", "Q4", "", "f32"])
+
+
+@st.composite
+def safetensors_headers(draw: Any) -> bytes:
+    """A safetensors file: a header of plausible, wrong or hostile tensor entries, or
+    hostile JSON, followed by a few data bytes; sometimes a lying header length."""
+    if draw(st.booleans()):
+        header = draw(hostile_json()).encode("utf-8", "surrogatepass")
+    else:
+        entries = {}
+        for i in range(draw(st.integers(0, 4))):
+            shape = draw(st.lists(st.one_of(st.integers(-2, 64), st.sampled_from([2**40, 2**63, 10**30])), max_size=3))
+            begin = draw(st.one_of(st.integers(0, 64), st.sampled_from([-1, 2**64])))
+            end = draw(st.one_of(st.integers(0, 128), st.sampled_from([2**63, 10**30])))
+            entries[f"t{i}"] = draw(st.sampled_from([
+                {"dtype": draw(_DTYPES), "shape": shape, "data_offsets": [begin, end]},
+                {"dtype": draw(_DTYPES), "shape": shape},
+                draw(_values),
+            ]))
+        if draw(st.booleans()):
+            entries["__metadata__"] = draw(_values)
+        header = json.dumps(entries).encode()
+    n = len(header) + draw(st.sampled_from([0, 0, 0, -1, 1, 2**40]))
+    return max(0, n).to_bytes(8, "little") + header + b"\0" * draw(st.integers(0, 64))
+
+
+def check_safetensors(data: bytes) -> None:
+    """A safetensors file through the header reader and the weight-bytes sum."""
+    from kvgate.model.weights import read_safetensors_header, safetensors_file_bytes
+
+    path = _tmpfile(data, ".safetensors")
+    try:
+        only_kvgate_errors(lambda: read_safetensors_header(path))
+        only_kvgate_errors(lambda: safetensors_file_bytes(path))
+    finally:
+        os.unlink(path)
+
+
+def check_speculative(text: str) -> None:
+    """A --speculative-config value through the vLLM geometry's parser and the flag's type."""
+    import argparse
+
+    from kvgate.commands._args import _json_object
+    from kvgate.geometry.vllm import parse_speculative_config
+
+    only_kvgate_errors(lambda: parse_speculative_config(text))
+    try:
+        _json_object(text)
+    except argparse.ArgumentTypeError:
+        pass
+
+
+@st.composite
+def jsonl_traces(draw: Any) -> bytes:
+    """A JSONL trace whose rows carry drawn or hostile numbers in the columns the readers use."""
+    rows = []
+    for i in range(draw(st.integers(1, 4))):
+        cells = {}
+        for col, ok in (("timestamp", str(i)), ("prompt_tokens", "512"), ("output_tokens", "64")):
+            cells[col] = draw(st.one_of(st.just(ok), _HOSTILE_PIECES, st.builds(json.dumps, _scalars)))
+        if draw(st.booleans()):
+            cells["extra"] = draw(_HOSTILE_PIECES)
+        rows.append("{" + ", ".join(f'"{k}": {v}' for k, v in cells.items()) + "}")
+    return ("\n".join(rows) + "\n").encode("utf-8", "surrogatepass")
+
+
+_METRIC_NAMES = st.sampled_from([
+    "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
+    "vllm:num_preemptions_total", "sglang:token_usage", "sglang:num_used_tokens", "sglang:num_running_reqs",
+    "sglang:num_queue_reqs", "llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens",
+    "llamacpp:requests_processing", "llamacpp:requests_deferred", "x", "9bad"])
+_METRIC_VALUES = st.one_of(
+    st.sampled_from(["2.5", "-5", "NaN", "+Inf", "-Inf", "1e999", "9" * 5000, "0x10", "", "1_000", "abc", "0.5"]),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers(-(2**70), 2**70).map(str))
+
+
+@st.composite
+def metrics_pages(draw: Any) -> str:
+    """A /metrics page of engine names with hostile values, labels and garbage lines."""
+    lines = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            labels = draw(st.sampled_from(["", '{engine="0"}', '{engine="1",model="m"}', "{", '{a="\\"}']))
+            lines.append(f"{draw(_METRIC_NAMES)}{labels} {draw(_METRIC_VALUES)}")
+        elif kind == 1:
+            lines.append(draw(st.sampled_from(["# HELP x y", "# TYPE x gauge", "", "   "])))
+        else:
+            lines.append(draw(st.text(max_size=40)))
+    return "\n".join(lines)
+
+
+def check_metrics(page: str, slots: str) -> None:
+    """A /metrics page and a /slots reply through the parsers and the normalized sample:
+    values outside their range are None (flagged), never shown."""
+    import math
+
+    from kvgate.engines.metrics import RANGES, engine_sample, parse_prometheus, slots_usage
+
+    def go() -> None:
+        metrics = parse_prometheus(page)
+        for engine in (None, "vllm", "sglang", "llama.cpp"):
+            s = engine_sample(metrics, engine=engine)
+            for key, (lo, hi) in RANGES.items():
+                v = s[key]
+                assert v is None or (math.isfinite(v) and lo <= v <= hi), (key, v)
+
+    only_kvgate_errors(go)
+    only_kvgate_errors(lambda: slots_usage(slots))
+
+
+_REPLY_HEADS = st.sampled_from([
+    b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 302 Found\r\nLocation: http://10.0.0.1/\r\n", b"HTTP/1.1 500 Oops\r\n",
+    b"garbage\r\n", b"HTTP/1.1 200\r\n", b"HTTP/1.1 999999999999999999999 X\r\n", b"", b"HTTP/1.0 200 OK\r\n"])
+_REPLY_HEADERS = st.sampled_from([
+    b"", b"Content-Length: 10\r\n", b"Content-Length: -1\r\n", b"Content-Length: 99999999999999999999\r\n",
+    b"Transfer-Encoding: chunked\r\n", b"Content-Length: x\r\n", b"X: " + b"a" * 70_000 + b"\r\n"])
+
+
+@st.composite
+def completion_replies(draw: Any) -> bytes:
+    """A raw HTTP reply to POST /v1/completions: status lines, headers and bodies a
+    broken or hostile server could send."""
+    body = draw(st.one_of(st.builds(lambda t: t.encode("utf-8", "surrogatepass"), hostile_json()),
+                          st.binary(max_size=64), st.just(b"0\r\n\r\n"), st.just(b"zz\r\nabc\r\n")))
+    head = draw(_REPLY_HEADS) + draw(_REPLY_HEADERS)
+    if draw(st.booleans()):
+        head += f"Content-Length: {len(body)}\r\n".encode()
+    return head + b"\r\n" + body
+
+
+def check_completion_reply(raw: bytes) -> None:
+    """A raw reply through the loopback client and the row it becomes: every reply is a
+    counted outcome (ok, failed, refused), never another exception."""
+    from kvgate.engines.loadgen import ReplyError, completion_result, http_request
+
+    srv = _raw_server()
+    srv.reply = raw
+    try:
+        status, data = http_request(srv.url, "POST", "/v1/completions", body=b"{}", timeout=2.0)
+    except (ReplyError, KvgateError, OSError):
+        return
+    row = completion_result(status, data)
+    assert row["status"] in (200, -1) or row["status"] == status
+
+
+class _RawServer:
+    """One loopback TCP server (127.0.0.1) that answers each connection with ``reply``
+    after reading the request head, then closes; shared by the fuzz cases."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.reply = b""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2.0)
+                try:
+                    got = b""
+                    while b"\r\n\r\n" not in got and len(got) < 65536:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        got += chunk
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+
+_RAW: list[_RawServer] = []
+
+
+def _raw_server() -> _RawServer:
+    if not _RAW:
+        _RAW.append(_RawServer())
+    return _RAW[0]
+
+
+@FAST
+@given(safetensors_headers())
+def test_fuzz_safetensors_headers(data):
+    check_safetensors(data)
+
+
+@FAST
+@given(hostile_json())
+def test_fuzz_speculative_configs(text):
+    check_speculative(text)
+
+
+@FAST
+@given(jsonl_traces())
+def test_fuzz_jsonl_traces_with_huge_numbers(data):
+    check_trace(data, ".jsonl")
+
+
+@FAST
+@given(metrics_pages(), hostile_json())
+def test_fuzz_metrics_pages(page, slots):
+    check_metrics(page, slots)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(completion_replies())
+def test_fuzz_completion_replies(raw):
+    check_completion_reply(raw)

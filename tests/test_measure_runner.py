@@ -67,7 +67,7 @@ def test_per_process_not_available_is_none(tmp_path):
 
 def test_nonzero_exit_is_failed_and_keeps_code():
     o = measure_command([PY, "-c", "import sys; sys.exit(3)"], nvml=Nvml(module=fake.make()), settle_s=0.0)
-    assert (o.status, o.exit_code, o.kvgate_exit_code) == ("failed", 3, 3)
+    assert (o.status, o.exit_code, o.kvgate_exit_code) == ("failed", 3, 5)  # 5: EXIT_NO_VERDICT (README table)
     assert o.measurements[0].status == "failed" and o.measurements[0].basis.exit_code == 3
 
 
@@ -149,6 +149,7 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("kvgate.atomicio.os.replace", boom)
+    monkeypatch.setattr("kvgate.atomicio.os.link", boom)  # the exclusive-creation commit
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     rc = main(["measure", "--domain", "host", "--settle", "0s", "--out", str(out), "--", PY, "-c", "pass"])

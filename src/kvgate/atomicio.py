@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.guarded import MAX_JSON_DEPTH, json_depth, loads_json
+
+__all__ = ["MAX_JSON_DEPTH", "OutputExistsError", "check_writable", "encode_text", "json_depth", "loads_json",
+           "read_json", "write_atomic", "write_files_atomic", "write_json_atomic", "write_json_text"]
 
 
 class OutputExistsError(KvgateError):
@@ -58,21 +62,34 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
                        force: bool = False) -> list[Path]:
     """Write several files as one: all of them or none (a record's ``.json`` and ``.md``).
 
-    Every file is encoded, written to a temporary file beside its target and fsync'ed
-    before the first rename; a failure before then leaves no target touched. If a later
-    rename fails, the targets already renamed in this call are removed again (without
-    ``force`` they did not exist before).
+    1. Every file is encoded, written to a temporary file beside its target and fsync'ed
+       before any target is touched; a failure then leaves every target as it was.
+    2. Without ``force`` each target is *created exclusively*: the temporary file is
+       hard-linked to the target name (``os.link`` fails if the name exists, atomically,
+       so of two writers racing for one name exactly one wins; where the file system has
+       no hard links the name is first reserved with ``O_CREAT | O_EXCL``). A target that
+       appeared since the start is an :class:`OutputExistsError` and is left alone.
+    3. With ``force`` an existing target is first hard-linked to a backup name; if a
+       later target cannot be replaced, every target already replaced in this call gets
+       its old content back (or is removed when it did not exist), so the pair is still
+       all-or-nothing.
 
     Raises:
         OutputExistsError: a target exists and ``force`` is false (nothing written).
-        KvgateError: a directory is not writable (nothing left behind).
+        KvgateError: a directory is not writable, or a target is a directory (nothing
+            left behind).
     """
     paths = [check_writable(p, force=force) for p, _ in items]
+    for p in paths:
+        if p.is_dir():
+            raise KvgateError(f"cannot write {p}: it is a directory")
     blobs = [encode_text(d) for _, d in items]
     temps: list[tuple[str, Path]] = []
-    done: list[Path] = []
+    done: list[tuple[Path, str | None]] = []  # (target, backup of its old content or None: it was new)
+    current: Path | None = None
     try:
         for p, blob in zip(paths, blobs):
+            current = p
             try:
                 p.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -85,26 +102,102 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
                 fh.flush()
                 os.fsync(fh.fileno())
         for tmp, p in temps:
-            if not force and p.exists():  # lost a race with another writer
-                raise OutputExistsError(f"{p} appeared while writing; not overwriting it", hint="pass --force")
-            os.replace(tmp, p)
-            done.append(p)
+            current = p
+            if force:
+                backup = _backup(p)
+                try:
+                    os.replace(tmp, p)
+                except BaseException:
+                    if backup is not None:  # p still holds its old content
+                        _unlink_quiet(backup)
+                    raise
+                done.append((p, backup))
+            else:
+                _create_exclusive(tmp, p)
+                done.append((p, None))
+        _fsync_dirs(paths)
     except BaseException as exc:
         for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except (FileNotFoundError, OSError):
-                pass
-        if not force:
-            for p in done:  # both or neither
+            _unlink_quiet(tmp)
+        for p, backup in reversed(done):  # both or neither
+            if backup is not None:
                 try:
-                    p.unlink()
+                    os.replace(backup, p)
                 except OSError:
                     pass
+            else:
+                _unlink_quiet(p)
+        if isinstance(exc, FileExistsError):
+            raise OutputExistsError(f"{current} appeared while writing; not overwriting it",
+                                    hint="another kvgate run wrote it first; pass --force to replace it") from exc
         if isinstance(exc, OSError):
-            raise KvgateError(f"cannot write {temps[-1][1] if temps else paths[0]}: {exc.strerror or exc}") from exc
+            raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}") from exc
         raise
+    for _, backup in done:
+        if backup is not None:
+            _unlink_quiet(backup)
     return paths
+
+
+def _create_exclusive(tmp: str, p: Path) -> None:
+    """Give the finished temporary file ``tmp`` the name ``p`` only if ``p`` does not exist.
+
+    Raises:
+        FileExistsError: ``p`` exists (another writer won; ``tmp`` is left for the caller).
+    """
+    try:
+        os.link(tmp, p)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network / FAT file systems): reserve the name
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.close(fd)
+        try:
+            os.replace(tmp, p)
+        except BaseException:
+            _unlink_quiet(p)  # our own reservation: never leave an empty file behind
+            raise
+        return
+    os.unlink(tmp)
+
+
+def _backup(p: Path) -> str | None:
+    """A hard link to the current content of ``p`` (``None`` when ``p`` does not exist),
+    so a failed multi-file write can put it back."""
+    if not p.exists():
+        return None
+    fd, name = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".old", dir=p.parent)
+    os.close(fd)
+    os.unlink(name)
+    try:
+        os.link(p, name)
+    except OSError:  # no hard links: a copy
+        import shutil  # noqa: PLC0415
+
+        shutil.copy2(p, name)
+    return name
+
+
+def _fsync_dirs(paths: list[Path]) -> None:
+    """fsync each target's directory, so the new names survive a crash (best effort)."""
+    for d in dict.fromkeys(p.parent for p in paths):
+        try:
+            fd = os.open(d, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _unlink_quiet(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _umask() -> int:
@@ -122,65 +215,6 @@ def write_json_text(obj: Any) -> str:
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, force: bool = False) -> Path:
     """Serialize ``obj`` as indented JSON (trailing newline) and write it atomically."""
     return write_atomic(path, write_json_text(obj), force=force)
-
-
-#: Deepest nesting accepted in a JSON input. kvgate's own files nest 6 levels, HF configs
-#: about 4; a config nested 100,000 deep is refused here instead of recursing later.
-MAX_JSON_DEPTH = 64
-
-
-def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_nan: bool = False) -> Any:
-    """Parse JSON with errors that are :class:`KvgateError`, never a traceback.
-
-    Refuses (naming ``what`` and ``where``): malformed JSON (line and column), nesting
-    deeper than :data:`MAX_JSON_DEPTH` (Python's parser recurses: 100,000 levels raised
-    ``RecursionError``), an integer of more than 4,300 digits (Python's int-string limit
-    raised ``ValueError``), NaN/Infinity (not JSON), and bytes that are not UTF-8.
-
-    Raises:
-        KvgateError: any of the above.
-    """
-    src = f" {where}" if where else ""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise KvgateError(f"{what}{src} is not UTF-8 text (byte {exc.start:,})") from exc
-    try:
-        obj = json.loads(text) if allow_nan else json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise KvgateError(f"{what}{src} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    except RecursionError as exc:
-        raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)") from exc
-    except ValueError as exc:  # int-string conversion limit, or our NaN refusal
-        msg = str(exc)
-        if "digits" in msg:
-            msg = "a number has more than 4,300 digits"
-        raise KvgateError(f"{what}{src} is not usable JSON: {msg}") from exc
-    depth = json_depth(obj, MAX_JSON_DEPTH + 1)
-    if depth > MAX_JSON_DEPTH:
-        raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
-    return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def json_depth(obj: Any, stop: int) -> int:
-    """Nesting depth of parsed JSON (a scalar is 0), counted without recursion and
-    stopping as soon as it reaches ``stop``."""
-    deepest, stack = 0, [(obj, 0)]
-    while stack:
-        o, d = stack.pop()
-        if isinstance(o, (dict, list)):
-            d += 1
-            if d > deepest:
-                deepest = d
-                if deepest >= stop:
-                    return deepest
-            stack.extend((v, d) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (dict, list)))
-    return deepest
 
 
 def read_json(path: str | os.PathLike[str], *, what: str = "file", allow_nan: bool = False) -> Any:

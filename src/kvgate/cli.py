@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from kvgate.errors import KvgateError
+from kvgate.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, KvgateError, exit_signal
 
 # Order in ``kvgate --help``; discovered commands not listed here follow alphabetically.
 _ORDER = ["demo", "geometry", "gate", "recheck", "measure", "run", "import-smi", "replay", "workload"]
@@ -51,11 +52,48 @@ units; a bare number is bytes. Every command takes --json.
 class _Parser(argparse.ArgumentParser):
     """argparse with kvgate's error format: one ``ERROR:`` line, a ``HINT:``, exit 2."""
 
+    #: set by :func:`main` when ``--json`` was asked for: usage errors then also print
+    #: their JSON document on standard output.
+    json_errors = False
+
     def error(self, message: str) -> None:  # type: ignore[override]
         hint = f"{self.prog} --help lists the options"
         if "expected one argument" in message:
             hint = "a value starting with '-' needs the = form, e.g. --margin=-5%; " + hint
-        self.exit(2, f"ERROR: {message}\nHINT: {hint}\n")
+        if _Parser.json_errors:
+            _json_error(message, hint, EXIT_INPUT)
+        self.exit(EXIT_INPUT, f"ERROR: {message}\nHINT: {hint}\n")
+
+
+def _json_requested(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` is among kvgate's own arguments (not a workload's after ``--``)."""
+    head = list(argv[: list(argv).index("--")]) if "--" in argv else list(argv)
+    return "--json" in head
+
+
+def _json_error(message: str, hint: str | None, code: int) -> None:
+    """Under ``--json``, an error is one JSON document on standard output:
+    ``{"error": message, "hint": hint or null, "exit_code": code}`` (the ``ERROR:``
+    and ``HINT:`` lines still go to standard error)."""
+    import json  # noqa: PLC0415
+
+    try:
+        json.dump({"error": message, "hint": hint, "exit_code": code}, sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed or full: the stderr lines remain
+        pass
+
+
+def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
+    """Print an error (``ERROR:``/``HINT:`` on stderr; the JSON document under ``--json``)
+    and return its exit code."""
+    print(f"ERROR: {message}", file=sys.stderr)
+    if hint:
+        print(f"HINT: {hint}", file=sys.stderr)
+    if as_json:
+        _json_error(message, hint, code)
+    return code
 
 
 def _module_names() -> list[str]:
@@ -132,23 +170,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["--version"]:
         print(f"kvgate {version()}")
         return 0
+    as_json = _json_requested(argv)
+    _Parser.json_errors = as_json
     parser = build_parser(_only(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
-        return 0
+        return EXIT_OK
     try:
         return int(args._run(args) or 0)
     except KvgateError as exc:
-        print(f"ERROR: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"HINT: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(exc.message, exc.hint, exc.exit_code, as_json)
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", None, exit_signal(signal.SIGINT), as_json)
     except BrokenPipeError:  # e.g. `kvgate ... | head`
-        return 0
+        return EXIT_OK
     except OSError as exc:  # e.g. stdout on a full disk: say so, no traceback
-        print(f"ERROR: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
-        return 2
+        return _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), None, EXIT_INPUT,
+                     as_json)
+    except Exception as exc:
+        if as_json:  # the traceback follows on stderr; stdout still holds one JSON document
+            _json_error(f"internal error: {type(exc).__name__}: {exc}"[:500],
+                        "a bug in kvgate: please report it with the traceback printed on standard error",
+                        EXIT_INTERNAL)
+        raise

@@ -22,11 +22,14 @@ code  name                  meaning
 4     EXIT_CHANGED          recheck: a verdict or a recomputed figure (sensitivity,
                             boundaries, geometry) differs, or the record's inputs no
                             longer match its digest
-5     EXIT_NO_VERDICT       the measured workload failed (non-zero exit): no verdict
-                            from partial data; the measurement is still saved
+5     EXIT_NO_VERDICT       the measured workload failed (non-zero exit) or was killed
+                            (its own code, 128+N, is in the measurement), or the file
+                            says it failed: no verdict from partial data; the
+                            measurement is still saved
 127   EXIT_NOT_FOUND        the workload command was not found (as a shell says it)
-128+N exit_signal(N)        kvgate was stopped by signal N (130 Ctrl-C, 129 SIGHUP,
-                            143 SIGTERM); what was measured is saved
+128+N exit_signal(N)        kvgate itself was stopped by signal N (130 Ctrl-C, 129
+                            SIGHUP, 143 SIGTERM; 137: kvgate killed); what was
+                            measured is saved
 ====  ====================  ==========================================================
 
 ``recheck`` over several records returns the most urgent code of all files, in the
@@ -53,9 +56,9 @@ EXIT_CODES: tuple[tuple[str, str, str], ...] = (
     ("2", "EXIT_INPUT", "usage or input error (bad option, unreadable file, invalid record/config); nothing decided"),
     ("3", "EXIT_DIFFERENT_BASIS", "recheck: new measurement on a different basis (device, memory, driver, CUDA, CPU): re-measure"),
     ("4", "EXIT_CHANGED", "recheck: a verdict or recomputed figure changed, or the inputs no longer match the digest; import-log: the cross-check differs"),
-    ("5", "EXIT_NO_VERDICT", "the measured workload failed: no verdict from partial data (measurement still saved)"),
+    ("5", "EXIT_NO_VERDICT", "the measured workload failed or was killed (its own exit code, 128+N for signal N, is in the measurement and the output, never kvgate's), or the measurement file says it failed: no verdict from partial data (measurement still saved)"),
     ("127", "EXIT_NOT_FOUND", "the workload command was not found"),
-    ("128+N", "exit_signal(N)", "stopped by signal N: 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM (what was measured is saved)"),
+    ("128+N", "exit_signal(N)", "kvgate itself was stopped by signal N: 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM (what was measured is saved); 137 is kvgate killed (SIGKILL), a killed workload is 5"),
 )
 
 # Most urgent first: what a directory recheck returns when files disagree.

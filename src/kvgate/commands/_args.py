@@ -12,7 +12,6 @@ flags of two engines together, or an engine flag under another ``--layout``, are
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int
@@ -67,10 +66,12 @@ ENGINE_FLAGS: dict[str, tuple[str, str]] = {
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    from kvgate.guarded import loads_json  # noqa: PLC0415
+
     try:
-        v = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+        v = loads_json(text, what="the value")  # depth and digits guarded: never a traceback
+    except KvgateError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
     if not isinstance(v, dict):
         raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'")
     return v

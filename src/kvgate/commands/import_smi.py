@@ -31,6 +31,13 @@ whose uuid changes mid-log is an error. A memory.total that changes
 for one GPU (the log mixes cards or configurations) and a cell in another unit than its
 header (32 GiB under [MiB]) are errors naming the line. Rows where memory.used +
 memory.reserved disagrees with memory.total − memory.free are counted in a WARNING.
+
+The log is read line by line (16 bytes kept a sample, whatever its size). Timing figures
+that cannot be trusted are flagged in a WARNING: samples with equal timestamps (all equal:
+no interval, largest gap or peak time: "not available", never 0 ms), and a gap of more than
+an hour and 1,000 median intervals (a clock change, a paused logger, a corrupt timestamp).
+With several GPUs, a GPU the workload never touched (no memory added: P − U0 = 0) does not
+gate.
 """
 
 

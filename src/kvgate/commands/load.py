@@ -16,8 +16,13 @@ Send each request of a trace (the formats `kvgate replay` reads) to http://127.0
 as POST /v1/completions at the trace's own arrival times (or --speed times faster), with
 about prompt_tokens of prompt and max_tokens = output_tokens (ignore_eos), while reading
 /metrics (and llama-server's /slots) every --interval: KV use, running and waiting
-(deferred) requests, preemptions. Loopback only; bounded by --max-requests and
---max-seconds. Writes the samples as JSON (--out) and a plot (--plot).
+(deferred) requests, preemptions. Loopback only, whatever redirects, proxy variables or name resolution say (no redirect
+is followed, no proxy is used, the peer address is checked after connecting). Bounded by
+--max-requests (at most 100,000), --max-seconds (at most 3,600) and 64 requests in flight;
+--interval is 0.01 … 60 s. Every request sent is counted as ok, failed (any other status,
+a malformed or oversized reply, a redirect) or abandoned (still running at the deadline).
+Metric values outside their range (a usage above 1, a negative count) are not used and
+are named in a WARNING. Writes the samples as JSON (--out) and a plot (--plot).
 """
 
 
@@ -38,10 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvgate.engines.loadgen import check_url  # noqa: PLC0415
+    from kvgate.engines.loadgen import MAX_INFLIGHT, check_bounds, check_url  # noqa: PLC0415
     from kvgate.replay.trace import load_trace  # noqa: PLC0415
 
     check_url(args.url)  # before any work
+    check_bounds(speed=args.speed, max_requests=args.max_requests, max_seconds=args.max_seconds,
+                 interval_s=args.interval, max_inflight=MAX_INFLIGHT)
     for p in (args.out, args.plot):
         if p:
             check_writable(p, force=args.force)
@@ -66,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         f"queue       running peak {f(s['running_peak'])}, waiting/deferred peak {f(s['waiting_peak'])}",
         f"preemptions {f(s['preemptions'])}",
         f"latency     p50 {f(s['latency_p50_s'])} s, p90 {f(s['latency_p90_s'])} s",
-    ] + ([f"wrote {args.out}"] if args.out else []) + ([f"wrote {args.plot}"] if args.plot else []))
+    ] + [f"WARNING: metric {w}" for w in s["flags"]]
+      + ([f"wrote {args.out}"] if args.out else []) + ([f"wrote {args.plot}"] if args.plot else []))
     emit(args, doc, text)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate.commands._measure import add_measure_arguments, check_outputs, command_of, default_out, run_measured, save
-from kvgate.errors import KvgateError
+from kvgate.errors import EXIT_INPUT, KvgateError
 from kvgate.measure.select import select_domain
 from kvgate.output import emit
 
@@ -24,7 +24,10 @@ exit code, times).
 
 A non-zero exit or a signal marks the measurement failed; Ctrl-C/SIGTERM stops CMD's
 whole process group and saves the partial measurement as interrupted. Either way no
-verdict should be based on it. Exit status: 0, CMD's exit code, or 128 + signal.
+verdict should be based on it. Exit status: 0 when CMD succeeded; 5 when CMD failed or
+was killed (its own exit code, 128 + N for signal N, is in the measurement and the
+output); 128 + N only when kvgate itself was stopped by signal N; 127 when CMD is not
+found; 2 when the measurement could not be written anywhere.
 CMD runs in its own process group: it cannot read the terminal (stdin is /dev/null
 then); pipe its input instead. A closed terminal (SIGHUP) is handled like SIGTERM; if
 kvgate is killed outright CMD is killed too (Linux parent-death signal and a watchdog).
@@ -68,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
                "least_headroom_domain": sel.domain}
     emit(args, payload, render_outcome(outcome, out_path=path, plot_path=plot_path))
     if path is None and not outcome.stopped_by:
-        return 2  # no file could be written anywhere; the document went to stderr
+        return EXIT_INPUT  # no file could be written anywhere; the document went to stderr
     return outcome.kvgate_exit_code

@@ -182,8 +182,10 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
     lines.append(table(rows, header=("", "contiguous", "paged"), align="lrr"))
     summary_rows = [
         (f"write-up's bound N·S ({i['slots']} × S)", fmt_bytes(s["bound_bytes"]), fmt_human(s["bound_bytes"])),
-        ("measured reclaim at the peak", fmt_bytes(s["measured_reclaim_bytes"]), fmt_human(s["measured_reclaim_bytes"])),
-        ("ratio measured / bound", fmt_pct(s["measured_reclaim_bytes"], s["bound_bytes"]), ""),
+        ("measured reclaim at the peak", *((fmt_bytes(s["measured_reclaim_bytes"]), fmt_human(s["measured_reclaim_bytes"]))
+                                           if s["measured_reclaim_bytes"] is not None else ("not available", ""))),
+        ("ratio measured / bound", fmt_pct(s["measured_reclaim_bytes"], s["bound_bytes"])
+         if s["measured_reclaim_bytes"] is not None else "not available", ""),
     ]
     lines += [
         "",
@@ -191,7 +193,7 @@ def render_text(res: ReplayResult, trace_info: dict, budget_note: str | None, pl
         table(summary_rows, align="lrr"),
         f"(contiguous peak {fmt_human(s['contiguous_peak_reserved_bytes'])} − the same sequences in blocks at "
         f"their peak {fmt_human(s['paged_footprint_peak_bytes'])}; unwritten at the peak: "
-        f"{fmt_human(s['unwritten_at_peak_bytes'])})",
+        f"{fmt_human(s['unwritten_at_peak_bytes']) if s['unwritten_at_peak_bytes'] is not None else 'not available'})",
     ]
     if res.warnings:
         lines.append("")

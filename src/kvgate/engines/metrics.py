@@ -24,12 +24,12 @@ not report it — never 0 for "unknown".
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.guarded import loads_json, parse_int
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?\s*$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -105,42 +105,83 @@ def slots_usage(slots: Any) -> dict[str, Any]:
     """
     if isinstance(slots, (str, bytes)):
         try:
-            slots = json.loads(slots)
-        except json.JSONDecodeError as exc:
-            raise MetricsError(f"/slots is not JSON: {exc}") from exc
+            slots = loads_json(slots, what="/slots")
+        except KvgateError as exc:
+            raise MetricsError(f"/slots is not JSON kvgate reads: {exc.message}") from exc
     if not isinstance(slots, list) or not all(isinstance(s, dict) and "n_ctx" in s for s in slots):
         raise MetricsError("/slots must be a JSON list of slots with n_ctx",
                            hint="is the server started with --slots (on by default) and is this llama-server?")
-    n_ctx = sum(int(s["n_ctx"]) for s in slots)
-    busy = [s for s in slots if s.get("is_processing")]
-    tokens = sum(int(s.get("n_prompt_tokens") or 0) for s in busy)
+    try:
+        n_ctx = sum(parse_int(s["n_ctx"], what="/slots n_ctx", minimum=0) for s in slots)
+        busy = [s for s in slots if s.get("is_processing") is True]
+        tokens = sum(parse_int(s.get("n_prompt_tokens") or 0, what="/slots n_prompt_tokens", minimum=0)
+                     for s in busy)
+    except KvgateError as exc:
+        raise MetricsError(exc.message) from exc
     return {"slots": len(slots), "busy": len(busy), "n_ctx_total": n_ctx, "kv_tokens": tokens,
             "kv_usage": tokens / n_ctx if n_ctx else None}
 
 
+#: The range of each normalized figure (:func:`engine_sample`): a usage is a ratio 0 … 1
+#: (every engine's own definition: used / total of its pool); counts and counters are ≥ 0.
+#: A value outside its range is dropped (``None``) and flagged: a server reporting a
+#: usage of 2.5 or ``running -5`` is not believed.
+RANGES: dict[str, tuple[float, float]] = {
+    "kv_usage": (0.0, 1.0), "kv_tokens": (0.0, math.inf), "running": (0.0, math.inf),
+    "waiting": (0.0, math.inf), "preemptions": (0.0, math.inf),
+}
+
+
+def check_ranges(s: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """Drop (to ``None``) and flag the values of sample ``s`` outside :data:`RANGES` or not
+    finite; ``names``: the metric each value came from, for the flag text."""
+    flags = s.setdefault("flags", [])
+    for key, (lo, hi) in RANGES.items():
+        v = s.get(key)
+        if v is None:
+            continue
+        if not (math.isfinite(v) and lo <= v <= hi):
+            shown = f"{v:g}"
+            rng = f"{lo:g} … {hi:g}" if math.isfinite(hi) else f"≥ {lo:g}"
+            flags.append(f"{names.get(key, key)} {shown} is outside {rng}: not used")
+            s[key] = None
+    return s
+
+
 def engine_sample(metrics: dict, *, slots: Any = None, engine: str | None = None) -> dict[str, Any]:
-    """One normalized sample (module docstring) from parsed metrics (and ``/slots``)."""
+    """One normalized sample (module docstring) from parsed metrics (and ``/slots``);
+    values outside their range are ``None`` and named in ``flags`` (:func:`check_ranges`)."""
     eng = engine or detect_metrics_engine(metrics)
     s: dict[str, Any] = {"engine": eng, "kv_usage": None, "kv_tokens": None, "running": None, "waiting": None,
                          "preemptions": None}
+    names: dict[str, str] = {}
+
+    def pick(key: str, fn, *candidates: str) -> None:
+        for name in candidates:
+            if name in metrics:
+                s[key] = fn(metrics, name)
+                names[key] = name
+                return
+
     if eng == "llama.cpp":
-        s["kv_usage"] = _mean(metrics, "llamacpp:kv_cache_usage_ratio")
-        s["kv_tokens"] = _sum(metrics, "llamacpp:kv_cache_tokens")
-        s["running"] = _sum(metrics, "llamacpp:requests_processing")
-        s["waiting"] = _sum(metrics, "llamacpp:requests_deferred")
+        pick("kv_usage", _mean, "llamacpp:kv_cache_usage_ratio")
+        pick("kv_tokens", _sum, "llamacpp:kv_cache_tokens")
+        pick("running", _sum, "llamacpp:requests_processing")
+        pick("waiting", _sum, "llamacpp:requests_deferred")
         if slots is not None:
             u = slots_usage(slots)
             s["slots"] = u
             if s["kv_usage"] is None:
                 s["kv_usage"], s["kv_tokens"] = u["kv_usage"], u["kv_tokens"]
+                names["kv_usage"] = names["kv_tokens"] = "/slots"
     elif eng == "vllm":
-        s["kv_usage"] = _mean(metrics, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-        s["running"] = _sum(metrics, "vllm:num_requests_running")
-        s["waiting"] = _sum(metrics, "vllm:num_requests_waiting")
-        s["preemptions"] = _sum(metrics, "vllm:num_preemptions_total", "vllm:num_preemptions")
+        pick("kv_usage", _mean, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        pick("running", _sum, "vllm:num_requests_running")
+        pick("waiting", _sum, "vllm:num_requests_waiting")
+        pick("preemptions", _sum, "vllm:num_preemptions_total", "vllm:num_preemptions")
     elif eng == "sglang":
-        s["kv_usage"] = _mean(metrics, "sglang:token_usage")
-        s["kv_tokens"] = _sum(metrics, "sglang:num_used_tokens")
-        s["running"] = _sum(metrics, "sglang:num_running_reqs")
-        s["waiting"] = _sum(metrics, "sglang:num_queue_reqs")
-    return s
+        pick("kv_usage", _mean, "sglang:token_usage")
+        pick("kv_tokens", _sum, "sglang:num_used_tokens")
+        pick("running", _sum, "sglang:num_running_reqs")
+        pick("waiting", _sum, "sglang:num_queue_reqs")
+    return check_ranges(s, names)

@@ -98,12 +98,18 @@ class DecisionInputs:
         slot_fn = _cached(geo.slot_bytes)
         sc = self.scenario
         measured_kv = sc.slots_measured * slot_fn(sc.max_seq_measured)
-        if check_peak and measured_kv > sc.peak_bytes:
+        # The slots claimed at the peak were allocated by the workload: they must fit in
+        # what it added, P − U0 (P alone when U0 is not available, or under a concurrency
+        # sweep, whose fit checks the growth per sequence against S itself).
+        added = sc.peak_bytes - (sc.idle_bytes if sc.idle_bytes is not None and not self.fit_points else 0)
+        if check_peak and measured_kv > added:
+            what = (f"the memory the workload added (P − U0 = {added:,} B)" if added != sc.peak_bytes
+                    else f"the measured peak {sc.peak_bytes:,} B")
             raise KvgateError(
                 f"{sc.slots_measured} slot(s) of {slot_fn(sc.max_seq_measured):,} B at max_seq "
-                f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than the measured peak "
-                f"{sc.peak_bytes:,} B: the peak cannot have held them",
-                hint="check --slots-measured, --max-seq-measured and --kv-format",
+                f"{sc.max_seq_measured:,} = {measured_kv:,} B are more than {what}: the peak cannot have "
+                "held them, so no verdict can be trusted from this measurement",
+                hint="check --slots-measured, --max-seq-measured, --kv-format, --idle/--peak (or the GPU measured)",
             )
         cands = []
         for name in self.candidates:

@@ -43,7 +43,6 @@ Per-slot bytes (:meth:`VLLM.positions`) are whole blocks per layer, without grou
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
@@ -105,10 +104,13 @@ def parse_speculative_config(value: Any) -> dict[str, Any] | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
+        from kvgate.errors import KvgateError  # noqa: PLC0415
+        from kvgate.guarded import loads_json  # noqa: PLC0415
+
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise GeometryError(f"speculative_config is not valid JSON: {exc}",
+            value = loads_json(value, what="speculative_config")  # depth and digits guarded
+        except KvgateError as exc:
+            raise GeometryError(exc.message,
                                 hint='e.g. {"method": "eagle", "model": "draft/config.json", '
                                      '"num_speculative_tokens": 3}') from exc
     if not isinstance(value, dict):

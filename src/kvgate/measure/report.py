@@ -94,8 +94,12 @@ def render_measurement(m: Measurement) -> str:
         t.append(f"interval {b.interval_s * 1e3:g} ms")
     if m.max_gap_s is not None:
         t.append(f"largest gap {m.max_gap_s * 1e3:.2f} ms{_gap_when(m)} (a spike shorter than that can be missed)")
+    elif m.samples is not None and m.samples > 1 and m.extra.get("timing_untrusted"):
+        t.append("largest gap not available")
     if m.samples is not None:
         t.append(f"{m.samples:,} samples")
+    if m.extra.get("timing_untrusted"):
+        t.append("timing figures cannot be trusted: " + "; ".join(m.extra["timing_untrusted"]))
     if t:
         lines.append("  " + "; ".join(t))
     lines.append("  basis: " + ", ".join([

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from kvgate.errors import KvgateError
+from kvgate.errors import EXIT_NO_VERDICT, EXIT_OK, KvgateError, exit_signal
 from kvgate.measure import host as hostmod
 from kvgate.measure import procs
 from kvgate.measure.measurement import Basis, Measurement, local_cpu_arch, measurement_file
@@ -83,12 +83,16 @@ class RunOutcome:
 
     @property
     def kvgate_exit_code(self) -> int:
-        """Exit status for kvgate itself: 0 ok, CMD's code when failed, 128+N when stopped."""
+        """Exit status for kvgate itself, as the exit-code table (:mod:`kvgate.errors`) says:
+        0 ok; :data:`~kvgate.errors.EXIT_NO_VERDICT` (5) when CMD failed (a non-zero exit
+        or killed by a signal: CMD's own code, 128 + N for signal N, is in the
+        measurement's ``exit_code``, not kvgate's); 128 + N only when kvgate itself was
+        stopped by signal N (so 137 never means "the workload was killed")."""
         if self.stopped_by:
-            return 128 + int(getattr(signal, self.stopped_by))
+            return exit_signal(getattr(signal, self.stopped_by))
         if self.status == "ok":
-            return 0
-        return self.exit_code if self.exit_code else 1
+            return EXIT_OK
+        return EXIT_NO_VERDICT
 
 
 def resolve_command(cmd: list[str]) -> str:

@@ -3,10 +3,12 @@
 ``nvidia-smi --query-gpu=...`` logs every GPU by default and ``kvgate measure --gpu all``
 samples every GPU, so a measurement often holds several domains (``gpu:0`` … ``gpu:7``).
 The GPU that runs out first decides whether a target fits, so by default the domain with
-the least headroom H = T − P gates (ties: the first in file order). When NVML's
-per-process listing (``kvgate measure``) saw the command on some GPUs only, the choice is
-among those: another user's job on a GPU the command never touched does not gate it. Every domain's
-figures are kept for display (:meth:`Selection.notes`), so the choice is never silent.
+the least headroom H = T − P gates (ties: the first in file order), among the GPUs the
+workload used (:func:`workload_gpus`): those where NVML's per-process listing (``kvgate
+measure``) saw the command, or, without that listing (an nvidia-smi log), those where
+the workload added memory (P − U0 > 0). Another user's job, or an idle card flat the whole
+time, on a GPU the command never touched does not gate it. Every domain's figures are
+kept for display (:meth:`Selection.notes`), so the choice is never silent.
 
 Under tensor parallelism (``--tp N``) every rank holds its share of the KV: all ranks are
 shown and the worst one (least headroom) gates; a measurement with fewer GPU domains than
@@ -108,15 +110,50 @@ def select_domain(measurements: Sequence[Measurement], *, domain: str | None = N
                                hint="leave --domain out to gate on the domain with the least headroom")
     if len(ms) == 1:
         return Selection(ms[0], ms, "only domain", tp, warnings)
-    pool = ms
-    used = [m for m in gpus if m.processes]  # NVML saw the command's processes there (kvgate measure)
-    if used and len(used) < len(gpus):
-        pool = used
-        idle = [m.domain for m in gpus if not m.processes]
-        warnings.append(f"{', '.join(idle)}: no process of the command seen there (NVML per-process listing); "
-                        "shown, not gating")
+    pool = [m for m in ms if m not in gpus or m in workload_gpus(gpus, warnings)]
     chosen = min(pool, key=lambda x: x.headroom_bytes)  # min keeps the first of equals
     return Selection(chosen, ms, "least headroom", tp, warnings)
+
+
+def added_bytes(m: Measurement) -> int | None:
+    """P − U0: the memory the workload added on this domain (``None``: U0 not available)."""
+    return None if m.idle_used_bytes is None else m.peak_used_bytes - m.idle_used_bytes
+
+
+def workload_gpus(gpus: list[Measurement], warnings: list[str]) -> list[Measurement]:
+    """The GPU domains the workload used; only these may gate.
+
+    1. Where NVML's per-process listing is available (``kvgate measure``: ``processes``
+       is a list), a GPU was used when a process of the command held memory on it.
+    2. Otherwise (an nvidia-smi log, a file without per-process data) a GPU was used when
+       the workload added memory there: P − U0 > 0. An idle card, flat the whole time,
+       did not run the workload and says nothing about it.
+
+    When no GPU can be shown to be used every GPU stays in (the verdict's own checks then
+    refuse slots the peak cannot have held). The GPUs left out are named in ``warnings``.
+    """
+    if len(gpus) < 2:
+        return gpus
+    listed = [m for m in gpus if m.processes is not None]
+    if listed and len(listed) == len(gpus):
+        used = [m for m in gpus if m.processes]
+        rule = "no process of the command seen there (NVML per-process listing)"
+    elif any(m.processes for m in gpus):  # partly listed: the listing where it exists
+        used = [m for m in gpus if m.processes or (m.processes is None and (added_bytes(m) or 0) > 0)]
+        rule = "no process of the command seen there (NVML per-process listing), or no memory added (P − U0 = 0)"
+    else:
+        used = [m for m in gpus if (added_bytes(m) or 0) > 0 or added_bytes(m) is None]
+        rule = "the workload added no memory there (P − U0 = 0: flat the whole time)"
+    if not used:
+        warnings.append("no GPU shows the workload (no process listed, no memory added on any): every GPU kept")
+        return gpus
+    worst_all = min(gpus, key=lambda x: x.headroom_bytes)
+    # said whenever NVML's listing left a GPU out (as before), and for the P − U0 rule
+    # when it changed the choice (an unused GPU with the least headroom)
+    if len(used) < len(gpus) and (listed or worst_all not in used):
+        idle = [m.domain for m in gpus if m not in used]
+        warnings.append(f"{', '.join(idle)}: {rule}; shown, not gating")
+    return used
 
 
 def select_measurement(doc: dict[str, Any], *, domain: str | None = None, tp: int | None = None) -> Selection:
@@ -139,4 +176,56 @@ def select_measurement(doc: dict[str, Any], *, domain: str | None = None, tp: in
     for d in domains:
         if not isinstance(d, dict):
             raise MeasurementError(f"a measurement domain must be an object, got {type(d).__name__}")
-    return select_domain([Measurement.from_dict(d) for d in domains], domain=domain, tp=tp)
+    ms = [Measurement.from_dict(d) for d in domains]
+    notes = honour_run_status(doc, ms)
+    sel = select_domain(ms, domain=domain, tp=tp)
+    sel.warnings[:0] = notes
+    return sel
+
+
+def honour_run_status(doc: dict[str, Any], measurements: list[Measurement]) -> list[str]:
+    """Apply the run's own outcome to its domains, in place, and say so.
+
+    A ``kvgate.measurement/1`` file records the run's ``status`` and ``exit_code`` at the
+    top level and again in each domain (``status``, ``basis.exit_code``). A domain marked
+    ``ok`` while the run says ``failed`` / ``interrupted``, or while either exit code is
+    non-zero, is not an ok measurement (a hand-edited or mixed file): the worse outcome
+    wins (a non-zero exit code alone means ``failed``), so no verdict is drawn from it
+    (``gate`` then exits :data:`~kvgate.errors.EXIT_NO_VERDICT`). A domain without an exit
+    code takes the run's.
+
+    Returns:
+        one line per domain whose status was changed (empty when all agree).
+
+    Raises:
+        MeasurementError: a top-level ``status`` that is not one of ``ok``, ``failed``,
+            ``interrupted``, or an ``exit_code`` that is not an integer.
+    """
+    from kvgate.measure.measurement import STATUSES  # noqa: PLC0415
+
+    status = doc.get("status", "ok")
+    if status not in STATUSES:
+        raise MeasurementError(f"measurement status {status!r} is not one of {', '.join(STATUSES)}")
+    code = doc.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise MeasurementError(f"measurement exit_code must be an integer or null, got {code!r}")
+    notes = []
+    for m in measurements:
+        own = m.basis.exit_code
+        if own is not None and (not isinstance(own, int) or isinstance(own, bool)):
+            raise MeasurementError(f"{m.domain}: basis.exit_code must be an integer or null, got {own!r}")
+        if own is None and code is not None:
+            m.basis.exit_code = own = code
+        worst = m.status
+        if worst == "ok" and status != "ok":
+            worst = status
+        if worst == "ok" and any(c not in (None, 0) for c in (code, own)):
+            worst = "failed"
+        if worst != m.status:
+            why = f"the run's status is {status}" if status != "ok" else \
+                f"exit code {own if own not in (None, 0) else code}"
+            if m.basis.exit_code in (None, 0) and code not in (None, 0):
+                m.basis.exit_code = code
+            notes.append(f"{m.domain} is marked {m.status} but {why}: treated as {worst} (no verdict from it)")
+            m.status = worst
+    return notes

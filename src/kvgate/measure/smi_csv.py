@@ -55,9 +55,11 @@ Checks (errors and warnings name the log's line, counted from 1 in the file):
 from __future__ import annotations
 
 import csv
+import io
 import re
-import statistics
-from datetime import datetime
+from array import array
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 from kvgate.errors import KvgateError
@@ -77,6 +79,20 @@ class SmiCsvError(KvgateError):
 
 class _BadRow(SmiCsvError):
     """A row that cannot be read (wrong field count, unparsable value): skipped, counted."""
+
+
+def sniff_encoding(head: bytes) -> str:
+    """The encoding of a log from its first bytes (see :func:`decode_log`): ``utf-16``
+    with a BOM, ``utf-16-le`` / ``utf-16-be`` without one (every other byte NUL), else
+    ``utf-8-sig``."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    head = head[:64]
+    if len(head) >= 4 and all(b == 0 for b in head[1::2]) and any(head[0::2]):
+        return "utf-16-le"
+    if len(head) >= 4 and all(b == 0 for b in head[0::2]) and any(head[1::2]):
+        return "utf-16-be"
+    return "utf-8-sig"
 
 
 def decode_log(data: bytes) -> str:
@@ -162,7 +178,8 @@ def _is_header(row: list[str]) -> bool:
 
 def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | None = None,
                   timeline_points: int = DEFAULT_TIMELINE_POINTS) -> dict[str, Any]:
-    """Parse a log into a ``kvgate.measurement/1`` document, one domain per GPU.
+    """Parse a log's text into a ``kvgate.measurement/1`` document, one domain per GPU
+    (:func:`parse_smi_lines` over its lines).
 
     Args:
         text: the log's contents.
@@ -170,80 +187,183 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
         columns: query names for a ``noheader`` log, e.g. ``["timestamp", "memory.used [MiB]"]``.
 
     Raises:
+        SmiCsvError: see :func:`parse_smi_lines`.
+    """
+    return parse_smi_lines(io.StringIO(text.lstrip("\ufeff"), newline=""), source=source, columns=columns,
+                           timeline_points=timeline_points)
+
+
+def parse_smi_lines(lines: Iterable[str], *, source: str | None = None, columns: list[str] | None = None,
+                    timeline_points: int = DEFAULT_TIMELINE_POINTS) -> dict[str, Any]:
+    """Parse a log, line by line, into a ``kvgate.measurement/1`` document.
+
+    Memory is bounded by the samples, not the text: a line is parsed and dropped; each
+    GPU keeps its sample times (int64 microseconds) and used bytes (int64) in compact
+    arrays, 16 bytes a sample (an nvidia-smi line is 80-200 bytes), and everything else
+    (peak, reserved, the first skipped lines, the first step back in time) as running
+    figures.
+
+    Raises:
         SmiCsvError: no header (and no ``columns``), no ``memory.total``, no used/free
-            column, a value that does not parse, a cell in another unit than its header,
-            ``memory.total`` changing for one GPU, or no samples.
+            column, a cell in another unit than its header, ``memory.total`` or ``uuid``
+            changing for one GPU, ``free > total``, or no samples.
     """
     where = source or "log"
-    text = text.lstrip("\ufeff")  # a UTF-8 BOM read without utf-8-sig
-    rows: list[list[str]] = []
-    line_of: list[int] = []  # the file line of each row
-    skipped: list[tuple[int, str]] = []  # (line, why) of rows that could not be read
-    lines = text.splitlines(keepends=True)  # nvidia-smi never quotes a line break into a field
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if lineno == len(lines) and not line.endswith(("\n", "\r")):
-            skipped.append((lineno, "no line end (a log still being written?)"))
-            continue
+    skipped = _Skipped()
+    state: _LogState | None = None
+    if columns is not None:
+        state = _LogState([_column(c) for c in columns], where)
+    before_header: list[int] = []
+    pending: tuple[int, str] | None = None  # one line of look-ahead: the last line may be cut short
+
+    def handle(lineno: int, line: str) -> None:
+        nonlocal state
         try:
             r = next(csv.reader([line], skipinitialspace=True))
         except (csv.Error, StopIteration) as exc:
-            skipped.append((lineno, f"not CSV ({exc})"))
-            continue
-        if any(c.strip() for c in r):
-            rows.append(r)
-            line_of.append(lineno)
-    if columns is not None:
-        header = [_column(c) for c in columns]
-    elif any(_is_header(r) for r in rows):
-        first = next(i for i, r in enumerate(rows) if _is_header(r))
-        skipped += [(line_of[i], "before the header") for i in range(first)]  # e.g. an error nvidia-smi printed
-        header = [_column(c) for c in rows[first]]
-        rows, line_of = rows[first:], line_of[first:]
-    else:
+            skipped.add(lineno, f"not CSV ({exc})")
+            return
+        if not any(c.strip() for c in r):
+            return
+        if state is None:
+            if _is_header(r):
+                state = _LogState([_column(c) for c in r], where)
+                for n in before_header:  # e.g. an error nvidia-smi printed before the header
+                    skipped.add(n, "before the header")
+            else:
+                before_header.append(lineno)
+                if len(before_header) > _MAX_BEFORE_HEADER:
+                    raise SmiCsvError(f"{where}: no nvidia-smi CSV header in the first {_MAX_BEFORE_HEADER:,} lines",
+                                      hint="record with --format=csv, or give the columns with --columns")
+            return
+        state.row(r, lineno, skipped)
+
+    for lineno, line in enumerate(lines, 1):
+        if pending is not None:
+            handle(*pending)
+        pending = (lineno, line) if line.strip() else None
+    if pending is not None:
+        lineno, line = pending
+        if not line.endswith(("\n", "\r")):
+            skipped.add(lineno, "no line end (a log still being written?)")
+        else:
+            handle(lineno, line)
+    if state is None:
         raise SmiCsvError(f"{where}: no nvidia-smi CSV header found",
                           hint="record with --format=csv, or give the columns with --columns")
-    names = [h[0] for h in header]
-    if "memory.total" not in names:
-        raise SmiCsvError(f"{where}: the log has no memory.total column",
-                          hint="add memory.total to --query-gpu (kvgate needs T)")
-    if "memory.used" not in names and "memory.free" not in names:
-        raise SmiCsvError(f"{where}: the log has neither memory.used nor memory.free",
-                          hint="record --query-gpu=timestamp,index,memory.total,memory.free,memory.used,memory.reserved")
-    col = {n: i for i, n in enumerate(names)}
-    known = {"timestamp", "index", "uuid", "name", "driver_version", "memory.total", "memory.free",
-             "memory.used", "memory.reserved"}
-    ignored = [n for n in names if n not in known]
+    skip_note = skipped.text()
+    if not state.gpus:
+        raise SmiCsvError(f"{where}: no memory samples in the log" + (f" ({skip_note})" if skip_note else ""))
+    domains = [_measurement(key, g, source, state.ignored, timeline_points)
+               for key, g in sorted(state.gpus.items(), key=_gpu_order)]
+    if skip_note:
+        for m in domains:
+            m.extra["warnings"].insert(0, skip_note)
+            m.extra["skipped_lines"] = list(skipped.lines)
+    return measurement_file(domains, status="ok", command=None, exit_code=None)
 
-    gpus: dict[str, dict[str, Any]] = {}
-    last_time: datetime | None = None
-    pos_in_tick = 0
-    for row, lineno in zip(rows, line_of):
+
+_MAX_BEFORE_HEADER = 10_000
+_MAX_SKIPPED_LISTED = 1000  # line numbers of skipped lines kept for the record (the count is exact)
+_EPOCH = datetime(1970, 1, 1)
+_US = timedelta(microseconds=1)
+
+
+class _Skipped:
+    """Lines that could not be read: an exact count, the first three reasons, and the
+    first :data:`_MAX_SKIPPED_LISTED` line numbers (bounded memory)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[tuple[int, str]] = []
+        self.lines: list[int] = []
+
+    def add(self, lineno: int, why: str) -> None:
+        self.count += 1
+        if len(self.first) < 3:
+            self.first.append((lineno, why))
+        if len(self.lines) < _MAX_SKIPPED_LISTED:
+            self.lines.append(lineno)
+
+    def text(self) -> str | None:
+        """``"3 line(s) skipped: line 7: 1 fields, the header has 9; ..."`` (the first three)."""
+        if not self.count:
+            return None
+        first = "; ".join(f"line {line}: {why}" for line, why in sorted(self.first)[:3])
+        more = f"; and {self.count - 3} more" if self.count > 3 else ""
+        return f"{self.count} line(s) skipped: {first}{more}"
+
+
+class _Gpu:
+    """One GPU's samples, in file order: times (µs since 1970, local clock) and used bytes
+    in int64 arrays; the rest as running figures."""
+
+    def __init__(self, total: int, lineno: int, rule: str, name, uuid, driver) -> None:
+        self.times = array("q")
+        self.used = array("q")
+        self.timed = True
+        self.total, self.total_line = total, lineno
+        self.rule = rule
+        self.name, self.uuid, self.driver, self.uuid_line = name, uuid, driver, lineno
+        self.reserved_max: int | None = None
+        self.reserved_logged = False
+        self.mismatch = 0
+        self.mismatch_first: tuple[int, int, int] | None = None
+        self.back = 0  # steps back in time
+        self.back_first: tuple[int, datetime, datetime] | None = None
+        self.prev_t: datetime | None = None
+        self.equal = 0  # samples with the same timestamp as the one before
+        self.equal_first: int | None = None
+
+
+class _LogState:
+    """The header's columns and every GPU seen so far."""
+
+    def __init__(self, header: list[tuple[str, str | None]], where: str) -> None:
+        self.header = header
+        self.where = where
+        names = [h[0] for h in header]
+        if "memory.total" not in names:
+            raise SmiCsvError(f"{where}: the log has no memory.total column",
+                              hint="add memory.total to --query-gpu (kvgate needs T)")
+        if "memory.used" not in names and "memory.free" not in names:
+            raise SmiCsvError(f"{where}: the log has neither memory.used nor memory.free",
+                              hint="record --query-gpu=timestamp,index,memory.total,memory.free,memory.used,memory.reserved")
+        self.col = {n: i for i, n in enumerate(names)}
+        known = {"timestamp", "index", "uuid", "name", "driver_version", "memory.total", "memory.free",
+                 "memory.used", "memory.reserved"}
+        self.ignored = [n for n in names if n not in known]
+        self.gpus: dict[str, _Gpu] = {}
+        self.last_time: datetime | None = None
+        self.pos_in_tick = 0
+
+    def row(self, row: list[str], lineno: int, skipped: _Skipped) -> None:
+        """Read one data row (a repeated header is passed over)."""
         if _is_header(row):
-            continue
+            return
+        header, col, where = self.header, self.col, self.where
         at = f"{where} line {lineno}"
         if len(row) != len(header):
-            skipped.append((lineno, f"{len(row)} fields, the header has {len(header)}"))
-            continue
-        get = lambda n, row=row: row[col[n]].strip() if n in col else None  # noqa: E731
+            skipped.add(lineno, f"{len(row)} fields, the header has {len(header)}")
+            return
+        get = lambda n: row[col[n]].strip() if n in col else None  # noqa: E731
         try:
             t = _time(get("timestamp"), at) if "timestamp" in col else None
             total, free = _cells(row, header, col, at, ("memory.total", "memory.free"))
             used_v2, reserved = _cells(row, header, col, at, ("memory.used", "memory.reserved"))
         except _BadRow as exc:
-            skipped.append((lineno, exc.message.removeprefix(f"{at}").lstrip(":, ")))
-            continue
+            skipped.add(lineno, exc.message.removeprefix(f"{at}").lstrip(":, "))
+            return
         if "index" in col:
             key = get("index")
         elif "uuid" in col:
             key = get("uuid")
         else:  # one row per GPU per tick, in GPU order
-            pos_in_tick = pos_in_tick + 1 if (t is not None and t == last_time) else 0
-            key = str(pos_in_tick)
-        last_time = t
+            self.pos_in_tick = self.pos_in_tick + 1 if (t is not None and t == self.last_time) else 0
+            key = str(self.pos_in_tick)
+        self.last_time = t
         if total is None:
-            continue
+            return
         if free is not None and free > total:
             raise SmiCsvError(f"{at}: memory.free ({free // MiB:,} MiB) is above memory.total ({total // MiB:,} MiB)")
         if free is not None:
@@ -253,59 +373,56 @@ def parse_smi_csv(text: str, *, source: str | None = None, columns: list[str] | 
         elif used_v2 is not None:
             used, rule = used_v2, "memory.used (excludes driver-reserved memory: not in this log)"
         else:
-            continue
-        g = gpus.setdefault(key, {"times": [], "used": [], "lines": [], "total": total, "total_line": lineno,
-                                  "reserved": [], "rule": rule, "mismatch": [],
-                                  "name": get("name"), "uuid": get("uuid"), "driver": get("driver_version"),
-                                  "uuid_line": lineno})
+            return
+        g = self.gpus.get(key)
+        if g is None:
+            g = self.gpus[key] = _Gpu(total, lineno, rule, get("name"), get("uuid"), get("driver_version"))
         uuid = _na(get("uuid"))
         if uuid is not None:
-            if _na(g["uuid"]) is None:
-                g["uuid"], g["uuid_line"] = uuid, lineno
-            elif uuid != g["uuid"]:
+            if _na(g.uuid) is None:
+                g.uuid, g.uuid_line = uuid, lineno
+            elif uuid != g.uuid:
                 raise SmiCsvError(
-                    f"{where}: the uuid of gpu:{key} changes from {g['uuid']} (line {g['uuid_line']}) to {uuid} "
+                    f"{where}: the uuid of gpu:{key} changes from {g.uuid} (line {g.uuid_line}) to {uuid} "
                     f"(line {lineno}); a GPU swapped mid-log, or logs of several machines, is not one measurement",
                     hint="split the log where the GPU changed and import each part")
-        if total != g["total"]:
+        if total != g.total:
             raise SmiCsvError(
-                f"{where}: memory.total of gpu:{key} changes from {g['total'] // MiB:,} MiB (line {g['total_line']}) "
+                f"{where}: memory.total of gpu:{key} changes from {g.total // MiB:,} MiB (line {g.total_line}) "
                 f"to {total // MiB:,} MiB (line {lineno}); a log that mixes cards or configurations is not one "
                 "measurement",
                 hint="split the log where the card changed and import each part")
         if free is not None and used_v2 is not None:
             diff = (total - free) - (used_v2 + (reserved or 0))
             if abs(diff) > consistency_tolerance(total, reserved is not None):
-                g["mismatch"].append((lineno, total - free, used_v2 + (reserved or 0)))
-        g["times"].append(t)
-        g["used"].append(used)
-        g["lines"].append(lineno)
+                g.mismatch += 1
+                if g.mismatch_first is None:
+                    g.mismatch_first = (lineno, total - free, used_v2 + (reserved or 0))
+        if t is None:
+            g.timed = False
+            g.times.append(0)
+        else:
+            if g.prev_t is not None:
+                if t < g.prev_t:
+                    g.back += 1
+                    if g.back_first is None:
+                        g.back_first = (lineno, t, g.prev_t)
+                elif t == g.prev_t:
+                    g.equal += 1
+                    if g.equal_first is None:
+                        g.equal_first = lineno
+            g.prev_t = t
+            g.times.append((t - _EPOCH) // _US)
+        g.used.append(used)
         if reserved is not None:
-            g["reserved"].append(reserved)
-    skip_note = _skipped_text(skipped)
-    if not gpus:
-        raise SmiCsvError(f"{where}: no memory samples in the log" + (f" ({skip_note})" if skip_note else ""))
-    domains = [_measurement(key, g, source, ignored, timeline_points) for key, g in sorted(gpus.items(), key=_gpu_order)]
-    if skip_note:
-        for m in domains:
-            m.extra["warnings"].insert(0, skip_note)
-            m.extra["skipped_lines"] = [line for line, _ in skipped]
-    return measurement_file(domains, status="ok", command=None, exit_code=None)
+            g.reserved_logged = True
+            g.reserved_max = reserved if g.reserved_max is None else max(g.reserved_max, reserved)
 
 
 def _cells(row: list[str], header: list[tuple[str, str | None]], col: dict[str, int], at: str,
            names: tuple[str, ...]) -> list[int | None]:
     """The memory cells ``names`` of one row in bytes (``None``: not logged / not available)."""
     return [_bytes(row[col[n]].strip(), header[col[n]][1], at, n) if n in col else None for n in names]
-
-
-def _skipped_text(skipped: list[tuple[int, str]]) -> str | None:
-    """``"3 line(s) skipped: line 7: 1 fields, the header has 9; ..."`` (the first three)."""
-    if not skipped:
-        return None
-    first = "; ".join(f"line {line}: {why}" for line, why in skipped[:3])
-    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    return f"{len(skipped)} line(s) skipped: {first}{more}"
 
 
 def _gpu_order(item: tuple[str, Any]) -> tuple[int, str]:
@@ -317,65 +434,128 @@ def _na(v: str | None) -> str | None:
     return None if v is None or v.lower() in _NA else v
 
 
-def _measurement(key: str, g: dict[str, Any], source: str | None, ignored: list[str],
+#: A gap longer than this many median intervals (and than :data:`SUSPECT_GAP_MIN_S`) is
+#: flagged: a clock change, a paused logger or a corrupt timestamp. The gap is still
+#: reported (a real pause can hide a spike), with a warning that the timing figures of
+#: the log cannot be trusted.
+SUSPECT_GAP_FACTOR = 1000
+SUSPECT_GAP_MIN_S = 3600.0
+
+
+def _measurement(key: str, g: _Gpu, source: str | None, ignored: list[str],
                  timeline_points: int) -> Measurement:
-    times: list[datetime | None] = g["times"]
-    used: list[int] = g["used"]
-    timed = all(t is not None for t in times)
+    import numpy as np  # noqa: PLC0415
+
+    used = np.frombuffer(g.used, dtype=np.int64) if len(g.used) else np.zeros(0, dtype=np.int64)
+    n = len(used)
+    timed = g.timed
     warnings: list[str] = []
+    timing: list[str] = []
     if timed:
-        back = [i for i in range(1, len(times)) if times[i] < times[i - 1]]
-        if back:
-            order = sorted(range(len(times)), key=lambda i: times[i])  # stable
+        times = np.frombuffer(g.times, dtype=np.int64)
+        if g.back and g.back_first is not None:
+            line, t, prev = g.back_first
             warnings.append(
-                f"timestamps of gpu:{key} were not in order ({len(back)} step(s) back in time, first at line "
-                f"{g['lines'][back[0]]}: {times[back[0]]} after {times[back[0] - 1]}); samples were sorted by time")
-            times, used = [times[i] for i in order], [used[i] for i in order]
-    if g["mismatch"]:
-        line, tf, ur = g["mismatch"][0]
-        what = "memory.used + memory.reserved" if g["reserved"] else "memory.used"
+                f"timestamps of gpu:{key} were not in order ({g.back} step(s) back in time, first at line "
+                f"{line}: {t} after {prev}); samples were sorted by time")
+            order = np.argsort(times, kind="stable")
+            times, used = times[order], used[order]
+            del order
+    if g.mismatch and g.mismatch_first is not None:
+        line, tf, ur = g.mismatch_first
+        what = "memory.used + memory.reserved" if g.reserved_logged else "memory.used"
         warnings.append(
-            f"{len(g['mismatch'])} row(s) of gpu:{key} where {what} differs from memory.total − memory.free, "
+            f"{g.mismatch} row(s) of gpu:{key} where {what} differs from memory.total − memory.free, "
             f"first at line {line} ({ur // MiB:,} MiB vs {tf // MiB:,} MiB); used is taken from total − free")
-    t0 = times[0] if timed else None
-    rel = [(t - t0).total_seconds() for t in times] if timed else [float(i) for i in range(len(used))]
-    i_peak = max(range(len(used)), key=lambda i: used[i])
-    gaps = [b - a for a, b in zip(rel, rel[1:])] if timed else []
+    i_peak = int(np.argmax(used))  # the first of equal peaks
+    interval = max_gap = None
+    peak_time = None
+    t0_us = None
+    if timed:
+        t0_us = int(times[0])
+        peak_time = (int(times[i_peak]) - t0_us) / 1e6
+        if n > 1:
+            gaps = np.diff(times)  # µs, ≥ 0 after sorting
+            med = float(np.median(gaps)) / 1e6
+            j = int(np.argmax(gaps))
+            mx = int(gaps[j]) / 1e6
+            n_equal = int(np.count_nonzero(gaps == 0))
+            if n_equal:
+                first = f", first at line {g.equal_first}" if g.equal_first is not None else ""
+                timing.append(f"{n_equal:,} of the {n - 1:,} intervals of gpu:{key} are 0 (samples with the same "
+                              f"timestamp{first})")
+            if mx == 0:
+                timing.append(f"every sample of gpu:{key} has the same timestamp: the interval, the largest gap and "
+                              "the peak time are not available")
+            elif med == 0:
+                timing.append(f"the median interval of gpu:{key} is 0: the interval is not available")
+            if med > 0:
+                interval = round(med, 6)
+            if mx > 0:
+                max_gap = round(mx, 6)
+                if mx > SUSPECT_GAP_MIN_S and (med == 0 or mx > SUSPECT_GAP_FACTOR * med):
+                    at = (int(times[j]) - t0_us) / 1e6
+                    timing.append(
+                        f"gpu:{key} has a gap of {_span(mx)} at {at:,.3f} s (median interval {med * 1e3:g} ms): a "
+                        "clock change, a paused logger or a corrupt timestamp")
+            if mx == 0:
+                peak_time = None
+            del gaps
     tl = Timeline(timeline_points)
-    for t, v in zip(rel, used):
-        tl.add(t, v)
+    for lo in range(0, n, 4096):  # in slices: never a Python object (or a float copy) per sample
+        hi = min(n, lo + 4096)
+        rel = ((times[lo:hi] - t0_us) / 1e6) if timed else np.arange(lo, hi, dtype=np.float64)
+        for t, v in zip(rel.tolist(), used[lo:hi].tolist()):
+            tl.add(t, v)
     ts, vs = tl.points()
+    if timing:
+        warnings.append("timing figures cannot be trusted: " + "; ".join(timing))
+    idle_used = int(used[0])
+    if timed:
+        start = (_EPOCH + timedelta(microseconds=t0_us)).isoformat()
+        end = (_EPOCH + timedelta(microseconds=int(times[-1]))).isoformat()
+    else:
+        start = end = None
     basis = Basis(
         domain=f"gpu:{key}",
-        device_name=_na(g["name"]),
-        device_uuid=_na(g["uuid"]),
-        total_bytes=g["total"],
-        driver_version=_na(g["driver"]),
+        device_name=_na(g.name),
+        device_uuid=_na(g.uuid),
+        total_bytes=g.total,
+        driver_version=_na(g.driver),
         sampler="nvidia-smi",
-        interval_s=round(statistics.median(gaps), 6) if gaps else None,
-        start_time=times[0].isoformat() if timed else None,
-        end_time=times[-1].isoformat() if timed else None,
+        interval_s=interval,
+        start_time=start,
+        end_time=end,
         source=source,
     )
     return Measurement(
-        total_bytes=g["total"],
-        peak_used_bytes=used[i_peak],
-        idle_used_bytes=used[0],
+        total_bytes=g.total,
+        peak_used_bytes=int(used[i_peak]),
+        idle_used_bytes=idle_used,
         basis=basis,
-        peak_time_s=rel[i_peak] if timed else None,
-        reserved_bytes=max(g["reserved"]) if g["reserved"] else None,
-        max_gap_s=round(max(gaps), 6) if gaps else None,
-        samples=len(used),
+        peak_time_s=peak_time,
+        reserved_bytes=g.reserved_max,
+        max_gap_s=max_gap,
+        samples=n,
         timeline={"t_s": ts, "used_bytes": vs} if timed else {"sample": ts, "used_bytes": vs},
         processes=None,
-        extra={"used_rule": g["rule"], "idle_rule": "earliest sample of the log",
+        extra={"used_rule": g.rule, "idle_rule": "earliest sample of the log",
                "ignored_columns": ignored, "timestamps": "local time of the logging machine" if timed else None,
-               "warnings": warnings},
+               "warnings": warnings, **({"timing_untrusted": timing} if timing else {})},
     )
 
 
+def _span(seconds: float) -> str:
+    """``"3.2 h"``, ``"2,923 years"``: a long gap in words a reader can judge."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.1f} s"
+
+
 def load_smi_csv(path: str, *, columns: list[str] | None = None) -> dict[str, Any]:
-    """Read the log at ``path`` with :func:`parse_smi_csv` (``basis.source`` = its name).
+    """Read the log at ``path`` line by line with :func:`parse_smi_lines` (``basis.source``
+    = its name); the encoding is decided from its first bytes (:func:`sniff_encoding`).
 
     Raises:
         SmiCsvError: the file is missing, unreadable or not a memory log.
@@ -384,7 +564,57 @@ def load_smi_csv(path: str, *, columns: list[str] | None = None) -> dict[str, An
 
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as raw:
+            enc = sniff_encoding(raw.read(64))
+            raw.seek(0)
+            with io.TextIOWrapper(raw, encoding=enc, errors="replace", newline="") as fh:
+                return parse_smi_lines(_lines(fh), source=p.name, columns=columns)
     except OSError as exc:
-        raise SmiCsvError(f"cannot read nvidia-smi log {p}: {exc.strerror}") from exc
-    return parse_smi_csv(decode_log(data), source=p.name, columns=columns)
+        raise SmiCsvError(f"cannot read nvidia-smi log {p}: {exc.strerror or exc}") from exc
+
+
+def _lines(fh: io.TextIOBase) -> Iterator[str]:
+    """Lines of ``fh`` split as ``str.splitlines`` does for ``\\n``, ``\\r\\n`` and ``\\r``
+    (ends kept); a line longer than :data:`_MAX_LINE_CHARS` is cut there (it is not a
+    sample: it is then skipped as a bad row)."""
+    carry = ""
+    while True:
+        chunk = fh.read(1 << 16)
+        if not chunk:
+            break
+        buf = carry + chunk
+        start = 0
+        while True:
+            i = _NEXT_END.search(buf, start)
+            if i is None:
+                break
+            end = i.end()
+            if buf[i.start()] == "\r" and end == len(buf):  # a \r at the chunk's end: \r\n may follow
+                break
+            yield buf[start:end]
+            start = end
+        carry = buf[start:]
+        if len(carry) > _MAX_LINE_CHARS:
+            yield carry[:_MAX_LINE_CHARS]
+            carry = ""
+            for rest in _drop_to_line_end(fh):
+                carry = rest
+                break
+    if carry:
+        yield carry
+
+
+def _drop_to_line_end(fh: io.TextIOBase) -> Iterator[str]:
+    """Read on to the end of an overlong line; yield what follows it (once), if anything."""
+    while True:
+        chunk = fh.read(1 << 16)
+        if not chunk:
+            return
+        m = _NEXT_END.search(chunk)
+        if m is not None:
+            yield chunk[m.end():]
+            return
+
+
+_NEXT_END = re.compile(r"\r\n|\n|\r")
+_MAX_LINE_CHARS = 1 << 16

@@ -66,7 +66,7 @@ def read_config(path: Path) -> dict:
     except KvgateError as exc:
         if "is not a JSON number" not in exc.message:
             raise
-    return json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    return read_json(path, what="model config", allow_nan=True)  # NaN kept, depth and digits still guarded
 
 
 # Loaders for other file types register here by suffix (e.g. ".gguf").

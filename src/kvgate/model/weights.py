@@ -19,7 +19,6 @@ MTP heads are not counted.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
+from kvgate.guarded import loads_json
 
 # Bits per element, from safetensors' Dtype::bitsize (safetensors/src/tensor.rs).
 DTYPE_BITS: dict[str, int] = {
@@ -122,9 +122,9 @@ def read_safetensors_header(path: str | Path) -> tuple[dict[str, Any], int]:
     except OSError as exc:
         raise WeightsError(f"cannot read {p}: {exc.strerror}") from exc
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WeightsError(f"{p}: safetensors header is not valid JSON ({exc})") from exc
+        header = loads_json(raw, what="safetensors header", where=str(p))  # depth, digits, NaN guarded
+    except KvgateError as exc:
+        raise WeightsError(exc.message) from exc
     if not isinstance(header, dict):
         raise WeightsError(f"{p}: safetensors header must be a JSON object")
     return header, 8 + n

@@ -106,7 +106,7 @@ def render_replay_png(res: ReplayResult, *, title: str | None = None, max_points
         title
         or (
             f"Trace replay: {os.path.basename(str(res.inputs['trace']))} — bound N·S {fmt(summ['bound_bytes'])}, "
-            f"measured reclaim {fmt(summ['measured_reclaim_bytes'])}"
+            f"measured reclaim {fmt(summ['measured_reclaim_bytes']) if summ['measured_reclaim_bytes'] is not None else 'not available'}"
             + (f" ({ratio:.1%} of the bound)" if ratio is not None else "")
         ),
         fontsize=11,

@@ -96,7 +96,7 @@ from kvgate.replay.timeline import mul_exact as _mul
 from kvgate.replay.trace import Trace
 
 __all__ = [
-    "DEFAULT_BLOCK_SIZE", "DEFAULT_DECODE_RATE", "MAX_ARRIVAL_STEP", "AllocatorResult", "ReplayError",
+    "DEFAULT_BLOCK_SIZE", "DEFAULT_DECODE_RATE", "MAX_ARRIVAL_STEP", "MAX_BLOCK_SIZE", "AllocatorResult", "ReplayError",
     "ReplayResult", "Timeline", "arrival_steps", "block_steps", "build_timeline", "measured_paging_reclaim",
     "replay", "schedule_budget", "schedule_contiguous", "series",
 ]  # fmt: skip
@@ -108,12 +108,24 @@ class ReplayError(KvgateError):
     """Replay parameters cannot be used (no slot fits the budget, bad rates, ...)."""
 
 
-def _check_int(name: str, v, *, minimum: int = 1) -> int:
+#: Largest page (block) replayed, in positions: the timeline keeps one counter per
+#: position residue of a block (:mod:`kvgate.replay.timeline`), so the page size bounds
+#: its memory (2^20 counters: 8 MiB). vLLM's largest blocks (hybrid models) are a few
+#: thousand positions.
+MAX_BLOCK_SIZE = 2**20
+#: Largest byte or position count a replay takes: the timelines add them in int64.
+MAX_REPLAY_INT = 2**62
+
+
+def _check_int(name: str, v, *, minimum: int = 1, maximum: int = MAX_REPLAY_INT) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ReplayError(f"{name} must be an integer, got {v!r}")
     v = int(v)
     if v < minimum:
         raise ReplayError(f"{name} must be at least {minimum}, got {v:,}")
+    if v > maximum:
+        raise ReplayError(f"{name} must be at most {maximum:,}, got {v:,}",
+                          hint="--page-size / --block-size is a number of positions, e.g. 16")
     return v
 
 
@@ -179,10 +191,10 @@ def replay(
             budget below one slot, or geometry in which L positions in blocks cost more
             than the slot (``L·block_bytes/B > S``).
     """
+    B = _check_int("block size", block_size, maximum=MAX_BLOCK_SIZE)
     S = _check_int("slot bytes", slot_bytes)
     bb = _check_int("block bytes", block_bytes)
     L = _check_int("max_seq", max_seq)
-    B = _check_int("block size", block_size)
     speed = _check_rate("speed", speed)
     rate = _check_rate("decode rate", decode_rate)
     if budget_bytes is None and slots is None:
@@ -278,19 +290,30 @@ def _summary(res: ReplayResult, K: int, S: int) -> dict:
     tl = res.timelines["contiguous"]
     paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max()) for lo, hi in tl.chunks()),
                                default=0)  # fmt: skip
-    measured = c.peak_reserved_bytes - paged_footprint_peak
+    measured: int | None = c.peak_reserved_bytes - paged_footprint_peak
+    unwritten: int | None = c.reclaim_at_peak_bytes
+    reason = None
+    if c.peak_reserved_bytes == 0:
+        # No sequence ever held memory (none admitted, or every one of zero length): there
+        # is no peak to compare, so the reclaim is not available, never 0.
+        measured = unwritten = None
+        reason = (f"no request of the trace held KV memory ({c.admitted:,} admitted, {c.rejected:,} rejected as "
+                  f"longer than max_seq {res.inputs['max_seq']:,}, the rest of length 0): the measured reclaim is "
+                  "not available")
+        res.warnings.append(reason)
     return {
         "bound_bytes": bound,
         "contiguous_peak_reserved_bytes": c.peak_reserved_bytes,
         "contiguous_peak_slots": c.peak_reserved_bytes // S,
         "paged_footprint_peak_bytes": paged_footprint_peak,
         "measured_reclaim_bytes": measured,
-        "unwritten_at_peak_bytes": c.reclaim_at_peak_bytes,
-        "ratio": float(Fraction(measured, bound)) if bound else None,
-        "unwritten_ratio": float(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
+        "unwritten_at_peak_bytes": unwritten,
+        "ratio": float(Fraction(measured, bound)) if bound and measured is not None else None,
+        "unwritten_ratio": float(Fraction(unwritten, bound)) if bound and unwritten is not None else None,
         # the same two ratios exactly, "numerator/denominator" (as the records keep ratios)
-        "ratio_exact": str(Fraction(measured, bound)) if bound else None,
-        "unwritten_ratio_exact": str(Fraction(c.reclaim_at_peak_bytes, bound)) if bound else None,
+        "ratio_exact": str(Fraction(measured, bound)) if bound and measured is not None else None,
+        "unwritten_ratio_exact": str(Fraction(unwritten, bound)) if bound and unwritten is not None else None,
+        "reclaim_not_available": reason,
         "paged_max_concurrency": res.paged.max_concurrency,
         "contiguous_max_concurrency": c.max_concurrency,
     }
@@ -305,9 +328,18 @@ def measured_paging_reclaim(trace: Trace, **replay_args: Any) -> dict:
     peak is with the same admissions laid out in blocks), ``bound_bytes`` (the write-up's
     K·S), ``ratio``, ``unwritten_at_peak_bytes``, ``contiguous_peak_reserved_bytes``,
     ``slots`` (K), the service-model parameters, ``warnings`` and ``attribution``.
-    Raises as :func:`replay`.
+
+    Raises:
+        ReplayError: as :func:`replay`, and when no request of the trace ever held
+            memory (none admitted, or all of length 0): the reclaim is not available
+            then, and a gate must not take 0 for it.
     """
     r = replay(trace, **replay_args)
+    if r.summary["measured_reclaim_bytes"] is None:
+        raise ReplayError(
+            f"{trace.source or 'the trace'}: {r.summary['reclaim_not_available']}; no verdict can come from it",
+            hint="check --max-seq against the trace's prompt + output lengths; without --trace paging is judged "
+                 "on the write-up's bound N·S")
     max_seq = replay_args["max_seq"]
     out = dict(r.summary)
     out.update(

@@ -99,9 +99,10 @@ class Trace:
         self.arrival_s = np.asarray(self.arrival_s, dtype=np.float64)
         self.prompt_tokens = np.asarray(self.prompt_tokens, dtype=np.int64)
         self.output_tokens = np.asarray(self.output_tokens, dtype=np.int64)
-        n = len(self.arrival_s)
-        if len(self.prompt_tokens) != n or len(self.output_tokens) != n:
-            raise TraceError("trace arrays differ in length")
+        n = len(self.arrival_s) if self.arrival_s.ndim == 1 else -1
+        if n < 0 or self.prompt_tokens.shape != (n,) or self.output_tokens.shape != (n,):
+            raise TraceError(f"trace {self.source}: the time, prompt and output columns must be one number per "
+                             "request (a list or an object in a cell is not a count)")
         if n == 0:
             raise TraceError(f"trace {self.source} has no requests")
         if not np.all(np.isfinite(self.arrival_s)):

@@ -17,13 +17,14 @@ Why pyarrow (against polars, measured on 2 cores): ``benchmarks/RESULTS.md``, "S
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from kvgate.errors import KvgateError
+from kvgate.guarded import loads_json
 from kvgate.replay.readers.base import RawColumns, TraceError
 from kvgate.replay.readers.rows import csv_delimiter
 
@@ -73,9 +74,9 @@ def peek(path: Path) -> Head | None:
         return None
     if suffix in (".jsonl", ".ndjson") or lead == "{":
         try:
-            obj = json.loads(first)
-        except (json.JSONDecodeError, RecursionError):
-            return None
+            obj = loads_json(first, what="trace line 1")
+        except KvgateError:
+            return None  # the row reader names the defect with its line
         if not isinstance(obj, dict) or not obj:
             return None
         return Head("jsonl", list(obj), obj)

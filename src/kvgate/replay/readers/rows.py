@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvgate.errors import KvgateError
+from kvgate.guarded import loads_json
 from kvgate.replay.readers.base import RawColumns, TraceError
 
 _MAX_REPORTED_ROWS = 5
@@ -32,25 +34,37 @@ _MAX_REPORTED_ROWS = 5
 def read_rows(path: Path) -> tuple[list[str], list[list], list[int]]:
     """Columns, rows (lists of cell values) and the file line number of each row.
 
+    CSV and JSONL are read line by line from the file (the text is never held whole;
+    the rows are); a ``.json`` list is parsed as one document. Every JSON value goes
+    through :func:`kvgate.guarded.loads_json` (nesting depth, 4,300-digit integers,
+    NaN/Infinity refused with the line).
+
     Raises:
         TraceError: missing file, a directory, unreadable or non-UTF-8 bytes, an empty
             file, bad CSV or JSON (with the line).
     """
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            lead = ""
+            while not lead:
+                chunk = fh.read(4096)
+                if not chunk:
+                    break
+                lead = chunk.lstrip()[:1]
+            if not lead:
+                raise TraceError(f"trace {path} is empty",
+                                 hint="expected CSV with a header row or JSONL, one request per row")
+            fh.seek(0)
+            suffix = path.suffix.lower()
+            if suffix in (".jsonl", ".ndjson", ".json") or lead in ("{", "["):
+                return _read_json_rows(path, fh, lead)
+            return _read_csv_rows(path, fh)
     except FileNotFoundError:
         raise TraceError(f"trace file not found: {path}") from None
     except IsADirectoryError:
         raise TraceError(f"trace path is a directory, not a file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {path}: {exc}") from None
-    if not text.strip():
-        raise TraceError(f"trace {path} is empty", hint="expected CSV with a header row or JSONL, one request per row")
-    suffix = path.suffix.lower()
-    first = text.lstrip()[:1]
-    if suffix in (".jsonl", ".ndjson", ".json") or first in ("{", "["):
-        return _read_json_rows(path, text)
-    return _read_csv_rows(path, text)
 
 
 def csv_delimiter(path: Path, first_line: str) -> str:
@@ -60,9 +74,10 @@ def csv_delimiter(path: Path, first_line: str) -> str:
     return "\t" if ("," not in first_line and "\t" in first_line) else ","
 
 
-def _read_csv_rows(path: Path, text: str) -> tuple[list[str], list[list], list[int]]:
-    lines_text = text.splitlines()
-    reader = csv.reader(lines_text, delimiter=csv_delimiter(path, lines_text[0]))
+def _read_csv_rows(path: Path, fh) -> tuple[list[str], list[list], list[int]]:
+    first = fh.readline()
+    fh.seek(0)
+    reader = csv.reader(fh, delimiter=csv_delimiter(path, first.rstrip("\r\n")))
     try:
         header = next(reader)
     except (StopIteration, csv.Error) as exc:  # pragma: no cover - empty handled above
@@ -70,7 +85,8 @@ def _read_csv_rows(path: Path, text: str) -> tuple[list[str], list[list], list[i
     header = [h.strip() for h in header]
     rows, lines = [], []
     try:
-        for line_no, row in enumerate(reader, start=2):
+        for row in reader:
+            line_no = reader.line_num
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != len(header):
@@ -82,20 +98,20 @@ def _read_csv_rows(path: Path, text: str) -> tuple[list[str], list[list], list[i
     return header, rows, lines
 
 
-def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[int]]:
+def _read_json_rows(path: Path, fh, lead: str) -> tuple[list[str], list[list], list[int]]:
     objs: list[tuple[int, dict]] = []
-    stripped = text.lstrip()
     data = None
-    if stripped.startswith("["):
+    if lead == "[":
+        text = fh.read()
         try:
-            data = json.loads(text)
-        except RecursionError:
-            raise TraceError(f"trace {path}: JSON nested too deeply to read") from None
-        except json.JSONDecodeError as exc:
-            if exc.msg != "Extra data":  # more than one value: JSONL whose lines are not objects
-                raise TraceError(
-                    f"trace {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-                ) from None
+            data = loads_json(text, what=f"trace {path}")
+        except KvgateError as exc:
+            bad = exc.__cause__
+            if not (isinstance(bad, json.JSONDecodeError) and bad.msg == "Extra data"):
+                # (more than one value: JSONL whose lines are not objects, read below)
+                raise TraceError(exc.message) from None
+        del text
+        fh.seek(0)
     if isinstance(data, list):
         for i, obj in enumerate(data, start=1):
             if not isinstance(obj, dict):
@@ -105,18 +121,19 @@ def _read_json_rows(path: Path, text: str) -> tuple[list[str], list[list], list[
                 )
             objs.append((i, obj))
     else:
-        for line_no, line in enumerate(text.splitlines(), start=1):
+        for line_no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except RecursionError:
-                raise TraceError(f"trace {path}, line {line_no}: JSON nested too deeply to read") from None
-            except json.JSONDecodeError as exc:
-                raise TraceError(
-                    f"trace {path}, line {line_no}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                    "a JSONL trace must be one JSON object per line"
-                ) from None
+                obj = loads_json(line, what=f"trace {path}, line {line_no}")
+            except KvgateError as exc:
+                bad = exc.__cause__
+                if isinstance(bad, json.JSONDecodeError):
+                    raise TraceError(
+                        f"trace {path}, line {line_no}: not valid JSON ({bad.msg} at column {bad.colno}); "
+                        "a JSONL trace must be one JSON object per line"
+                    ) from None
+                raise TraceError(exc.message) from None
             if not isinstance(obj, dict):
                 raise TraceError(
                     f"trace {path}, line {line_no}: not a JSON object ({_json_kind(obj)}); "
@@ -161,7 +178,7 @@ def tokens(path: Path, values: list, lines: list[int], column: str) -> np.ndarra
             f = np.array(values, dtype=np.float64)  # fast path: every cell a plain number
         except (ValueError, TypeError, OverflowError):
             f = None
-        if f is not None and np.all(np.isfinite(f)) and np.all(f == np.round(f)) and np.all(np.abs(f) < 2**53):
+        if f is not None and f.shape == (len(values),) and np.all(np.isfinite(f)) and np.all(f == np.round(f)) and np.all(np.abs(f) < 2**53):
             out = f.astype(np.int64)
     if out is None:
         out = _tokens_slow(path, values, lines, column)

@@ -1,0 +1,225 @@
+"""One guarded reader for JSON and numbers from files, replies and command lines.
+
+Python's own parsers fail on hostile input with exceptions that are not
+:class:`~kvgate.errors.KvgateError`, so a caller that forgets one prints a traceback
+(exit 1): ``json.loads`` recurses (``RecursionError`` on 100,000 nested ``[``), ``int()``
+refuses more than 4,300 digits (``ValueError``, ``sys.get_int_max_str_digits``), JSON's
+``1e999`` silently becomes ``inf``, and a float of ``1e19`` overflows numpy's int64 later.
+Every JSON document and every number kvgate reads from outside goes through here:
+
+- :func:`loads_json`: a JSON document (depth, digits, NaN/Infinity, UTF-8 checked);
+- :func:`json_lines`: a JSON Lines stream, one guarded object per line, streamed;
+- :func:`parse_int` / :func:`parse_float`: one number from text or from parsed JSON,
+  with bounds, never ``inf``/``nan`` unless asked.
+
+All raise :class:`KvgateError` naming ``what`` (the field) and ``where`` (file, line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kvgate.errors import KvgateError
+
+#: Deepest nesting accepted in a JSON input. kvgate's own files nest 6 levels, HF configs
+#: about 4; a config nested 100,000 deep is refused here instead of recursing later.
+MAX_JSON_DEPTH = 64
+
+#: Longest digit string read as a number: Python's ``int()`` limit is 4,300 digits; a
+#: byte count or token count of more than 40 digits is not a measurement of anything.
+MAX_NUMBER_CHARS = 400
+
+#: Largest integer kvgate accepts where numpy arrays hold it (int64: 2**63 − 1).
+INT64_MAX = 2**63 - 1
+
+
+def _where(where: str) -> str:
+    return f" {where}" if where else ""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text[:40]} is out of range for a number")
+    return v
+
+
+def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_nan: bool = False) -> Any:
+    """Parse one JSON document with errors that are :class:`KvgateError`, never a traceback.
+
+    Refuses (naming ``what`` and ``where``): malformed JSON (line and column), nesting
+    deeper than :data:`MAX_JSON_DEPTH` (Python's parser recurses), an integer of more
+    than 4,300 digits (Python's int-string limit), NaN/Infinity and numbers that overflow
+    to infinity (``1e999``) unless ``allow_nan``, and bytes that are not UTF-8.
+
+    Raises:
+        KvgateError: any of the above.
+    """
+    src = _where(where)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise KvgateError(f"{what}{src} is not UTF-8 text (byte {exc.start:,})") from exc
+    _check_depth_text(text, what, src)
+    try:
+        if allow_nan:
+            obj = json.loads(text)
+        else:
+            obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise KvgateError(f"{what}{src} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)") from exc
+    except (ValueError, OverflowError) as exc:  # int-string conversion limit, NaN / inf refusal
+        msg = str(exc)
+        if "digits" in msg:
+            msg = "a number has more than 4,300 digits"
+        raise KvgateError(f"{what}{src} is not usable JSON: {msg}") from exc
+    if json_depth(obj, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH:
+        raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    return obj
+
+
+def _check_depth_text(text: str, what: str, src: str) -> None:
+    """Refuse nesting deeper than :data:`MAX_JSON_DEPTH` before parsing (the C parser
+    recurses once per level; a deep enough input can exhaust the C stack). Brackets inside
+    strings are counted too, so this is an upper bound: only when it trips is the text
+    scanned exactly (:func:`_depth_exact`)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    if _depth_exact(text) > MAX_JSON_DEPTH:
+        raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+
+
+def _depth_exact(text: str) -> int:
+    """Deepest bracket nesting of JSON text outside strings (no recursion)."""
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def json_depth(obj: Any, stop: int) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), counted without recursion and
+    stopping as soon as it reaches ``stop``."""
+    deepest, stack = 0, [(obj, 0)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, (dict, list)):
+            d += 1
+            if d > deepest:
+                deepest = d
+                if deepest >= stop:
+                    return deepest
+            stack.extend((v, d) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (dict, list)))
+    return deepest
+
+
+def json_lines(lines: Iterable[str | bytes], *, what: str = "JSON line", where: str = "",
+               first_line: int = 1) -> Iterator[tuple[int, Any]]:
+    """``(line number, object)`` for each non-blank line of a JSON Lines stream, parsed
+    one at a time through :func:`loads_json` (a file object is read line by line, never
+    whole).
+
+    Raises:
+        KvgateError: a line that is not usable JSON, naming ``where`` and the line.
+    """
+    for n, line in enumerate(lines, first_line):
+        if not line.strip():
+            continue
+        yield n, loads_json(line, what=what, where=f"{where} line {n}" if where else f"line {n}")
+
+
+def parse_int(value: Any, *, what: str, where: str = "", minimum: int | None = None,
+              maximum: int | None = INT64_MAX) -> int:
+    """One integer from text (``"8192"``, ``"8e3"`` when whole) or parsed JSON
+    (an ``int``, or a whole finite ``float``); ``bool`` is refused.
+
+    Raises:
+        KvgateError: not a number, more than :data:`MAX_NUMBER_CHARS` characters, not a
+            whole number, not finite, or outside ``[minimum, maximum]`` (naming ``what``).
+    """
+    src = _where(where)
+    if isinstance(value, bool) or value is None:
+        raise KvgateError(f"{what}{src} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        v = value
+    else:
+        f = parse_float(value, what=what, where=where)
+        if not f.is_integer():
+            raise KvgateError(f"{what}{src} must be a whole number, got {_show(value)}")
+        v = int(f)
+        if isinstance(value, str) and "e" not in value.lower() and "." not in value:
+            v = int(value.strip().replace("_", ""))  # exact for long digit strings
+    if minimum is not None and v < minimum:
+        raise KvgateError(f"{what}{src} must be at least {minimum:,}, got {_show(value)}")
+    if maximum is not None and v > maximum:
+        raise KvgateError(f"{what}{src} must be at most {maximum:,}, got {_show(value)}")
+    return v
+
+
+def parse_float(value: Any, *, what: str, where: str = "", minimum: float | None = None,
+                maximum: float | None = None, allow_nonfinite: bool = False) -> float:
+    """One real number from text or parsed JSON; ``inf``/``nan`` refused unless
+    ``allow_nonfinite``; ``bool`` refused.
+
+    Raises:
+        KvgateError: not a number, too long, not finite, or outside ``[minimum, maximum]``.
+    """
+    src = _where(where)
+    if isinstance(value, bool) or value is None:
+        raise KvgateError(f"{what}{src} must be a number, got {value!r}")
+    if isinstance(value, int):
+        if value.bit_length() > 1024:
+            raise KvgateError(f"{what}{src} is out of range for a number")
+        v = float(value)
+    elif isinstance(value, float):
+        v = value
+    elif isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        text = text.strip()
+        if len(text) > MAX_NUMBER_CHARS:
+            raise KvgateError(f"{what}{src} has {len(text):,} characters: not a number kvgate reads")
+        try:
+            v = float(text)
+        except ValueError:
+            raise KvgateError(f"{what}{src} is not a number: {_show(text)}") from None
+    else:
+        raise KvgateError(f"{what}{src} must be a number, got {type(value).__name__}")
+    if not allow_nonfinite and not math.isfinite(v):
+        raise KvgateError(f"{what}{src} must be a finite number, got {_show(value)}")
+    if minimum is not None and not v >= minimum:
+        raise KvgateError(f"{what}{src} must be at least {minimum:g}, got {_show(value)}")
+    if maximum is not None and not v <= maximum:
+        raise KvgateError(f"{what}{src} must be at most {maximum:g}, got {_show(value)}")
+    return v
+
+
+def _show(value: Any) -> str:
+    s = value if isinstance(value, str) else repr(value)
+    return repr(s[:40] + "…") if len(s) > 40 else (repr(s) if isinstance(value, str) else s)
