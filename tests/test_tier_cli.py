@@ -108,3 +108,18 @@ def test_llamacpp_model_through_the_command(tmp_path, capsys):
     assert r["host"]["hit_tokens"] == 1000 + 1200 + 700
     assert r["host"]["added_hit_tokens"] == 1900
     assert pytest.approx(r["unbounded_hit_share"]) == 3584 / 5460
+
+
+def test_engine_models_through_the_command(tmp_path, capsys):
+    p = _trace(tmp_path)
+    base = ["--trace", str(p), "--model", "llama-3.1-8b", "--device-capacity", str(4 * BLOCK)]
+    code, r = _run(capsys, *base, "--cache-model", "vllm", "--kv-offloading-size", "64")
+    assert code == 0 and r["device"]["engine_blocks"] == 4 * 32 and r["device"]["block_size"] == 16
+    assert r["host"]["capacity_bytes"] == 64 * 2**30 and r["host"]["write_through"]
+    code, r = _run(capsys, *base, "--cache-model", "sglang", "--hicache-ratio", "2")
+    assert code == 0 and r["device"]["device_tokens"] == 4 * 512 and r["host"]["capacity_bytes"] == 8 * BLOCK
+    bad = ["tier", "--trace", str(p), "--model", "llama-3.1-8b"]
+    assert main([*bad, "--cache-model", "vllm"]) == 2
+    assert "device pool" in capsys.readouterr().err
+    assert main([*bad, "--device-blocks", "2", "--kv-offloading-size", "1"]) == 2
+    assert "vllm's" in capsys.readouterr().err

@@ -31,8 +31,10 @@ prefill saved by the host tier's hits against the bytes they load.
 Cache models: lru (the plain reference: requests in file order; a request's hit is the
 longest leading run of its hash ids in the cache, min(run x block, input_length) tokens;
 then each id is touched in order, the least recent evicted while over capacity; a host
-tier below the device pool is the same LRU with both capacities), llama.cpp (llama-server's
-slots and its --cache-ram prompt cache at the pinned commit). Unknown speeds are "not
+tier below the device pool is the same LRU with both capacities), vllm (block pool,
+reverse-order freeing, native CPU offload: --kv-offloading-size GiB), sglang (radix tree,
+HiCache host pool: --hicache-ratio), llama.cpp (llama-server's slots and its --cache-ram
+prompt cache at the pinned commit). Unknown speeds are "not
 available" and the verdict is pays-if with its condition.
 """
 
@@ -48,10 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--sample-rate", type=positive_float, default=1.0,
                    help="SHARDS spatial sampling rate for the curve (default 1: exact)")
     c = p.add_argument_group("cache")
-    c.add_argument("--cache-model", default="lru", choices=("lru", "llama.cpp"), help="cache model (default lru)")
+    c.add_argument("--cache-model", default="lru", choices=("lru", "vllm", "sglang", "llama.cpp"),
+                   help="cache model (default lru)")
     c.add_argument("--device-capacity", default=None, help="device prefix-cache pool in bytes (e.g. 64GiB)")
     c.add_argument("--device-blocks", type=nonneg_int, default=None, help="device pool in trace blocks")
     c.add_argument("--host-capacity", default=None, help="host tier in bytes (e.g. 1TiB)")
+    c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=positive_float, default=None,
+                   metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
+    c.add_argument("--hicache-ratio", type=positive_float, default=None,
+                   help="SGLang HiCache host pool as a multiple of the device pool (= --host-capacity)")
     c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=int, default=None, metavar="MiB",
                    help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
     c.add_argument("--slot-prompt-similarity", "-sps", type=float, default=0.1, help="llama.cpp's (default 0.1)")
@@ -108,11 +115,24 @@ def run(args: argparse.Namespace) -> int:
     device_blocks = args.device_blocks
     if args.device_capacity is not None:
         device_blocks = parse_bytes(args.device_capacity, allow_zero=True) // block_bytes
+    device_bytes = parse_bytes(args.device_capacity, allow_zero=True) if args.device_capacity is not None else None
     host: int | None = None
-    if args.host_capacity is not None and args.cache_ram is not None:
-        raise KvgateError("--host-capacity and --cache-ram both given", hint="give one")
+    given = [f for f, v in (("--host-capacity", args.host_capacity), ("--cache-ram", args.cache_ram),
+                            ("--kv-offloading-size", args.kv_offloading_size),
+                            ("--hicache-ratio", args.hicache_ratio)) if v is not None]
+    if len(given) > 1:
+        raise KvgateError(f"the host tier given twice: {', '.join(given)}", hint="give one")
+    for flag, model_name in (("--kv-offloading-size", "vllm"), ("--hicache-ratio", "sglang")):
+        if flag in given and args.cache_model != model_name:
+            raise KvgateError(f"{flag} is {model_name}'s", hint=f"use --cache-model {model_name}, or --host-capacity")
     if args.host_capacity is not None:
         host = parse_bytes(args.host_capacity, allow_zero=True)
+    elif args.kv_offloading_size is not None:
+        host = round(args.kv_offloading_size * 2**30)
+    elif args.hicache_ratio is not None:
+        if device_blocks is None:
+            raise KvgateError("--hicache-ratio needs the device pool", hint="give --device-capacity BYTES")
+        host = int(args.hicache_ratio * (device_bytes if device_bytes is not None else device_blocks * block_bytes))
     elif args.cache_ram is not None:
         if args.cache_model != "llama.cpp":
             raise KvgateError("--cache-ram is llama.cpp's", hint="use --cache-model llama.cpp, or --host-capacity")
@@ -124,13 +144,17 @@ def run(args: argparse.Namespace) -> int:
         lcpp = LlamaCppSettings(n_slots=slots, n_ctx=ctx, n_layer=len(model.layers),
                                 kv_unified=bool(engine.layout_options.get("unified")),
                                 slot_prompt_similarity=args.slot_prompt_similarity)
+    elif args.cache_model != "lru" and device_blocks is None:
+        raise KvgateError(f"the {args.cache_model} model needs the device pool",
+                          hint="give --device-capacity BYTES (the KV pool from `kvgate fit` or the engine's log) "
+                               "or --device-blocks N")
     elif host is not None and device_blocks is None:
         raise KvgateError("a host tier needs the device pool it backs",
                           hint="give --device-capacity BYTES (the KV pool from `kvgate fit` or the engine's log) "
                                "or --device-blocks N")
     bw = parse_bytes(args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
     rep = analyze(trace, bytes_per_token=bpt, cache_model=args.cache_model, device_blocks=device_blocks,
-                  host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
+                  device_bytes=device_bytes, engine_block_size=args.block_size or 16, host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
                   prefill=Speed(args.prefill_tokens_per_s, args.prefill_source),
                   bandwidth=Speed(None if bw is None else float(bw), args.h2d_source),
                   min_gain=args.min_gain, sample_rate=args.sample_rate)

@@ -8,8 +8,15 @@ Cache models (``CACHE_MODELS``):
   LRU stack of C_d + C_h blocks (the host holds stack positions C_d+1 .. C_d+C_h), so
   the host tier adds ``hit(C_d + C_h) − hit(C_d)``, and every boundary is read off the
   one-pass curve.
+- ``vllm``: :mod:`kvgate.tier.vllm` (block pool with reverse-order freeing, the native CPU
+  offload tier, write-through); ``sglang``: :mod:`kvgate.tier.sglang` (radix tree, HiCache
+  write-through host pool). Each is replayed once without and once with the host tier;
+  their host-capacity boundary is read off the LRU curve (labelled so).
 - ``llama.cpp``: :mod:`kvgate.tier.llamacpp` (slots on the device, ``--cache-ram`` on
   the host); the device alone is the same replay with ``--cache-ram 0``.
+
+An engine's host tier holds copies of what is also on the device (write-through), so it
+adds less than the exclusive LRU pair of the ``lru`` model at the same sizes.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from kvgate.tier.gate import DEFAULT_MIN_GAIN, Speed, decide, first_capacity_rea
 from kvgate.tier.stack import LruCurve, lru_curve
 from kvgate.tier.traces import HashedTrace
 
-CACHE_MODELS = ("lru", "llama.cpp")
+CACHE_MODELS = ("lru", "vllm", "sglang", "llama.cpp")
 MAX_CURVE_POINTS = 512
 LLAMACPP_DEFAULT_CACHE_RAM_MIB = 8192  # common_params.cache_ram_mib (common/common.h, pinned commit)
 
@@ -71,7 +78,9 @@ def analyze(
     bytes_per_token: int,
     cache_model: str = "lru",
     device_blocks: int | None = None,
+    device_bytes: int | None = None,
     host_bytes: int | None = None,
+    engine_block_size: int = 16,
     llamacpp: LlamaCppSettings | None = None,
     at_capacity_blocks: list[int] | None = None,
     prefill: Speed = Speed(None),
@@ -86,6 +95,10 @@ def analyze(
         bytes_per_token: KV bytes per token (per rank) of the model and KV format.
         cache_model: one of :data:`CACHE_MODELS`.
         device_blocks: the device pool in trace blocks (``lru``); ``None``: curve only.
+        device_bytes: the device pool in bytes, when given so (the engine models use it
+            exactly: vLLM blocks = bytes // (block_size × bytes per token), SGLang tokens =
+            bytes // bytes per token).
+        engine_block_size: vLLM's ``--block-size``.
         host_bytes: the host tier in bytes (``None``: none; ``llama.cpp``: ``--cache-ram``,
             0 = disabled, and -1 MiB = no limit is ``host_bytes=-1``).
         llamacpp: the server's settings for ``llama.cpp``.
@@ -116,8 +129,13 @@ def analyze(
         "cache_model": cache_model, "warnings": list(trace.warnings),
     }  # fmt: skip
     need = float(min_gain * prompt)
-    if cache_model == "lru":
+    host_basis = "the LRU curve"
+    if cache_model in ("lru", "vllm", "sglang"):
         if device_blocks is None:
+            if cache_model != "lru":
+                raise KvgateError(f"the {cache_model} model needs the device pool",
+                                  hint="give --device-capacity BYTES (the KV pool from `kvgate fit` or the engine's "
+                                       "log) or --device-blocks N")
             return out
         dev = curve.hit_tokens(device_blocks)
         out["device"] = {"capacity_blocks": device_blocks, "capacity_bytes": device_blocks * block_bytes,
@@ -129,7 +147,7 @@ def analyze(
         stored = 0
         caps, _ = curve.changes()
         grid = sorted({int(c) - device_blocks for c in caps if c > device_blocks} | {host_blocks})
-        added_at = [(h, curve.hit_tokens(device_blocks + h) - dev) for h in grid]
+        added_at = [(h * block_bytes, curve.hit_tokens(device_blocks + h) - dev) for h in grid]
         host_from = first_capacity_reaching(added_at, need)
         # the device pool from which the host tier (of this size) adds less than min_gain
         cap_grid = np.unique(np.concatenate([caps, caps - host_blocks, [0]]))
@@ -141,6 +159,35 @@ def analyze(
         out["host"] = {"capacity_bytes": host_bytes, "capacity_blocks": host_blocks, "hit_tokens": both,
                        "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
                        "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored}  # fmt: skip
+        if cache_model == "vllm":
+            from kvgate.tier import vllm as vm
+
+            bs = engine_block_size
+            per_block = bs * bytes_per_token
+            gpu_blocks = device_blocks * B // bs if device_bytes is None else device_bytes // per_block
+            d0, _ = vm.replay(trace, vm.VllmPrefixCache(B, bs, gpu_blocks, 0))
+            tiered_v = vm.VllmPrefixCache(B, bs, gpu_blocks, host_bytes // per_block)
+            d1, h1 = vm.replay(trace, tiered_v)
+            dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
+            out["device"].update({"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
+                                  "hit_share": _share(dev, prompt), "lru_hit_tokens": out["device"]["hit_tokens"],
+                                  "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
+            host_basis = "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"
+        elif cache_model == "sglang":
+            from kvgate.tier import sglang as sm
+
+            dev_tok = device_blocks * B if device_bytes is None else device_bytes // bytes_per_token
+            d0, _ = sm.replay(trace, sm.SglangRadixCache(dev_tok, 0))
+            tiered_s = sm.SglangRadixCache(dev_tok, host_bytes // bytes_per_token)
+            d1, h1 = sm.replay(trace, tiered_s)
+            dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
+            out["device"].update({"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": _share(dev, prompt),
+                                  "lru_hit_tokens": out["device"]["hit_tokens"]})  # fmt: skip
+            host_basis = "the LRU curve (an estimate for sglang: replaying every host size is one replay each)"
+        if cache_model != "lru":
+            out["host"].update({"hit_tokens": both, "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
+                                "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored,
+                                "write_through": True})  # fmt: skip
     else:
         from kvgate.tier.llamacpp import LlamaCppServer, replay
 
@@ -173,21 +220,23 @@ def analyze(
                 break
         host_from = first_capacity_reaching(added_at, need)
         dev_nothing = None
+        host_basis = "llama.cpp replays at --cache-ram 1, 2, 4, ... MiB"
     v = decide(prompt_tokens=prompt, device_hit_tokens=dev, tiered_hit_tokens=both, bytes_per_token=bytes_per_token,
                prefill=prefill, bandwidth=bandwidth, stored_tokens=stored, min_gain=min_gain)  # fmt: skip
     out["prefill_tokens_per_s"] = prefill.as_dict()
     out["h2d_bandwidth_bytes_per_s"] = bandwidth.as_dict()
     out["min_gain_share"] = float(min_gain)
     out.update(v.as_dict())
-    host_from_bytes = None if host_from is None else (host_from * block_bytes if cache_model == "lru" else host_from)
+    host_from_bytes = host_from
     out["boundaries"] = {
         "host_capacity_bytes_from_which_it_pays": host_from_bytes,
+        "host_capacity_basis": host_basis,
         "bandwidth_below_which_a_hit_is_slower_bytes_per_s": v.breakeven_bandwidth_bytes_per_s,
         "reuse_share_below_which_it_never_pays": dev / prompt + float(min_gain) if prompt else None,
         "device_pool_blocks_from_which_the_tier_adds_under_min_gain": dev_nothing,
         "device_pool_bytes_from_which_the_tier_adds_under_min_gain":
             None if dev_nothing is None else dev_nothing * block_bytes,
         "device_pool_blocks_at_which_the_tier_adds_nothing":
-            curve.saturation_blocks() if cache_model == "lru" else None,
+            curve.saturation_blocks() if cache_model != "llama.cpp" else None,
     }  # fmt: skip
     return out
