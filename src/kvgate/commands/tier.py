@@ -188,8 +188,10 @@ def _text(r: dict[str, Any]) -> str:
         lines.append(f"+ host  {cap}: {h['hit_tokens']:,} ({_pct(h['hit_share'])}); the host tier adds "
                      f"{h['added_hit_tokens']:,} ({_pct(h['added_hit_share'])})")
         pf, bw = r["prefill_tokens_per_s"], r["h2d_bandwidth_bytes_per_s"]
-        lines += [f"prefill {pf['value'] if pf['value'] is not None else 'not available'} tokens/s ({pf['source']}); "
-                  f"host->device {bw['value'] if bw['value'] is not None else 'not available'} B/s ({bw['source']})",
+        lines += [("prefill " + (f"{pf['value']:,.6g} tokens/s ({pf['source']})" if pf["value"] is not None
+                                 else "speed not available") + "; host->device "
+                   + (f"{bw['value'] / 1e9:,.6g} GB/s ({bw['source']})" if bw["value"] is not None
+                      else "bandwidth not available")),
                   "", f"verdict {r['verdict']}: {r['reason']}"]
         if r.get("condition"):
             lines.append(f"        pays if {r['condition']}")
