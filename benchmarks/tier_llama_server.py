@@ -4,7 +4,8 @@ llama-server with ``--cache-ram``, on CPU, serving the Mooncake conversation tra
 1. A tiny, complete Llama GGUF (random f32 weights, 4 layers, 2 KV heads of 64, f16 KV:
    2,048 B per token) with a vocabulary large enough that every hash id of the excerpt
    gets its own first token, written with the ``gguf`` package.
-2. The first ``--requests`` requests of ``../shared/traces/mooncake_conversation_trace.jsonl``
+2. The requests of the first ``--conversations`` multi-request conversations (at most
+   ``--requests``; :func:`scaled_trace`) of ``../shared/traces/mooncake_conversation_trace.jsonl``
    (Apache-2.0, Qin et al., FAST 2025), each hash id turned into the same block of
    ``--block-tokens`` tokens (its own first token, then seeded random tokens), each prompt
    cut to ceil(input_length × block / 512) tokens (the trace's blocks, scaled to CPU size:
@@ -98,12 +99,30 @@ def write_gguf(path: Path, n_words: int, seed: int = 0) -> None:
     w.close()
 
 
-def scaled_trace(src: Path, n: int, block: int) -> HashedTrace:
-    """The first ``n`` requests with blocks of ``block`` tokens (module docstring)."""
-    t = load_hashed_trace(src, limit=n)
+def scaled_trace(src: Path, n: int, block: int, conversations: int | None = None) -> HashedTrace:
+    """The first ``n`` requests with blocks of ``block`` tokens (module docstring); with
+    ``conversations`` G, the requests (in file order, at most ``n``) of the first G
+    conversations that have two requests or more, a conversation being the requests that
+    share their first two hash ids (the first ~500 requests of the trace alone hold few
+    follow-up turns: their reuse is the shared first block only)."""
+    t = load_hashed_trace(src, limit=None if conversations else n)
+    if conversations:
+        keys = [tuple(t.request_ids(i)[:2].tolist()) for i in range(t.n_requests)]
+        count: dict[tuple, int] = {}
+        for k in keys:
+            count[k] = count.get(k, 0) + 1
+        chosen: dict[tuple, None] = {}
+        for k in keys:
+            if count[k] >= 2 and k not in chosen and len(chosen) < conversations:
+                chosen[k] = None
+        idx = [i for i in range(t.n_requests) if keys[i] in chosen][:n]
+    else:
+        idx = list(range(t.n_requests))
     scale = t.block_tokens // block
-    length = -(-t.input_length // scale)
-    return HashedTrace(length, t.offsets, t.ids, block, "scaled", None, f"{src} (first {n}, block {block})", t.format)
+    reqs = [(int(-(-int(t.input_length[i]) // scale)), t.request_ids(i).tolist()) for i in idx]
+    what = f"{len(idx)} requests of the first {conversations} multi-request conversations" if conversations \
+        else f"first {len(idx)} requests"
+    return HashedTrace.from_lists(reqs, block, source=f"{src} ({what}, block {block})", format=t.format)
 
 
 def token_prompts(t: HashedTrace, n_words: int, seed: int = 0) -> list[list[int]]:
@@ -176,14 +195,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True, type=Path)
     ap.add_argument("--trace", type=Path, default=ROOT.parent / "shared" / "traces" / "mooncake_conversation_trace.jsonl")
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--block-tokens", type=int, default=16)
-    ap.add_argument("--ctx", type=int, default=8192)
-    ap.add_argument("--cache-ram", default="0,2,8,-1", help="MiB settings to run, 0 first")
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--conversations", type=int, default=60)
+    ap.add_argument("--block-tokens", type=int, default=8)
+    ap.add_argument("--ctx", type=int, default=16384)
+    ap.add_argument("--cache-ram", default="0,1,2,4,8,-1", help="MiB settings to run, 0 first")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    t = scaled_trace(a.trace, a.requests, a.block_tokens)
+    t = scaled_trace(a.trace, a.requests, a.block_tokens, a.conversations or None)
     n_words = int(len(np.unique(t.ids)) + 64)
     gguf_path = Path("/tmp/kvgate_tier_tiny_llama.gguf")  # not committed (about 10 MB)
     write_gguf(gguf_path, n_words)
@@ -220,7 +240,7 @@ def main() -> int:
             print(f"--cache-ram {ram:>3}: host tier adds {added:,} tokens: predicted gain {r['predicted_ttft_gain_ms']:.0f} ms, "
                   f"measured {r['measured_ttft_gain_ms']:.0f} ms")  # fmt: skip
     total_prompt = int(t.input_length.sum())
-    rec = {"trace": str(a.trace), "requests": a.requests, "block_tokens": a.block_tokens, "ctx": a.ctx,
+    rec = {"trace": t.source, "requests": t.n_requests, "conversations": a.conversations, "block_tokens": a.block_tokens, "ctx": a.ctx,
            "prompt_tokens": total_prompt, "bytes_per_token": BYTES_PER_TOKEN, "server": str(a.server),
            "commit": commit, "runs": {str(k): v for k, v in runs.items()}}  # fmt: skip
     (a.out / "tier_llama_server.json").write_text(json.dumps(rec, indent=1))

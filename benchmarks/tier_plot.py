@@ -56,11 +56,12 @@ def main() -> int:
                    label=f"boundary: host tier from {hb / GIB:.1f} GiB gains >= 1% of tokens")
     ax.axhline(100 * rep["unbounded_hit_share"], color="grey", lw=0.8,
                label=f"unbounded: {100 * rep['unbounded_hit_share']:.2f}%")
-    for model, marker in (("vllm", "s"), ("sglang", "^")):
+    for model, marker, style in (("vllm", "s", dict(color="k", ms=5)),
+                                 ("sglang", "^", dict(color="C3", ms=9, mfc="none"))):
         r = analyze(t, bytes_per_token=bpt, cache_model=model, device_blocks=dev_blocks, device_bytes=dev_b,
                     host_bytes=host_b, prefill=Speed(None), bandwidth=Speed(None))
         ax.plot([dev_b / GIB, (dev_b + host_b) / GIB], [100 * r["device"]["hit_share"], 100 * r["host"]["hit_share"]],
-                marker, color="k", ms=5, ls="none", label=f"{model} model: device, device + host")
+                marker, ls="none", label=f"{model} model: device, device + host", **style)
     ax.set_xscale("log")
     ax.set_xlabel("prefix-cache capacity (GiB, Llama-3.1-8B bf16: 64 MiB per 512-token block)")
     ax.set_ylabel("prompt tokens served from cache (%)")
@@ -80,7 +81,8 @@ def main() -> int:
         ax2.set_xticks(x, labels)
         ax2.set_xlabel("--cache-ram (host prompt cache), -np 1")
         ax2.set_ylabel("prompt tokens served from cache (%)")
-        ax2.set_title(f"llama-server (CPU, commit {d['commit'][:12]}): first {d['requests']} requests")
+        ax2.set_title(f"llama-server (CPU, {d['commit'][:12]}): {d['requests']} requests, "
+                      f"{d['conversations']} conversations")
         ax2.legend(fontsize=7, loc="upper left")
         ax2.grid(alpha=0.3, axis="y")
     fig.tight_layout()

@@ -63,3 +63,22 @@ def test_two_slots_lru_and_idle_slot_saving():
     assert s.saved_tokens == 12 + 8
     off = _server(None, n_slots=2, cache_idle_slots=False)
     assert replay(t, off).tolist() == [0, 8, 0, 12, 15]
+
+
+def test_model_matches_a_real_llama_server_request_by_request():
+    # recorded by benchmarks/tier_llama_server.py against llama-server at commit 0c1e57098bba (CPU build):
+    # every request's timings.cache_n at six --cache-ram settings (tests/data/tier/SOURCES.md)
+    import json
+    from pathlib import Path
+
+    d = json.loads((Path(__file__).parent / "data" / "tier" / "mooncake_llama_server.json").read_text())
+    t = HashedTrace.from_lists([(n, ids) for n, ids in d["requests"]], d["block_tokens"])
+    totals = {}
+    for ram, served in d["served_cache_n"].items():
+        mib = int(ram)
+        s = LlamaCppServer(d["block_tokens"], n_slots=1, n_ctx=d["n_ctx"],
+                           cache_ram_bytes=None if mib < 0 else mib * 2**20,
+                           bytes_per_token=d["bytes_per_token"], n_layer=d["n_layer"], n_stream=1)
+        assert replay(t, s).tolist() == served, ram
+        totals[mib] = sum(served)
+    assert totals == {0: 2600, 1: 3792, 2: 4720, 4: 5856, 8: 10296, -1: 33915}
