@@ -107,10 +107,11 @@ def decide(
                            w_star, cond)  # fmt: skip
     benefit = added / prefill.value
     cost = (added + stored_tokens) * bytes_per_token / bandwidth.value
+    moved = "loads and write-through stores" if stored_tokens else "loads"
     if benefit > cost:
         return TierVerdict("pays", f"the host tier's hits save {benefit:.4g} s of prefill for {cost:.4g} s of "
-                           "loads", added, benefit, cost, w_star)  # fmt: skip
-    return TierVerdict("insufficient", f"loading the host tier's hits takes {cost:.4g} s, recomputing them "
+                           f"{moved}", added, benefit, cost, w_star)  # fmt: skip
+    return TierVerdict("insufficient", f"the host tier's {moved} take {cost:.4g} s, recomputing its hits "
                        f"{benefit:.4g} s", added, benefit, cost, w_star)  # fmt: skip
 
 

@@ -206,8 +206,8 @@ class LruCurveBuilder:
 
     def _codes(self, ids: np.ndarray) -> np.ndarray:
         """Dense codes for ids (ids themselves when they are small)."""
-        if self._remap_keys is None and (len(ids) == 0 or int(ids.max()) < (1 << 28)):
-            return ids
+        if self._remap_keys is None and self.sample_rate >= 1.0 and (len(ids) == 0 or int(ids.max()) < (1 << 28)):
+            return ids  # dense ids index the last-touch array directly (sampled ids are remapped: memory O(sample))
         if self._remap_keys is None:  # switch to a remap; codes so far were the ids
             seen = np.flatnonzero(self._last >= 0)
             self._remap_keys, self._remap_vals = seen.astype(np.int64), seen.astype(np.int64)
