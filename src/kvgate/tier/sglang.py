@@ -23,7 +23,8 @@ Read from sgl-project/sglang, ``python/sglang/srt/mem_cache/``:
 Granularity: the radix tree splits at any token; a hashed trace only knows its blocks, so
 a node here is one trace block (its tokens: the most any request wrote of it), and a hit
 counts a block's tokens up to the request's own (a request whose last block is partial
-matches part of it). Generated tokens are inserted as a private node under the prompt.
+matches part of it). Generated tokens (``serve(..., output_tokens=)``) are inserted as a
+private node under the prompt; ``kvgate tier`` replays prompts only.
 Device and host capacities are in tokens (``max_total_num_tokens`` and the host pool's).
 """
 

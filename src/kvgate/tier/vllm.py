@@ -24,9 +24,10 @@ Read from vllm-project/vllm (main, the commits named per file):
 Units: engine blocks of ``block_size`` tokens (``--block-size``, default 16); a trace
 block of B tokens is B / block_size engine blocks (:func:`kvgate.tier.traces.
 engine_blocks_per_trace_block`), engine block k of trace block id h is keyed ``(h, k)``
-(the trace's ids already name the whole prefix). A request writes its prompt and
-``output_tokens`` generated tokens (the trace's output_length, or 0); generated blocks are
-cached too but no later prompt names them. A request needing more blocks than the pool
+(the trace's ids already name the whole prefix). A request writes its prompt and, when
+:meth:`VllmPrefixCache.serve` is given ``output_tokens``, its generated tokens, whose blocks
+are cached too but never named by a later prompt; ``kvgate tier`` replays prompts only (a
+hashed trace's reader keeps no output lengths), so generated blocks take no pool space there. A request needing more blocks than the pool
 is not admitted by vLLM: it is counted with no hit and listed in ``too_long``.
 """
 
