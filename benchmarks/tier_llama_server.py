@@ -1,0 +1,251 @@
+"""Benchmark (not CI): the ``llama.cpp`` cache model (kvgate.tier.llamacpp) against a real
+llama-server with ``--cache-ram``, on CPU, serving the Mooncake conversation trace as prompts.
+
+1. A tiny, complete Llama GGUF (random f32 weights, 4 layers, 2 KV heads of 64, f16 KV:
+   2,048 B per token) with a vocabulary large enough that every hash id of the excerpt
+   gets its own first token, written with the ``gguf`` package.
+2. The requests of the first ``--conversations`` multi-request conversations (at most
+   ``--requests``; :func:`scaled_trace`) of ``../shared/traces/mooncake_conversation_trace.jsonl``
+   (Apache-2.0, Qin et al., FAST 2025), each hash id turned into the same block of
+   ``--block-tokens`` tokens (its own first token, then seeded random tokens), each prompt
+   cut to ceil(input_length × block / 512) tokens (the trace's blocks, scaled to CPU size:
+   ceil(ceil(L·b/512) / b) = ceil(L / 512), so every request keeps its block count).
+3. For each ``--cache-ram`` setting: start llama-server (127.0.0.1, ``-np 1``), send the
+   prompts one at a time as token arrays (``/completion``, ``n_predict 1``), read
+   ``timings.cache_n`` and ``timings.prompt_ms``; replay the same prompts through
+   :class:`kvgate.tier.llamacpp.LlamaCppServer` and compare request by request.
+4. The predicted TTFT gain of the host tier (its added hit tokens × the measured prefill
+   time per token of the ``--cache-ram 0`` run) against the measured one (Σ prompt_ms of
+   ``--cache-ram 0`` minus that of the run with the cache).
+
+Writes ``benchmarks/results/tier_llama_server.json``. Run:
+``python benchmarks/tier_llama_server.py --server /path/to/llama-server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kvgate.tier.llamacpp import LlamaCppServer, Prompt  # noqa: E402
+from kvgate.tier.traces import HashedTrace, load_hashed_trace  # noqa: E402
+
+CFG = dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_ctx_train=16384)
+BYTES_PER_TOKEN = CFG["n_layer"] * 2 * CFG["n_head_kv"] * CFG["head_dim"] * 2  # K + V, f16
+N_SPECIAL = 3 + 256  # <unk> <s> </s> and the byte tokens
+
+
+def write_gguf(path: Path, n_words: int, seed: int = 0) -> None:
+    """A loadable Llama GGUF: SPM vocabulary of the specials, 256 byte tokens and
+    ``n_words`` plain tokens ``w0 .. w{n-1}``; random f32 weights."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    c = CFG
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("kvgate-tier-tiny")
+    w.add_block_count(c["n_layer"])
+    w.add_context_length(c["n_ctx_train"])
+    w.add_embedding_length(c["n_embd"])
+    w.add_feed_forward_length(c["n_ff"])
+    w.add_head_count(c["n_head"])
+    w.add_head_count_kv(c["n_head_kv"])
+    w.add_rope_dimension_count(c["head_dim"])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(0)
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [f"w{i}" for i in range(n_words)]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * 3 + [-1000.0] * 256 + [-1.0] * n_words)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * n_words)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(False)
+    V, E, F = len(tokens), c["n_embd"], c["n_ff"]
+    q, kv = c["n_head"] * c["head_dim"], c["n_head_kv"] * c["head_dim"]
+
+    def t(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    w.add_tensor("token_embd.weight", t(V, E))
+    w.add_tensor("output_norm.weight", np.ones(E, dtype=np.float32))
+    w.add_tensor("output.weight", t(V, E))
+    for i in range(c["n_layer"]):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(E, dtype=np.float32))
+        w.add_tensor(p + "attn_q.weight", t(q, E))
+        w.add_tensor(p + "attn_k.weight", t(kv, E))
+        w.add_tensor(p + "attn_v.weight", t(kv, E))
+        w.add_tensor(p + "attn_output.weight", t(E, q))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(E, dtype=np.float32))
+        w.add_tensor(p + "ffn_gate.weight", t(F, E))
+        w.add_tensor(p + "ffn_up.weight", t(F, E))
+        w.add_tensor(p + "ffn_down.weight", t(E, F))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def scaled_trace(src: Path, n: int, block: int, conversations: int | None = None) -> HashedTrace:
+    """The first ``n`` requests with blocks of ``block`` tokens (module docstring); with
+    ``conversations`` G, the requests (in file order, at most ``n``) of the first G
+    conversations that have two requests or more, a conversation being the requests that
+    share their first two hash ids (the first ~500 requests of the trace alone hold few
+    follow-up turns: their reuse is the shared first block only)."""
+    t = load_hashed_trace(src, limit=None if conversations else n)
+    if conversations:
+        keys = [tuple(t.request_ids(i)[:2].tolist()) for i in range(t.n_requests)]
+        count: dict[tuple, int] = {}
+        for k in keys:
+            count[k] = count.get(k, 0) + 1
+        chosen: dict[tuple, None] = {}
+        for k in keys:
+            if count[k] >= 2 and k not in chosen and len(chosen) < conversations:
+                chosen[k] = None
+        idx = [i for i in range(t.n_requests) if keys[i] in chosen][:n]
+    else:
+        idx = list(range(t.n_requests))
+    scale = t.block_tokens // block
+    reqs = [(int(-(-int(t.input_length[i]) // scale)), t.request_ids(i).tolist()) for i in idx]
+    what = f"{len(idx)} requests of the first {conversations} multi-request conversations" if conversations \
+        else f"first {len(idx)} requests"
+    return HashedTrace.from_lists(reqs, block, source=f"{src} ({what}, block {block})", format=t.format)
+
+
+def token_prompts(t: HashedTrace, n_words: int, seed: int = 0) -> list[list[int]]:
+    """Each request's token ids: block of id h = [first token of h] + seeded random tokens."""
+    uniq = {int(h): k for k, h in enumerate(np.unique(t.ids))}
+    if len(uniq) > n_words:
+        raise SystemExit(f"{len(uniq)} distinct ids need more than {n_words} words")
+    rng = np.random.default_rng(seed)
+    blocks = {h: [N_SPECIAL + k] + (N_SPECIAL + rng.integers(0, n_words, t.block_tokens - 1)).tolist()
+              for h, k in uniq.items()}  # fmt: skip
+    out = []
+    for i in range(t.n_requests):
+        toks: list[int] = []
+        for h in t.request_ids(i).tolist():
+            toks += blocks[int(h)]
+        out.append(toks[: int(t.input_length[i])])
+    return out
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _post(base: str, body: dict) -> dict:
+    req = urllib.request.Request(base + "/completion", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=120) as r:  # noqa: S310 - loopback
+        return json.loads(r.read())
+
+
+def serve_all(server: Path, gguf_path: Path, prompts: list[list[int]], ctx: int, cache_ram: int, log: Path) -> list[dict]:
+    """Start llama-server with ``--cache-ram cache_ram`` and send every prompt; the timings."""
+    port = _port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [str(server), "-m", str(gguf_path), "-c", str(ctx), "-np", "1", "--cache-ram", str(cache_ram),
+           "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-tb", "2", "--no-warmup"]  # fmt: skip
+    with log.open("w") as lf:
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)  # noqa: S603 - our binary, loopback
+        try:
+            t0 = time.time()
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"llama-server exited ({proc.returncode}); see {log}")
+                try:
+                    with urllib.request.urlopen(base + "/health", timeout=2) as r:  # noqa: S310 - loopback
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.time() - t0 > 120:
+                    raise SystemExit("llama-server did not become ready")
+                time.sleep(0.3)
+            out = []
+            for p in prompts:
+                r = _post(base, {"prompt": p, "n_predict": 1, "cache_prompt": True, "temperature": 0.0})
+                tm = r["timings"]
+                out.append({"cache_n": tm["cache_n"], "prompt_n": tm["prompt_n"], "prompt_ms": tm["prompt_ms"]})
+            return out
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True, type=Path)
+    ap.add_argument("--trace", type=Path, default=ROOT.parent / "shared" / "traces" / "mooncake_conversation_trace.jsonl")
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--conversations", type=int, default=60)
+    ap.add_argument("--block-tokens", type=int, default=8)
+    ap.add_argument("--ctx", type=int, default=16384)
+    ap.add_argument("--cache-ram", default="0,1,2,4,8,-1", help="MiB settings to run, 0 first")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    t = scaled_trace(a.trace, a.requests, a.block_tokens, a.conversations or None)
+    n_words = int(len(np.unique(t.ids)) + 64)
+    gguf_path = Path("/tmp/kvgate_tier_tiny_llama.gguf")  # not committed (about 10 MB)
+    write_gguf(gguf_path, n_words)
+    prompts = token_prompts(t, n_words)
+    pr = [Prompt(tuple(t.request_ids(i).tolist()), int(t.input_length[i])) for i in range(t.n_requests)]
+    from kvgate.geometry.llamacpp import PINNED_COMMIT
+
+    commit = PINNED_COMMIT
+    runs = {}
+    for ram in [int(x) for x in a.cache_ram.split(",")]:
+        served = serve_all(a.server, gguf_path, prompts, a.ctx, ram, a.out / f"tier_llama_server_{ram}.log")
+        model = LlamaCppServer(a.block_tokens, n_slots=1, n_ctx=a.ctx, cache_ram_bytes=None if ram < 0 else ram * 2**20,
+                               bytes_per_token=BYTES_PER_TOKEN, n_layer=CFG["n_layer"], n_stream=1)  # fmt: skip
+        predicted = [model.serve(p) for p in pr]
+        got = [s["cache_n"] for s in served]
+        diff = [i for i, (x, y) in enumerate(zip(predicted, got)) if x != y]
+        runs[ram] = {"cache_ram_mib": ram, "predicted_cache_n": int(sum(predicted)), "served_cache_n": int(sum(got)),
+                     "requests_differing": len(diff), "first_differing": diff[:10],
+                     "prompt_ms": float(sum(s["prompt_ms"] for s in served)),
+                     "prompt_n": int(sum(s["prompt_n"] for s in served)),
+                     "bos_or_extra_tokens": int(sum(s["prompt_n"] + s["cache_n"] for s in served) - sum(map(len, prompts))),
+                     "per_request": {"predicted": predicted, "served": got,
+                                     "prompt_ms": [s["prompt_ms"] for s in served]}}  # fmt: skip
+        print(f"--cache-ram {ram:>3} MiB: predicted {sum(predicted):,} cached tokens, served {sum(got):,} "
+              f"({len(diff)} requests differ); prompt {runs[ram]['prompt_ms']:.0f} ms for {runs[ram]['prompt_n']:,} tokens",
+              flush=True)  # fmt: skip
+    base = runs.get(0)
+    if base:
+        ms_per_tok = base["prompt_ms"] / max(base["prompt_n"], 1)
+        for ram, r in runs.items():
+            added = r["predicted_cache_n"] - base["predicted_cache_n"]
+            r["predicted_ttft_gain_ms"] = added * ms_per_tok
+            r["measured_ttft_gain_ms"] = base["prompt_ms"] - r["prompt_ms"]
+            print(f"--cache-ram {ram:>3}: host tier adds {added:,} tokens: predicted gain {r['predicted_ttft_gain_ms']:.0f} ms, "
+                  f"measured {r['measured_ttft_gain_ms']:.0f} ms")  # fmt: skip
+    total_prompt = int(t.input_length.sum())
+    rec = {"trace": t.source, "requests": t.n_requests, "conversations": a.conversations, "block_tokens": a.block_tokens, "ctx": a.ctx,
+           "prompt_tokens": total_prompt, "bytes_per_token": BYTES_PER_TOKEN, "server": str(a.server),
+           "commit": commit, "runs": {str(k): v for k, v in runs.items()}}  # fmt: skip
+    (a.out / "tier_llama_server.json").write_text(json.dumps(rec, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,372 @@
+"""Hashed request traces: one list of prompt-block hash ids per request.
+
+A hashed trace says which prompt blocks two requests share without giving the text:
+request ``i`` has ``input_length[i]`` prompt tokens cut into blocks of ``block_tokens``
+tokens, and ``hash_ids`` names block ``j`` of that prompt. Equal ids mean equal blocks
+*and* (in both published traces) equal prefixes up to that block, so the trace can be
+replayed through any prefix cache. The formats, read from each data set's own pages:
+
+=================  ===============================================  =======  ========
+format             columns                                          block    time
+=================  ===============================================  =======  ========
+``mooncake``       ``timestamp, input_length, output_length,        512      ms
+                   hash_ids`` (kvcache-ai/Mooncake
+                   ``FAST25-release/traces/*.jsonl``)
+``qwen-bailian``   ``chat_id, parent_chat_id, timestamp,             16       s
+                   input_length, output_length, type, turn,
+                   hash_ids`` (alibaba-edu/qwen-bailian-usagetraces-anon,
+                   ``*_blksz_16.jsonl``)
+``offline``        ``input_length`` and ``hash_ids``, no time       given or none
+                   column (an offline trace: requests in file       from the
+                   order; ServeGen publishes per-client             data
+                   distributions, not hashed requests, so a
+                   hashed offline trace built from it reads here)
+=================  ===============================================  =======  ========
+
+The formats are recognized by :func:`kvgate.replay.readers.formats.detect_format` (the
+same columns, the same rule) and the time unit is the format's, or the column name's
+suffix, or detected from the data by :func:`kvgate.replay.timeunits.detect_time_unit`;
+the arrival times only order nothing here (requests are taken in file order, as every
+published replay does) but are kept for a caller who wants them.
+
+**The hash block is the trace's, not the engine's.** Mooncake hashed 512-token blocks;
+vLLM caches 16-token blocks, SGLang single tokens, llama.cpp single tokens. A trace
+block of B tokens is B / b engine blocks of b tokens when b divides B, and an engine
+hit is always a whole number of engine blocks; what a trace cannot say is whether two
+prompts that differ inside a trace block share a shorter run of engine blocks. So every
+count kvgate gives from a trace is in whole trace blocks (a *lower* bound on the
+engine's own hit by at most one trace block per request), and an engine block that does
+not divide the trace block is refused by :func:`engine_blocks_per_trace_block`.
+
+**Block size.** Taken from, in order: the caller (``block_tokens``, the CLI's
+``--trace-block-tokens``); the format (Mooncake 512, Qwen-Bailian 16); the data: the
+sizes B in 16, 32, ..., 4096 for which every request has ``ceil(input_length / B)``
+ids. Exactly one such B is taken; none or several is refused with the hint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kvgate.replay import timeunits
+from kvgate.replay.readers.base import TraceError, norm_column, pick_column
+from kvgate.replay.readers.formats import (
+    ARRIVAL_COLUMNS,
+    MOONCAKE,
+    PROMPT_COLUMNS,
+    QWEN_BAILIAN,
+    detect_format,
+)
+
+FORMAT_BLOCK_TOKENS: dict[str, int] = {MOONCAKE.name: 512, QWEN_BAILIAN.name: 16}
+"""Hash block of each published format, in tokens (Mooncake README: "block size 512";
+Qwen-Bailian file names ``*_blksz_16``)."""  # fmt: skip
+CANDIDATE_BLOCKS = tuple(2**k for k in range(4, 13))  # 16 .. 4096
+HASH_COLUMNS = ("hashids", "blockhashes", "hashes")
+
+
+@dataclass
+class HashedTrace:
+    """Requests in file order with their prompt-block hash ids.
+
+    Attributes:
+        input_length: int64 ``[n]`` prompt tokens per request.
+        offsets: int64 ``[n + 1]``; request ``i``'s ids are ``ids[offsets[i]:offsets[i+1]]``.
+        ids: int64 ``[offsets[-1]]`` block hash ids, request by request, block by block.
+        block_tokens: tokens per hash block (the trace's, see the module docstring).
+        block_reason: how ``block_tokens`` was decided.
+        arrival_s: float64 ``[n]`` seconds after the first request in file order, or
+            ``None`` (no time column).
+        source, format, attribution: where it came from, the recognized format name
+            (``"mooncake"``, ``"qwen-bailian"``, ``"offline"``, ``"hashed"``, ``"synthetic"``)
+            and the data set's citation (or ``None``).
+        warnings: what a command must print.
+    """
+
+    input_length: np.ndarray
+    offsets: np.ndarray
+    ids: np.ndarray
+    block_tokens: int
+    block_reason: str = "given"
+    arrival_s: np.ndarray | None = None
+    source: str = "in memory"
+    format: str = "hashed"
+    attribution: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_requests(self) -> int:
+        """Number of requests."""
+        return len(self.input_length)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Σ input_length: every prompt token of the trace (the hit share's whole)."""
+        return int(self.input_length.sum())
+
+    def request_ids(self, i: int) -> np.ndarray:
+        """The hash ids of request ``i`` (a view)."""
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    @classmethod
+    def from_lists(cls, requests: list[tuple[int, list[int]]], block_tokens: int, **kw: object) -> HashedTrace:
+        """A trace from ``[(input_length, [hash ids...]), ...]`` (tests, benchmarks).
+
+        Raises:
+            TraceError: as :func:`check`.
+        """
+        lengths = np.array([r[0] for r in requests], dtype=np.int64)
+        counts = np.array([len(r[1]) for r in requests], dtype=np.int64)
+        offsets = np.zeros(len(requests) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ids = np.array([h for r in requests for h in r[1]], dtype=np.int64)
+        t = cls(lengths, offsets, ids, block_tokens, **kw)  # type: ignore[arg-type]
+        check(t)
+        return t
+
+
+def check(t: HashedTrace) -> None:
+    """Refuse a trace kvgate cannot replay.
+
+    Raises:
+        TraceError: a block size < 1, a negative input length or hash id, mismatched
+            arrays.
+    """
+    if t.block_tokens < 1:
+        raise TraceError(f"trace block size must be at least 1 token, got {t.block_tokens}")
+    if len(t.offsets) != len(t.input_length) + 1 or int(t.offsets[-1]) != len(t.ids):
+        raise TraceError("hashed trace: offsets do not match the requests and ids")
+    if len(t.input_length) and int(t.input_length.min()) < 0:
+        raise TraceError(f"trace {t.source}: a negative input_length ({int(t.input_length.min())})")
+    if len(t.ids) and int(t.ids.min()) < 0:
+        raise TraceError(f"trace {t.source}: a negative hash id ({int(t.ids.min())})")
+
+
+def engine_blocks_per_trace_block(trace_block_tokens: int, engine_block_tokens: int) -> int:
+    """How many engine blocks one trace block is (module docstring).
+
+    Raises:
+        TraceError: the engine block does not divide the trace block (e.g. vLLM
+            ``--block-size 48`` on Mooncake's 512): hits cannot be told in engine blocks.
+    """
+    if engine_block_tokens < 1 or trace_block_tokens % engine_block_tokens:
+        raise TraceError(
+            f"the engine block ({engine_block_tokens} tokens) does not divide the trace's hash block "
+            f"({trace_block_tokens} tokens)",
+            hint="a hashed trace can be replayed through engine blocks that divide its own block "
+                 "(vLLM 16 on Mooncake's 512: 32 engine blocks per trace block)",
+        )  # fmt: skip
+    return trace_block_tokens // engine_block_tokens
+
+
+def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int]:
+    """The sizes of :data:`CANDIDATE_BLOCKS` for which every request has
+    ``ceil(input_length / B)`` hash ids (``counts``)."""
+    return [b for b in CANDIDATE_BLOCKS if np.array_equal((input_length + b - 1) // b, counts)]
+
+
+def _read_objects(path: Path) -> tuple[list[str], list[dict], list[int]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise TraceError(f"trace file not found: {path}") from None
+    except IsADirectoryError:
+        raise TraceError(f"trace path is a directory, not a file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read trace {path}: {exc}") from None
+    objs: list[dict] = []
+    lines: list[int] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"trace {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        for i, o in enumerate(data if isinstance(data, list) else [], start=1):
+            if not isinstance(o, dict):
+                raise TraceError(f"trace {path}: item {i} is not a JSON object")
+            objs.append(o)
+            lines.append(i)
+    else:
+        loads = json.loads
+        for no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                o = loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(
+                    f"trace {path}, line {no}: not valid JSON ({exc.msg} at column {exc.colno})",
+                    hint="a hashed trace is JSONL: one object per line with input_length and hash_ids",
+                ) from None
+            if not isinstance(o, dict):
+                raise TraceError(f"trace {path}, line {no}: not a JSON object")
+            objs.append(o)
+            lines.append(no)
+    if not objs:
+        raise TraceError(f"trace {path} has no requests")
+    columns: list[str] = []
+    seen: set[str] = set()
+    for o in objs[:1000]:
+        for k in o:
+            if k not in seen:
+                seen.add(k)
+                columns.append(k)
+    return columns, objs, lines
+
+
+def load_hashed_trace(
+    path: str | Path,
+    *,
+    block_tokens: int | None = None,
+    time_unit: str | None = None,
+    limit: int | None = None,
+) -> HashedTrace:
+    """Read a hashed trace (JSONL, or a ``.json`` list of objects) in file order.
+
+    Args:
+        path: the file.
+        block_tokens: tokens per hash block; ``None``: the format's or the data's (module
+            docstring).
+        time_unit: ``s``/``ms``/``us``/``ns`` for a numeric time column; ``None``: the
+            column name's, the format's, or detected.
+        limit: read only the first ``limit`` requests.
+
+    Raises:
+        TraceError: unreadable file, a line that is not a JSON object, no hash-id or
+            input-length column, a ``hash_ids`` that is not a list of whole numbers ≥ 0, a
+            bad input length (each with its line), a block size that cannot be decided.
+    """
+    p = Path(path)
+    timeunits.check_time_unit(time_unit)
+    columns, objs, lines = _read_objects(p)
+    if limit is not None:
+        objs, lines = objs[:limit], lines[:limit]
+    fmt = detect_format(columns)
+    c_hash = pick_column(columns, HASH_COLUMNS)
+    c_len = pick_column(columns, PROMPT_COLUMNS)
+    if c_hash is None or c_len is None:
+        missing = "hash_ids" if c_hash is None else "input_length"
+        raise TraceError(
+            f"trace {p} has no {missing} column (columns found: {', '.join(columns)})",
+            hint="a hashed trace (Mooncake, Qwen-Bailian) has input_length and hash_ids on every line",
+        )
+    c_time = fmt.time if fmt is not None else None
+    if c_time is not None:
+        c_time = pick_column(columns, (c_time,))
+    elif fmt is None:
+        c_time = next((c for c in columns if norm_column(timeunits.split_unit_suffix(c)[0]) in ARRIVAL_COLUMNS), None)
+    n = len(objs)
+    length = np.empty(n, dtype=np.int64)
+    counts = np.empty(n, dtype=np.int64)
+    flat: list[int] = []
+    extend = flat.extend
+    for i, o in enumerate(objs):
+        v = o.get(c_len)
+        h = o.get(c_hash)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v != int(v):
+            raise TraceError(f"trace {p}, line {lines[i]}: {c_len} is not a whole number of tokens ≥ 0: {v!r}")
+        if not isinstance(h, list):
+            raise TraceError(f"trace {p}, line {lines[i]}: {c_hash} is not a list: {h!r}")
+        length[i] = int(v)
+        counts[i] = len(h)
+        extend(h)
+    try:
+        arr = np.array(flat) if flat else np.zeros(0, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        arr = np.array([0])  # ragged or odd cells: found below
+        arr = arr.astype(object)
+    if arr.dtype.kind != "i" or (len(arr) and int(arr.min()) < 0):
+        for i, o in enumerate(objs):
+            for x in o[c_hash]:
+                if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 2**63:
+                    raise TraceError(f"trace {p}, line {lines[i]}: {c_hash} holds {x!r}, not a whole number >= 0")
+    ids = arr.astype(np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    arrival = None
+    warnings: list[str] = []
+    if c_time is not None:
+        tv = np.array([o.get(c_time) for o in objs], dtype=object)
+        try:
+            times = tv.astype(np.float64)
+        except (TypeError, ValueError):
+            raise TraceError(f"trace {p}: column {c_time!r} is not numeric", hint="drop it or give numbers") from None
+        _, suffix = timeunits.split_unit_suffix(c_time)
+        unit = time_unit or suffix or (fmt.time_unit if fmt is not None else None)
+        if unit is None:
+            unit, _why = timeunits.detect_time_unit(times, source=str(p), column=c_time)
+        per_s = timeunits.UNIT_SECONDS[unit]
+        arrival = (times - times[0]) * per_s if n else times
+        if n > 1 and np.any(np.diff(times) < 0):
+            warnings.append("timestamps are not sorted: requests are replayed in file order, as published replays do")
+    name = fmt.name if fmt is not None else ("offline" if c_time is None else "hashed")
+    if block_tokens is not None:
+        bt, reason = int(block_tokens), "given"
+    elif name in FORMAT_BLOCK_TOKENS:
+        bt, reason = FORMAT_BLOCK_TOKENS[name], f"the {name} format's hash block"
+    else:
+        fits = infer_block_tokens(length, counts)
+        if len(fits) != 1:
+            raise TraceError(
+                f"trace {p}: the hash block size cannot be told from the data "
+                f"({'no size' if not fits else 'sizes ' + ', '.join(map(str, fits))} in 16..4096 gives "
+                "ceil(input_length / block) ids on every line)",
+                hint="say it: --trace-block-tokens 512 (Mooncake) or 16 (Qwen-Bailian)",
+            )
+        bt, reason = fits[0], f"from the data: every line has ceil(input_length / {fits[0]}) ids"
+    t = HashedTrace(
+        length, offsets, ids, bt, reason, arrival, str(p), name,
+        fmt.attribution if fmt is not None else None, warnings,
+    )  # fmt: skip
+    check(t)
+    over = counts * bt - length
+    if n and int(over.max()) >= bt:
+        i = int(np.argmax(over >= bt))
+        t.warnings.append(
+            f"line {lines[i]}: {int(counts[i])} hash blocks of {bt} tokens exceed input_length {int(length[i])} "
+            "by a whole block or more: is the block size right?"
+        )
+    return t
+
+
+def synthetic_hashed(
+    n_requests: int,
+    *,
+    block_tokens: int = 512,
+    mean_blocks: float = 8.0,
+    share: float = 0.5,
+    prefixes: int = 1000,
+    seed: int = 0,
+) -> HashedTrace:
+    """A seeded synthetic hashed trace for benchmarks: each request has
+    1 + Poisson(mean_blocks − 1) blocks; with probability ``share`` it continues one of
+    ``prefixes`` earlier conversations (reusing a Zipf-chosen earlier request's ids as its
+    prefix), else all its blocks are new. Ids are dense (0, 1, 2, ...).
+
+    Returns:
+        a :class:`HashedTrace` with ``input_length = blocks × block_tokens`` and format
+        ``"synthetic"``.
+    """
+    rng = np.random.default_rng(seed)
+    nb = 1 + rng.poisson(max(mean_blocks - 1.0, 0.0), n_requests).astype(np.int64)
+    reuse = rng.random(n_requests) < share
+    # parent: a recent request (geometric look-back over `prefixes` conversations)
+    back = np.minimum(rng.zipf(1.3, n_requests), prefixes)
+    parent = np.arange(n_requests) - back
+    offsets = np.zeros(n_requests + 1, dtype=np.int64)
+    np.cumsum(nb, out=offsets[1:])
+    ids = np.arange(int(offsets[-1]), dtype=np.int64)
+    # a reusing request copies the parent's first min(parent blocks, own blocks - 1) ids
+    for i in np.flatnonzero(reuse & (parent >= 0)):
+        p = parent[i]
+        k = int(min(nb[p], nb[i] - 1))
+        if k > 0:
+            ids[offsets[i] : offsets[i] + k] = ids[offsets[p] : offsets[p] + k]
+    return HashedTrace(nb * block_tokens, offsets, ids, block_tokens, "synthetic", None,
+                       f"synthetic hashed (n={n_requests}, seed={seed})", "synthetic")  # fmt: skip
+
