@@ -91,6 +91,7 @@ def _pct(x: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kvgate.model import load_model
+    from kvgate.session import engine_geometry
     from kvgate.tier.analysis import LlamaCppSettings, analyze
     from kvgate.tier.gate import Speed
     from kvgate.tier.traces import load_hashed_trace
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         raise KvgateError("--device-capacity and --device-blocks both given", hint="give one")
     at = _capacities(args.at_capacity_blocks)
     model = load_model(args.model)
-    geo = engine.geometry(model)
+    geo = engine_geometry(engine, model)
     bpt = geo.bytes_per_token()
     trace = load_hashed_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
                               limit=args.limit)
