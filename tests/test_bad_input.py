@@ -246,3 +246,17 @@ def test_record_pair_is_both_or_neither(tmp_path, monkeypatch):
     with pytest.raises(KvgateError, match="appeared while writing"):
         write_files_atomic([(tmp_path / "r.json", "{}"), (tmp_path / "r.md", "# r")])
     assert len(calls) == 2 and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("n", [10**9, -1180591620717411303424, 10**30])
+def test_an_implausible_layer_count_is_refused_before_any_list_is_built(n):
+    """``num_hidden_layers`` of 10^9 used to build a 10^9-entry list (gigabytes) and a huge
+    negative one an OverflowError; both are a ConfigError naming the field (found by the
+    config fuzz)."""
+    from kvgate.model.config import spec_from_config
+    from kvgate.model.spec import ConfigError
+
+    cfg = {"model_type": "llama", "num_hidden_layers": n, "num_attention_heads": 8, "num_key_value_heads": 8,
+           "head_dim": 64, "hidden_size": 512, "max_position_embeddings": 4096}
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        spec_from_config(cfg, name="t", source="t")

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvgate.model.spec import ConfigError
+from kvgate.model.spec import MAX_LAYERS, ConfigError
 from kvgate.model.torchless import with_config_classes
 
 
@@ -131,7 +131,10 @@ def layer_types_of(text: Any) -> list[str]:
     """transformers' per-layer cache type list for a (text) config object (see module doc)."""
     types = getattr(text, "layer_types", None)
     if types is None:
-        n = int(text.num_hidden_layers)
+        n = text.num_hidden_layers
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_LAYERS:
+            # before [text] * n: a typo of 10^9 layers would allocate gigabytes here
+            raise ConfigError(f"num_hidden_layers {n!r:.40} is not a plausible layer count (0 to {MAX_LAYERS:,})")
         layer_cfgs = text.per_layer_config if getattr(text, "is_heterogeneous", False) else [text] * n
         types = []
         for lc in layer_cfgs:

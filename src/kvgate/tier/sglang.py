@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -60,15 +61,15 @@ class SglangRadixCache:
     host_tokens: int = 0
     write_through_threshold: int = 1
     load_back_threshold: int = 10
-    nodes: dict = field(default_factory=dict)
+    nodes: dict[Any, _Node] = field(default_factory=dict)
     device_used: int = 0
     host_used: int = 0
     stored_tokens: int = 0
     loaded_tokens: int = 0
     _clock: int = 0
     _gen: int = 0
-    _heap: list = field(default_factory=list)
-    _hheap: list = field(default_factory=list)
+    _heap: list[tuple[int, Any]] = field(default_factory=list)
+    _hheap: list[tuple[int, Any]] = field(default_factory=list)
 
     def _touch(self, key: int) -> None:
         n = self.nodes[key]
@@ -170,10 +171,10 @@ class SglangRadixCache:
                 load, host = [], 0
             else:
                 for x in load:
-                    n = self.nodes[x]
-                    n.on_device = True
-                    self.device_used += n.tokens
-                    p = self.nodes.get(n.parent)
+                    hit = self.nodes[x]
+                    hit.on_device = True
+                    self.device_used += hit.tokens
+                    p = self.nodes.get(hit.parent)
                     if p is not None:
                         p.children_device += 1
                     locked.add(x)

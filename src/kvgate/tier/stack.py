@@ -152,7 +152,8 @@ class LruCurve:
         """:meth:`hit_tokens` at each of ``capacities`` (int64)."""
         cum = np.maximum(np.cumsum(self.hist), 0)
         c = np.clip(np.asarray(capacities, dtype=np.int64), 0, len(self.hist) - 1)
-        return cum[c]
+        out: np.ndarray = cum[c]
+        return out
 
     def changes(self) -> tuple[np.ndarray, np.ndarray]:
         """``(capacities, hit_tokens)``: every capacity at which the curve rises, with the

@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -169,7 +170,7 @@ def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int
     return [b for b in CANDIDATE_BLOCKS if np.array_equal((input_length + b - 1) // b, counts)]
 
 
-def _read_objects(path: Path) -> tuple[list[str], list[dict], list[int]]:
+def _read_objects(path: Path) -> tuple[list[str], list[dict[str, Any]], list[int]]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -178,7 +179,7 @@ def _read_objects(path: Path) -> tuple[list[str], list[dict], list[int]]:
         raise TraceError(f"trace path is a directory, not a file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read trace {path}: {exc}") from None
-    objs: list[dict] = []
+    objs: list[dict[str, Any]] = []
     lines: list[int] = []
     stripped = text.lstrip()
     if stripped.startswith("["):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +59,8 @@ class VllmPrefixCache:
     block_size: int = 16
     num_gpu_blocks: int = 0
     cpu_blocks: int = 0
-    free: OrderedDict = field(default_factory=OrderedDict)  # hash -> None, LRU first
-    cpu: OrderedDict = field(default_factory=OrderedDict)
+    free: OrderedDict[Any, None] = field(default_factory=OrderedDict)  # hash -> None, LRU first
+    cpu: OrderedDict[Any, None] = field(default_factory=OrderedDict)
     stored_blocks: int = 0
     loaded_blocks: int = 0
     too_long: list[int] = field(default_factory=list)
