@@ -29,6 +29,7 @@ for any other measurement.
 
 from __future__ import annotations
 
+import bisect
 from fractions import Fraction
 from typing import Any
 
@@ -158,16 +159,8 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
 
 def _largest(pred, hi: int) -> int | None:
     """Largest L in [1, hi] with pred(L) (pred monotone decreasing), or None."""
-    if not pred(1):
-        return None
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if pred(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    first_bad = bisect.bisect_left(range(1, hi + 1), True, key=lambda x: not pred(x))
+    return first_bad or None
 
 
 def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_bytes, base, decode_rate, speed):

@@ -21,6 +21,7 @@ Errors quoted (strings of the engine at the releases modelled):
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -227,15 +228,8 @@ def _too_long_error(s: VllmSettings, L: int, need: int, avail: int, hi: dict[str
 
 def _largest(ok: Any, lo: int, hi: int) -> int | None:
     """Largest x in [lo, hi] with ok(x) (ok monotone: true then false), or None."""
-    if not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    first_bad = bisect.bisect_left(range(lo, hi + 1), True, key=lambda x: not ok(x))
+    return lo + first_bad - 1 if first_bad else None
 
 
 def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[str, Any]:
