@@ -228,7 +228,7 @@ class HostProbe:
     """Reads host memory for the sampler: ``read()`` → ``[system used, tree RSS]`` bytes.
 
     Call :meth:`attach` with CMD's pid once it started; before that the tree RSS is 0.
-    Cadence (issue 9: ≤ 2% of a core at the 10 ms default): every sample reads the system
+    Cadence (``benchmarks/RESULTS.md``, sampler CPU: ≤ 2% of a core at the 10 ms default): every sample reads the system
     figure (one ``/proc/meminfo`` read, two fields found by ``bytes.find``); each tree
     member's VmRSS and VmHWM are read every ``tree_every_s`` (the tree channel repeats the
     last sum in between; VmHWM is the kernel's exact per-process peak, so nothing is lost
@@ -321,7 +321,7 @@ def best_host_peak(*, system_peak: int | None, idle: int | None, tree_peak: int 
        largest per-process VmHWM (both lower bounds of the tree's true peak, exact per
        process). It counts the workload's own memory whatever else the host does.
     3. ``system`` — MemTotal − MemAvailable (or the cgroup working set): it under-counts a
-       workload whose pages push out page cache (issue 11: a steady 2 GiB allocation showed
+       workload whose pages push out page cache (measured: a steady 2 GiB allocation showed
        as 0.90–1.28 GiB on a VM while the tree peak said 2.01 GiB), and it moves with
        everything else on the host.
 

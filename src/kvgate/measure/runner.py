@@ -1,6 +1,6 @@
 """Run CMD under the sampler: settle, start CMD in its own process group, sample until exit.
 
-Outcome rules (issue 3):
+Outcome rules (the README's exit-code table, ``kvgate.errors``):
 
 - exit 0 → status ``ok``; a non-zero exit or death by a signal → ``failed`` (the exit code
   is kept; a signal is recorded as 128 + signal number, as a shell reports it);
@@ -40,7 +40,7 @@ from kvgate.measure.sampler import DEFAULT_INTERVAL_S, Sampler
 
 HOST_DEFAULT_INTERVAL_S = 0.01  # a /proc read per process per sample: 10 ms keeps it cheap
 PROCESS_POLL_S = 0.5  # NVML per-process listing and tree walk, off the fast path
-# Idle sampling before CMD starts (issue 9: `kvgate measure -- true` ≤ 1 s beyond the
+# Idle sampling before CMD starts (benchmarks/RESULTS.md, start-up and wall time: `measure -- true` ≤ 1 s beyond the
 # workload): 0.25 s is 250 samples at the 1 ms GPU default (25 on the host's 10 ms), plenty
 # for the idle median; it was 2 s.
 DEFAULT_SETTLE_S = 0.25

@@ -3,7 +3,7 @@
 With torch installed, transformers' config modules import it (``configuration_utils``
 → ``modeling_rope_utils``: ``if is_torch_available(): import torch``; ``utils.type_validators``
 → ``activations``: ``from torch import nn``), which made ``kvgate geometry CONFIG`` take
-2.4× as long with torch installed as without (``benchmarks/RESULTS.md``, issue 16).
+2.4× as long with torch installed as without (``benchmarks/RESULTS.md``, start-up with torch installed).
 While transformers' config classes are imported and used here, and torch is installed but
 not yet imported (:func:`with_config_classes`):
 

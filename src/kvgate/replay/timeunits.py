@@ -1,7 +1,7 @@
 """Which unit a numeric time column is in, and refusing to guess when the data can't say.
 
 Read as seconds, a Mooncake trace (milliseconds) stretches one hour of traffic over 41
-days and the measured paging reclaim collapses (issue 11: 6.1% of the bound instead of
+days and the measured paging reclaim collapses (``benchmarks/RESULTS.md``, "Trace replay": 6.1% of the bound instead of
 75.6%). The unit of a numeric time column is taken from, in order:
 
 1. the caller (``time_unit``, the CLI's ``--time-unit s|ms|us|ns``);
