@@ -161,3 +161,21 @@ def test_geometry_kv_available_prints_the_token_line_once_when_releases_agree(ca
     out = capsys.readouterr().out
     assert out.count("GPU KV cache size: 109,216 tokens") == 1
     assert 10 * 2**30 // (48 * 2 * 4 * 128 * 2 * 16) == 6_826
+
+
+def test_max_model_len_reads_vllms_human_readable_integers(capsys):
+    """``--max-model-len 32k`` is 32,000 and ``32K`` 32,768, as vLLM reads them, on every
+    command that takes the engine flags (not only ``fit``)."""
+    import json
+
+    from kvgate.cli import main
+
+    for text, want in (("32k", 32_000), ("32K", 32_768), ("32768", 32_768)):
+        assert main(["geometry", "qwen3-32b", "--max-model-len", text, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["max_seq"] == want, doc.get("max_seq")
+    try:
+        code = main(["geometry", "qwen3-32b", "--max-model-len", "32q"])
+    except SystemExit as exc:  # argparse's usage error
+        code = exc.code
+    assert code == 2

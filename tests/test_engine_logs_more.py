@@ -512,3 +512,18 @@ def test_cli_service_and_startup_flags_choose_what_is_read(tmp_path, capsys):
     two.write_text(read("vllm_0.24.0_qwen3.6-35b-a3b_fp8kv.log") + read("vllm_qwen3-235b-a22b-fp8_tp4_lmcache.log"))
     assert main(["import-log", str(two), "--startup", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pool"]["pool_tokens"] == 567_978
+
+
+def test_a_tp_or_kv_format_neither_logged_nor_given_is_said_to_be_assumed():
+    """A vLLM log without its config line, read without --tp / --kv-format: the cross-check
+    says TP 1 and the model's dtype were assumed, instead of agreeing silently."""
+    from kvgate.engines import crosscheck
+    from kvgate.model import load_model
+
+    pool = read_engine_log(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log")
+    model = load_model("qwen3-30b-a3b")
+    lines = crosscheck(pool, model)["lines"]
+    assert any("TP 1 assumed" in line for line in lines) and any("bf16, the model's dtype, assumed" in line
+                                                                  for line in lines)
+    given = crosscheck(pool, model, tp=4, kv_format="bf16")["lines"]
+    assert not any("assumed" in line for line in given)

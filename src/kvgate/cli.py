@@ -32,16 +32,20 @@ from kvgate.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, KvgateError, exit_
 _ORDER = ["demo", "geometry", "gate", "recheck", "measure", "run", "import-smi", "replay", "workload"]
 
 _DESCRIPTION = """\
-kvgate: measure before you build a KV-cache memory optimization.
+kvgate: the KV cache, sized exactly and measured, before you launch or build.
 
-Decides from measured memory numbers whether paged KV, tiered (host) KV residency or KV
-quantization pays on this GPU, model and context length, and records where the verdict
-flips (card memory, max_seq, concurrent slots, resident weights).
+Sizes an LLM's KV cache as transformers, vLLM, SGLang and llama.cpp lay it out; says whether
+a configuration fits and how many sequences run at once, whether a host KV tier pays for
+your traffic, and whether a KV-cache optimization (paged KV, tiered KV, KV quantization)
+pays on this GPU, model and context length; and records where each answer flips.
 
-  kvgate demo                         the write-up's case: Qwen3-30B-A3B on an RTX 5090
+  kvgate fit llama-3.1-8b --gpu H100 --max-model-len 32k --max-num-seqs 16   (vLLM; SGLang,
+      llama.cpp by their own flags)
+  kvgate import-log vllm.log --model qwen3-30b-a3b      an engine's startup log: its KV pool
+  kvgate tier --trace mooncake.jsonl --model llama-3.1-8b --device-capacity 64GiB \\
+      --host-capacity 1TiB                              does a host KV tier pay?
   kvgate geometry qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale
-  kvgate gate --model qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale \\
-      --slots-measured 4 --slots 8 --total 32607MiB --idle 936MiB --peak 19625MiB
+  kvgate demo                         the write-up's case: Qwen3-30B-A3B on an RTX 5090
   kvgate recheck RECORD.json --total 24GiB
 
 Byte quantities take IEC (KiB, MiB, GiB: powers of 2) or SI (kB, MB, GB: powers of 10)

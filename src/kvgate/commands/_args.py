@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int
+from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int, vllm_int
 from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,
@@ -104,13 +104,14 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
                    help="sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; llama.cpp: "
                         "--swa-full)")
     v = p.add_argument_group("vLLM flags (imply --layout vllm)")
-    v.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=positive_int, default=None, help="= --max-seq")
-    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", metavar="N", type=positive_int, default=None, help="= --slots")
+    v.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=vllm_int, default=None,
+                   help="= --max-seq (vLLM's spelling: 32k = 32,000, 32K = 32,768)")
+    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", metavar="N", type=vllm_int, default=None, help="= --slots")
     v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
                    help="= --kv-format (auto: the model's dtype)")
     v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", metavar="N", type=positive_int, default=None, help="= --tp")
     v.add_argument("--block-size", type=positive_int, default=None, help="tokens per KV block (default 16)")
-    v.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
+    v.add_argument("--max-num-batched-tokens", type=vllm_int, default=None,
                    help="scheduler token budget (sliding-window blocks)")
     v.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="sliding layers allocated at full length")

@@ -54,3 +54,17 @@ def parse_fraction(text: str) -> Fraction:
         return Fraction(t[:-1]) / 100 if t.endswith("%") else Fraction(t)
     except (ValueError, ZeroDivisionError) as exc:
         raise KvgateError(f"not a fraction or percentage: {text!r}", hint="e.g. 10% or 0.1") from exc
+
+
+def vllm_int(text: str) -> int:
+    """A positive integer as vLLM's own flags read it: ``32k`` = 32,000, ``32K`` = 32,768
+    (:func:`kvgate.fit.humanint.human_readable_int`, vLLM's ``human_readable_int``)."""
+    from kvgate.fit.humanint import human_readable_int
+
+    try:
+        v = human_readable_int(text)
+    except KvgateError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    if v is None or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return v

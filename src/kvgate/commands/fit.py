@@ -10,7 +10,7 @@ from kvgate.errors import EXIT_OK, KvgateError
 from kvgate.output import emit
 
 NAME = "fit"
-HELP = "will it fit? vLLM's / SGLang's KV cache pool, tokens and concurrency before launch, a verdict, flip points"
+HELP = "will it fit? vLLM's, SGLang's or llama.cpp's KV cache, tokens and concurrency before launch, a verdict, flip points"
 DESCRIPTION = """\
 Will it fit? Answered before launch, in your engine's own words.
 

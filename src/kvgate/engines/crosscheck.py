@@ -61,6 +61,12 @@ def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = No
     else:
         res = _llamacpp(pool, model)
     res.setdefault("inputs", {"kv_format": fmt, "tp": tpv, "model": model.name})
+    if pool.engine != "llama.cpp" and tp is None and pool.tp is None:
+        res["lines"].append("tensor parallel size not in the log and not given: TP 1 assumed (pass --tp N; "
+                            "the weights the log shows per rank may say which)")
+    if pool.engine != "llama.cpp" and kv_format is None and pool.kv_format is None:
+        res["lines"].append(f"KV format not in the log and not given: {fmt}, the model's dtype, assumed "
+                            "(pass --kv-format)")
     if requested_kv_format is not None and pool.kv_format is not None:
         want = get_format(requested_kv_format).name
         if want != pool.kv_format:
