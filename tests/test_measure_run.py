@@ -225,7 +225,9 @@ def test_run_plot_shows_projections_and_the_gate_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(kvgate.measure.plot, "plot_measurement", fake_plot)
     rc = kv(["run", "--model", "qwen3-0.6b", "--max-seq", "64", "--slots-measured", "1", "--slots", "2",
              "--domain", "host", "--settle", "0s", "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
-             "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c", "pass"])
+             "--measurement-out", str(tmp_path / "m.json"), "--", sys.executable, "-c",
+                 # the workload must add more than the slot it claims (7,340,032 B): P - U0 is checked
+                 "import time; b = bytearray(64 << 20); time.sleep(0.3)"])
     assert rc == 0
     labels = [label for _, label in seen["projections"]]
     assert any("KV only" in l for l in labels) and any("gate limit" in l for l in labels)

@@ -177,7 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = _json_requested(argv)
     _Parser.json_errors = as_json
     parser = build_parser(_only(argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except KvgateError as exc:  # a flag's type that raised kvgate's own error (parse_fraction)
+        return _fail(exc.message, exc.hint, exc.exit_code, as_json)
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_OK

@@ -7,9 +7,12 @@ import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.commands._engine_log import add_startup_flags
+from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
 from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
 from kvgate.measure.measurement import measurement_file
+from kvgate.errors import KvgateError
+from kvgate.geometry.formats import get_format
 from kvgate.output import emit
 
 NAME = "import-log"
@@ -35,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default=None, help="the engine (default: detected)")
     p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
     p.add_argument("--kv-format", default=None, help="KV format when the log does not say (vLLM: bf16, fp8 …)")
-    p.add_argument("--tp", type=int, default=None, help="tensor-parallel size when the log does not say")
-    p.add_argument("--block-size", type=int, default=None, help="vLLM block size when not the default 16")
+    p.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel size when the log does not say")
+    p.add_argument("--block-size", type=positive_int, default=None, help="vLLM block size when not the default 16")
     p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
     p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
     p.add_argument("--force", action="store_true", help="overwrite --out")
@@ -46,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out:
         check_writable(args.out, force=args.force)
+    for flag, fmt in (("--kv-format", args.kv_format), ("--requested-kv-format", args.requested_kv_format)):
+        if fmt is not None:
+            try:
+                get_format(fmt)
+            except KvgateError as exc:
+                raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
     pool = apply_overrides(read_engine_log(args.log, engine=args.engine, startup=args.startup,
                                                 service=args.service), kv_format=args.kv_format, tp=args.tp)
     model = model_from_log(pool, args.model)
@@ -60,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         doc = measurement_file([m], command=None)
         if args.out:
             write_json_atomic(args.out, doc, force=args.force)
+    elif args.out:
+        raise KvgateError(f"--out {args.out}: the log states no pool bytes, so there is no measurement to write",
+                          hint="pass --model so that kvgate computes the pool's bytes from the model")
     payload = {"pool": pool.to_dict(), "crosscheck": check, "measurement": doc, "out": args.out}
     text = render_pool(pool) + "\n" + render_check(check)
     if exact:

@@ -144,7 +144,9 @@ def _stale_lines(res: dict[str, Any]) -> list[str]:
     out = [f"differs   {len(diffs)} recomputed figure(s) (stored → recomputed):"] if diffs else []
     out += [f"  {d['field']}: {show(d['recorded'])} → {show(d['recomputed'])}" for d in diffs]
     dg = res["digest"]
-    if dg["matches"] is False:
+    if dg["matches"] is None:
+        out.append("digest    none stored: nothing shows whether the inputs or the measurement were edited")
+    elif dg["matches"] is False:
         out.append(f"digest    stored {dg['recorded']} → recomputed {dg['recomputed']}: the inputs or the "
                    "measurement were edited after the record was written")
     return out

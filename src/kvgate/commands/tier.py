@@ -80,8 +80,8 @@ def _capacities(text: str | None) -> list[int] | None:
     except ValueError:
         raise KvgateError(f"--at-capacity-blocks: not a list of whole numbers: {text!r}",
                           hint="e.g. --at-capacity-blocks 256,1024,16384") from None
-    if not caps or min(caps) < 0:
-        raise KvgateError(f"--at-capacity-blocks: give capacities >= 0, got {text!r}")
+    if not caps or min(caps) < 0 or max(caps) > 2**40:
+        raise KvgateError(f"--at-capacity-blocks: give capacities from 0 to 2^40 blocks, got {text!r:.80}")
     return caps
 
 

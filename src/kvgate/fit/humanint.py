@@ -16,6 +16,8 @@ import re
 
 from kvgate.errors import KvgateError
 
+#: kvgate's own cap on any such flag (2^50: a PiB of bytes, 10^15 tokens): past it no answer means anything
+MAX_VALUE = 2**50
 _RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -28,7 +30,8 @@ def human_readable_int(text: str, *, flag: str = "value", allow_auto: bool = Fal
         the int, or ``None`` for ``auto``/``-1`` when ``allow_auto``.
 
     Raises:
-        KvgateError: not a number, a decimal with a binary suffix, or not positive.
+        KvgateError: not a number, a decimal with a binary suffix, not positive, or above
+            :data:`MAX_VALUE`.
     """
     value = str(text).strip()
     if allow_auto and value.lower() in ("auto", "-1"):
@@ -51,4 +54,7 @@ def human_readable_int(text: str, *, flag: str = "value", allow_auto: bool = Fal
                               hint="e.g. 32768, 32k (= 32,000), 32K (= 32,768), 1m") from None
     if n <= 0:
         raise KvgateError(f"{flag} must be positive, got {value!r}")
+    if n > MAX_VALUE:
+        raise KvgateError(f"{flag} {value!r:.40} is not plausible (above 2^50)",
+                          hint="no context length, sequence count or KV budget comes near it")
     return n

@@ -134,6 +134,26 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
                      f"{model.max_position_embeddings:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
     fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
+    weights = next((t for t in terms if t.name == "weights"), None)
+    if s.kv_cache_memory_bytes is not None and weights is not None \
+            and s.kv_cache_memory_bytes + weights.value.low > gpu.cuda_total.high:
+        # --kv-cache-memory-bytes skips the profile's budget: the pool is allocated as given
+        fits, reason, err = ("no", f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,} and the weights are more "
+                             "than the GPU holds",
+                             "torch.OutOfMemoryError: CUDA out of memory (allocating the KV cache)")
+    elif weights is not None and weights.value.low > gpu.cuda_total.high:
+        # the load itself runs out of memory, before any KV budget is computed
+        fits, reason, err = ("no", "the weights alone are larger than the GPU: more tensor parallel ranks "
+                             "(-tp) or smaller (quantized) weights",
+                             "torch.OutOfMemoryError: CUDA out of memory (while loading the model weights)")
+    elif model.max_position_embeddings and L > model.max_position_embeddings and fits != "no":
+        # vllm/config/model.py _get_and_verify_max_len
+        fits, reason, err = ("no", f"--max-model-len {L:,} is above the model's max_position_embeddings "
+                             f"{model.max_position_embeddings:,}",
+                             f"ValueError: User-specified max_model_len ({L}) is greater than the derived "
+                             f"max_model_len (max_position_embeddings={model.max_position_embeddings} or "
+                             "model_max_length=None in model's config.json). To allow overriding this maximum, "
+                             "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
     tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
     conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
     lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}

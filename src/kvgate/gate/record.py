@@ -183,7 +183,14 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
     digest = {"recorded": stored_digest, "recomputed": recomputed["digest"],
               "matches": None if stored_digest is None else stored_digest == recomputed["digest"]}
     diffs = derived_differences(rec, recomputed)
-    stale = bool(diffs) or digest["matches"] is False
+    if old_m is not None:  # the stored measurement must be the one the inputs were taken from
+        for name, want, got in (("total_bytes", old_m.total_bytes, inputs.scenario.total_bytes),
+                                ("peak_used_bytes", old_m.peak_used_bytes, inputs.scenario.peak_bytes),
+                                ("idle_used_bytes", old_m.idle_used_bytes, inputs.scenario.idle_bytes)):
+            if want is not None and got is not None and want != got:
+                diffs.append({"field": f"measurement.{name} vs inputs.scenario", "recorded": want, "recomputed": got})
+    # a record without its digest cannot show that nothing was edited: never "unchanged"
+    stale = bool(diffs) or digest["matches"] is not True
     result: dict[str, Any] = {"recorded": recomputed, "what_if": None, "changes": {}, "basis_differences": [],
                               "digest": digest, "differences": diffs, "stale": stale}
     if new_measurement is not None:

@@ -164,6 +164,10 @@ def engine_blocks_per_trace_block(trace_block_tokens: int, engine_block_tokens: 
     return trace_block_tokens // engine_block_tokens
 
 
+#: the most prompt tokens one request may carry (10^9: far above any context; keeps int64 sums exact)
+MAX_INPUT_TOKENS = 10**9
+
+
 def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int]:
     """The sizes of :data:`CANDIDATE_BLOCKS` for which every request has
     ``ceil(input_length / B)`` hash ids (``counts``)."""
@@ -269,8 +273,10 @@ def load_hashed_trace(
     for i, o in enumerate(objs):
         v = o.get(c_len)
         h = o.get(c_hash)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v != int(v):
-            raise TraceError(f"trace {p}, line {lines[i]}: {c_len} is not a whole number of tokens ≥ 0: {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > MAX_INPUT_TOKENS \
+                or v != int(v):
+            raise TraceError(f"trace {p}, line {lines[i]}: {c_len} is not a whole number of tokens from 0 to "
+                             f"{MAX_INPUT_TOKENS:,}: {v!r:.40}")
         if not isinstance(h, list):
             raise TraceError(f"trace {p}, line {lines[i]}: {c_hash} is not a list: {h!r}")
         length[i] = int(v)
