@@ -10,9 +10,9 @@ from kvgate.commands._engine_log import add_startup_flags
 from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
 from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
-from kvgate.measure.measurement import measurement_file
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import get_format
+from kvgate.measure.measurement import measurement_file
 from kvgate.output import emit
 
 NAME = "import-log"

@@ -134,14 +134,12 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
                      f"{model.max_position_embeddings:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
     fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
-    weights = next((t for t in terms if t.name == "weights"), None)
-    if s.kv_cache_memory_bytes is not None and weights is not None \
-            and s.kv_cache_memory_bytes + weights.value.low > gpu.cuda_total.high:
+    if s.kv_cache_memory_bytes is not None and s.kv_cache_memory_bytes + weights.value.low > gpu.cuda_total.high:
         # --kv-cache-memory-bytes skips the profile's budget: the pool is allocated as given
         fits, reason, err = ("no", f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,} and the weights are more "
                              "than the GPU holds",
                              "torch.OutOfMemoryError: CUDA out of memory (allocating the KV cache)")
-    elif weights is not None and weights.value.low > gpu.cuda_total.high:
+    elif weights.value.low > gpu.cuda_total.high:
         # the load itself runs out of memory, before any KV budget is computed
         fits, reason, err = ("no", "the weights alone are larger than the GPU: more tensor parallel ranks "
                              "(-tp) or smaller (quantized) weights",
