@@ -93,3 +93,20 @@ def test_recheck_of_a_record_without_its_digest_is_never_unchanged(tmp_path, cap
     assert main(["recheck", str(edited)]) == 4
     text = capsys.readouterr().out
     assert "none stored" in text and "measurement.peak_used_bytes vs inputs.scenario" in text
+
+
+@pytest.mark.parametrize("flag", ["-np", "-ub", "-b"])
+def test_fit_llamacpp_counts_of_zero_name_their_flag(capsys, flag):
+    code, doc = run_json(["fit", "qwen3-4b", "-c", "4096", flag, "0", "--gpu", "L4"], capsys)
+    assert code == 2 and flag in doc["error"]
+
+
+def test_tier_warns_when_hash_ids_do_not_cover_the_prompt(tmp_path):
+    """Empty ``hash_ids`` with 1,000-token prompts: 0% reuse is a lower bound, and said so."""
+    from kvgate.tier.traces import load_hashed_trace
+
+    t = _trace(tmp_path, [{"timestamp": i, "input_length": 1000, "output_length": 1, "hash_ids": []} for i in range(5)])
+    tr = load_hashed_trace(t, block_tokens=512)
+    assert any("5 of 5 requests carry fewer hash blocks" in w for w in tr.warnings)
+    ok = _trace(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}])
+    assert not load_hashed_trace(ok, block_tokens=512).warnings

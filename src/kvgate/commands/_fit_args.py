@@ -34,6 +34,14 @@ def _fraction(text: str) -> float:
     return v
 
 
+def _positive_count(text: str) -> int:
+    """A plain integer ≥ 1 (llama.cpp's -np, -ub, -b)."""
+    v = _count(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return v
+
+
 def _count(text: str) -> int:
     """A plain non-negative integer (llama.cpp's flags take no suffixes)."""
     try:
@@ -99,7 +107,7 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     lc = p.add_argument_group("llama.cpp flags (llama-server's spellings and defaults)")
     lc.add_argument("-c", "--ctx-size", dest="ctx_size", metavar="N", type=_count, default=None,
                     help="WHOLE context of all sequences (each gets -c / -np, padded to 256); default: the model's")
-    lc.add_argument("-np", "--parallel", dest="parallel", metavar="N", type=_count, default=None,
+    lc.add_argument("-np", "--parallel", dest="parallel", metavar="N", type=_positive_count, default=None,
                     help="parallel sequences (default 1)")
     lc.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", metavar="TYPE", default=None, help="K type (default f16)")
     lc.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
@@ -107,9 +115,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                     help="layers on the GPU (default 999: all)")
     lc.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
                     default=None, help="flash attention (default auto)")
-    lc.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N", type=_count, default=None,
+    lc.add_argument("-ub", "--ubatch-size", dest="ubatch_size", metavar="N", type=_positive_count, default=None,
                     help="physical batch (default 512)")
-    lc.add_argument("-b", "--batch-size", dest="batch_size", metavar="N", type=_count, default=None,
+    lc.add_argument("-b", "--batch-size", dest="batch_size", metavar="N", type=_positive_count, default=None,
                     help="logical batch (default 2048)")
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,

@@ -331,6 +331,15 @@ def load_hashed_trace(
         fmt.attribution if fmt is not None else None, warnings,
     )  # fmt: skip
     check(t)
+    short = (counts * bt + bt <= length) if n else np.zeros(0, dtype=bool)
+    if n and bool(short.any()):
+        k = int(short.sum())
+        i = int(np.argmax(short))
+        t.warnings.append(
+            f"{k:,} of {n:,} requests carry fewer hash blocks than their input_length needs (first: line "
+            f"{lines[i]}, {int(counts[i])} blocks of {bt} tokens for {int(length[i]):,} tokens): their uncovered "
+            "tokens can never hit, so the hit share is a lower bound"
+        )
     over = counts * bt - length
     if n and int(over.max()) >= bt:
         i = int(np.argmax(over >= bt))
