@@ -110,3 +110,17 @@ def test_tier_warns_when_hash_ids_do_not_cover_the_prompt(tmp_path):
     assert any("5 of 5 requests carry fewer hash blocks" in w for w in tr.warnings)
     ok = _trace(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}])
     assert not load_hashed_trace(ok, block_tokens=512).warnings
+
+
+@pytest.mark.parametrize("argv,needle", [(["-tp", "64"], "must be divisible by tensor parallel size (64)"),
+                                         (["-tp", "3"], "attention heads (32)"),
+                                         (["-pp", "33"], "more pipeline stages than the model's 32 layers")])
+def test_fit_refuses_parallel_sizes_vllm_refuses(capsys, argv, needle):
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", *argv], capsys)
+    assert code == 2 and needle in doc["error"]
+
+
+def test_engine_log_gate_refuses_a_measurement_it_would_not_use(capsys):
+    code, doc = run_json(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--slots", "32", "--max-seq", "8192",
+                          "--kv-format", "bf16", "--tp", "4", "--total", "24GiB", "--no-record"], capsys)
+    assert code == 2 and "--total" in doc["error"]

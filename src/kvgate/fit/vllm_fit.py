@@ -119,6 +119,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     Raises:
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
+    check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size)
     if flags.max_model_len == -1:
         return _fit_auto(model, weights, gpu, flags, release, multimodal)
     pr = _Predictor(model, weights, gpu, release)
@@ -180,6 +181,24 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         reason=reason, engine_error=err, log_lines=lines, flip_points=flips, notes=notes + list(model.notes)[:3],
         how_to_measure=MEASURE if fits == "unknown" else None,
     )
+
+
+def check_parallel(model: ModelSpec, tp: int, pp: int) -> None:
+    """vLLM's own checks of the parallel sizes, with its messages: the attention heads must
+    divide by ``-tp`` (``vllm/config/model.py`` ``verify_with_parallel_config``) and ``-pp``
+    must not exceed the layers (``vllm/distributed/utils.py`` ``get_pp_indices`` gives each
+    stage at least one).
+
+    Raises:
+        KvgateError: a split vLLM refuses.
+    """
+    heads = (model.config or {}).get("num_attention_heads")
+    if isinstance(heads, int) and heads > 0 and tp > 0 and heads % tp:
+        raise KvgateError(f"-tp {tp}: vLLM refuses it: Total number of attention heads ({heads}) must be divisible "
+                          f"by tensor parallel size ({tp}).", hint="a -tp that divides the attention heads")
+    if pp > model.num_layers:
+        raise KvgateError(f"-pp {pp}: more pipeline stages than the model's {model.num_layers} layers",
+                          hint="at most one stage per layer")
 
 
 def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
