@@ -36,15 +36,22 @@ sys.path.insert(0, str(ROOT / "src"))
 CFG = dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_ctx_train=4096)
 
 
-def write_tiny_llama(path: Path, seed: int = 0) -> Path:
-    """A loadable Llama GGUF with random f32 weights and an SPM vocabulary of the 256
-    byte tokens plus <unk>, <s>, </s>, "▁", "▁hi", "hi"."""
+#: the tiny Llama's own words after the specials and byte tokens: (text, score, type)
+WORDS = [("▁", -1.0, 1), ("▁hi", -0.5, 1), ("hi", -2.0, 1)]
+
+
+def write_tiny_llama(path: Path, seed: int = 0, *, cfg: dict | None = None, words: list | None = None,
+                     add_bos: bool = True, name: str = "kvgate-tiny-llama") -> Path:
+    """A loadable Llama GGUF with random f32 weights and an SPM vocabulary of <unk>, <s>,
+    </s>, the 256 byte tokens and ``words`` (``(text, score, type)``; default
+    :data:`WORDS`: "▁", "▁hi", "hi"), shaped by ``cfg`` (default :data:`CFG`)."""
     import gguf
 
     rng = np.random.default_rng(seed)
-    c = CFG
+    c = cfg or CFG
+    words = WORDS if words is None else words
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("kvgate-tiny-llama")
+    w.add_name(name)
     w.add_block_count(c["n_layer"])
     w.add_context_length(c["n_ctx_train"])
     w.add_embedding_length(c["n_embd"])
@@ -54,9 +61,9 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     w.add_rope_dimension_count(c["head_dim"])
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(0)  # ALL_F32
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["▁", "▁hi", "hi"]
-    scores = [0.0] * 3 + [-1000.0] * 256 + [-1.0, -0.5, -2.0]
-    types = [2, 3, 3] + [6] * 256 + [1, 1, 1]  # UNKNOWN, CONTROL, BYTE, NORMAL
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [t for t, _, _ in words]
+    scores = [0.0] * 3 + [-1000.0] * 256 + [sc for _, sc, _ in words]
+    types = [2, 3, 3] + [6] * 256 + [ty for _, _, ty in words]  # UNKNOWN, CONTROL, BYTE, NORMAL
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -64,7 +71,7 @@ def write_tiny_llama(path: Path, seed: int = 0) -> Path:
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
+    w.add_add_bos_token(add_bos)
     V, E, F = len(tokens), c["n_embd"], c["n_ff"]
     q, kv = c["n_head"] * c["head_dim"], c["n_head_kv"] * c["head_dim"]
 

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -39,6 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kvgate.tier.llamacpp import LlamaCppServer, Prompt  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from llama_server_live import free_port, wait_ready, write_tiny_llama  # noqa: E402
+
 from kvgate.tier.traces import HashedTrace, load_hashed_trace  # noqa: E402
 
 CFG = dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_ctx_train=16384)
@@ -47,56 +49,10 @@ N_SPECIAL = 3 + 256  # <unk> <s> </s> and the byte tokens
 
 
 def write_gguf(path: Path, n_words: int, seed: int = 0) -> None:
-    """A loadable Llama GGUF: SPM vocabulary of the specials, 256 byte tokens and
-    ``n_words`` plain tokens ``w0 .. w{n-1}``; random f32 weights."""
-    import gguf
-
-    rng = np.random.default_rng(seed)
-    c = CFG
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("kvgate-tier-tiny")
-    w.add_block_count(c["n_layer"])
-    w.add_context_length(c["n_ctx_train"])
-    w.add_embedding_length(c["n_embd"])
-    w.add_feed_forward_length(c["n_ff"])
-    w.add_head_count(c["n_head"])
-    w.add_head_count_kv(c["n_head_kv"])
-    w.add_rope_dimension_count(c["head_dim"])
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(0)
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [f"w{i}" for i in range(n_words)]
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([0.0] * 3 + [-1000.0] * 256 + [-1.0] * n_words)
-    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * n_words)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(False)
-    V, E, F = len(tokens), c["n_embd"], c["n_ff"]
-    q, kv = c["n_head"] * c["head_dim"], c["n_head_kv"] * c["head_dim"]
-
-    def t(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
-
-    w.add_tensor("token_embd.weight", t(V, E))
-    w.add_tensor("output_norm.weight", np.ones(E, dtype=np.float32))
-    w.add_tensor("output.weight", t(V, E))
-    for i in range(c["n_layer"]):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(E, dtype=np.float32))
-        w.add_tensor(p + "attn_q.weight", t(q, E))
-        w.add_tensor(p + "attn_k.weight", t(kv, E))
-        w.add_tensor(p + "attn_v.weight", t(kv, E))
-        w.add_tensor(p + "attn_output.weight", t(E, q))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(E, dtype=np.float32))
-        w.add_tensor(p + "ffn_gate.weight", t(F, E))
-        w.add_tensor(p + "ffn_up.weight", t(F, E))
-        w.add_tensor(p + "ffn_down.weight", t(E, F))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    """A loadable Llama GGUF (:func:`llama_server_live.write_tiny_llama`) whose vocabulary
+    has ``n_words`` plain tokens ``w0 .. w{n-1}`` after the specials and byte tokens, no BOS."""
+    write_tiny_llama(path, seed, cfg=CFG, words=[(f"w{i}", -1.0, 1) for i in range(n_words)], add_bos=False,
+                     name="kvgate-tier-tiny")
 
 
 def scaled_trace(src: Path, n: int, block: int, conversations: int | None = None) -> HashedTrace:
@@ -142,12 +98,6 @@ def token_prompts(t: HashedTrace, n_words: int, seed: int = 0) -> list[list[int]
     return out
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _post(base: str, body: dict) -> dict:
     req = urllib.request.Request(base + "/completion", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})  # fmt: skip
@@ -157,26 +107,17 @@ def _post(base: str, body: dict) -> dict:
 
 def serve_all(server: Path, gguf_path: Path, prompts: list[list[int]], ctx: int, cache_ram: int, log: Path) -> list[dict]:
     """Start llama-server with ``--cache-ram cache_ram`` and send every prompt; the timings."""
-    port = _port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [str(server), "-m", str(gguf_path), "-c", str(ctx), "-np", "1", "--cache-ram", str(cache_ram),
            "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-tb", "2", "--no-warmup"]  # fmt: skip
     with log.open("w") as lf:
         proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)  # noqa: S603 - our binary, loopback
         try:
-            t0 = time.time()
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"llama-server exited ({proc.returncode}); see {log}")
-                try:
-                    with urllib.request.urlopen(base + "/health", timeout=2) as r:  # noqa: S310 - loopback
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.time() - t0 > 120:
-                    raise SystemExit("llama-server did not become ready")
-                time.sleep(0.3)
+            try:
+                wait_ready(base, proc)
+            except RuntimeError as exc:
+                raise SystemExit(f"{exc}; see {log}") from None
             out = []
             for p in prompts:
                 r = _post(base, {"prompt": p, "n_predict": 1, "cache_prompt": True, "temperature": 0.0})
