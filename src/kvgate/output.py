@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def emit(args: Any, payload: Any, text: str) -> None:
-    """Print ``payload`` as JSON when ``args.json`` is set, else ``text`` (made
-    :func:`printable`)."""
-    if getattr(args, "json", False):
+def emit(as_json: bool, payload: Any, text: str) -> None:
+    """Print ``payload`` as JSON when ``as_json`` (the command's ``--json``), else ``text``
+    (made :func:`printable`)."""
+    if as_json:
         json.dump(payload, sys.stdout, indent=2)  # ensure_ascii: any str, surrogates included
         sys.stdout.write("\n")
     else:

@@ -79,5 +79,5 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     res["record_path"] = path
     text = "\n".join([render_pool(pool), render_check(check), "", *res["lines"]]
                      + ([f"record: {path}"] if path else []))
-    emit(args, {"pool": pool.to_dict(), "crosscheck": check, **res}, text)
+    emit(args.json, {"pool": pool.to_dict(), "crosscheck": check, **res}, text)
     return 0

@@ -4,9 +4,11 @@ built from them (nothing below ``commands/`` sees the Namespace)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
@@ -34,23 +36,21 @@ def _fraction(text: str) -> float:
     return v
 
 
-def _positive_count(text: str) -> int:
-    """A plain integer ≥ 1 (llama.cpp's -np, -ub, -b)."""
-    v = _count(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return v
+def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
+    """``convert`` (:mod:`kvgate.commands._types`) with llama.cpp's rule said on a bad value:
+    its flags take plain numbers, no ``k`` suffix."""
+    def parse(text: str) -> int:
+        try:
+            return convert(text)
+        except argparse.ArgumentTypeError as exc:
+            if not str(exc).startswith("not an integer"):
+                raise
+            raise argparse.ArgumentTypeError(f"{exc} (llama.cpp takes plain numbers)") from None
+    return parse
 
 
-def _count(text: str) -> int:
-    """A plain non-negative integer (llama.cpp's flags take no suffixes)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (llama.cpp takes plain numbers)") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
-    return v
+_count = _llamacpp_int(nonneg_int)
+_positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
 
 def _bytes(text: str) -> int:

@@ -84,7 +84,7 @@ def run(args: Any) -> int:
 
         answer = fit_sglang(model, weights, gpu, SglangFlags(**inp.sglang), resolve_release("sglang", inp.release),
                             multimodal=mm)
-    emit(args, answer.to_dict(), render_text(answer))
+    emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK
 
 
@@ -100,5 +100,5 @@ def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
         w = weight_bytes(inp.model)
         wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
     answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp), resolve_release("llama.cpp", inp.release))
-    emit(args, answer.to_dict(), render_text(answer))
+    emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

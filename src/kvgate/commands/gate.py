@@ -140,7 +140,7 @@ def emit_decision(args: argparse.Namespace, rec: dict[str, Any], gate: GateOptio
             path = str(write_record(rec, gate.out, force=gate.force))
     payload = dict(rec)
     payload["record_path"] = path
-    emit(args, payload, render_text(rec, record_path=path))
+    emit(args.json, payload, render_text(rec, record_path=path))
     return EXIT_OK if rec["status"] == "ok" else EXIT_NO_VERDICT
 
 

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "list":
         from kvgate.model import preset_names
 
-        emit(args, {"presets": preset_names()}, "\n".join(preset_names()))
+        emit(args.json, {"presets": preset_names()}, "\n".join(preset_names()))
         return 0
     from kvgate.model import load_model
 
@@ -154,5 +154,5 @@ def run(args: argparse.Namespace) -> int:
                         f"(concurrency {conc:.2f}x): vLLM refuses to start (lower --max-model-len or give it more memory)")
     if rep["notes"]:
         text += ["", "notes"] + [f"  - {n}" for n in rep["notes"]]
-    emit(args, rep, "\n".join(text))
+    emit(args.json, rep, "\n".join(text))
     return 0

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         text += f"\npool (exact, from the model): {exact:,} B per rank"
     if args.out:
         text += f"\nwrote {args.out}"
-    emit(args, payload, text)
+    emit(args.json, payload, text)
     from kvgate.errors import EXIT_CHANGED, EXIT_OK
 
     return EXIT_OK if check is None or check["status"] != "differs" else EXIT_CHANGED

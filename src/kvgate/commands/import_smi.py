@@ -74,6 +74,6 @@ def run(args: argparse.Namespace) -> int:
                        + (["\n".join(f"WARNING: {w}" for w in warnings)] if warnings else [])
                        + ([f"measurement written to {path}"] if path else [])
                        + ([f"plot written to {plot_path}"] if plot_path else []))
-    emit(args, {**doc, "warnings": warnings, "measurement_path": path, "plot_path": plot_path,
+    emit(args.json, {**doc, "warnings": warnings, "measurement_path": path, "plot_path": plot_path,
                 "least_headroom_domain": sel.domain}, text)
     return 0

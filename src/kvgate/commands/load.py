@@ -75,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
         f"latency     p50 {f(s['latency_p50_s'])} s, p90 {f(s['latency_p90_s'])} s",
     ] + [f"WARNING: metric {w}" for w in s["flags"]]
       + ([f"wrote {args.out}"] if args.out else []) + ([f"wrote {args.plot}"] if args.plot else []))
-    emit(args, doc, text)
+    emit(args.json, doc, text)
     return 0

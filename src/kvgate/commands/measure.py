@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     payload = {**outcome.document, "measurement_path": path, "plot_path": plot_path, "notes": outcome.notes,
                "least_headroom_domain": sel.domain}
-    emit(args, payload, render_outcome(outcome, out_path=path, plot_path=plot_path))
+    emit(args.json, payload, render_outcome(outcome, out_path=path, plot_path=plot_path))
     if path is None and not outcome.stopped_by:
         return EXIT_INPUT  # no file could be written anywhere; the document went to stderr
     return outcome.kvgate_exit_code

@@ -169,5 +169,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"ERROR: {r['record']}: {r['error']}", file=sys.stderr)
         elif r["status"] != "skipped":
             texts.append(_text(r))
-    emit(args, results, "\n\n".join(texts))
+    emit(args.json, results, "\n\n".join(texts))
     return recheck_exit_code(results)

@@ -250,5 +250,5 @@ def run(args: argparse.Namespace) -> int:
     payload["budget_source"] = budget_note
     payload["timeline"] = {name: series(res, name, max_points=args.points) for name in ("contiguous", "paged")}
     payload["plot"] = plot_path
-    emit(args, payload, render_text(res, info, budget_note, plot_path))
+    emit(args.json, payload, render_text(res, info, budget_note, plot_path))
     return 0

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                   min_gain=args.min_gain, sample_rate=args.sample_rate)
     rep["model"] = model.name
     rep["kv_format"] = geo.fmt_k.name
-    emit(args, rep, _text(rep))
+    emit(args.json, rep, _text(rep))
     return 0
 
 

@@ -42,5 +42,5 @@ def run(args) -> int:
     text = table(rows, align="ll")
     if wb.notes:
         text += "\n" + "\n".join(f"note: {n}" for n in wb.notes)
-    emit(args, wb.to_dict(), text)
+    emit(args.json, wb.to_dict(), text)
     return 0

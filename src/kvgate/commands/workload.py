@@ -117,7 +117,7 @@ def _run_stream(args: Any) -> int:
     from kvgate.workload.stream import run_stream
 
     r = run_stream(plan)
-    emit(args, r, render_stream(r))
+    emit(args.json, r, render_stream(r))
     return 0 if r["logits_finite"] else 1
 
 
@@ -190,5 +190,5 @@ def _run_check(args: Any) -> int:
         f"kvgate workload check: {name} shapes (heads {s['heads']}, kv_heads {s['kv_heads']}, head_dim {s['head_dim']}), "
         f"{s['batch']} × {s['length']} positions, {r['dtype']} on {r['device']}\n" + table(rows, align="ll")
     )
-    emit(args, r, text)
+    emit(args.json, r, text)
     return 0
