@@ -26,8 +26,7 @@ def render_llamacpp(a: FitAnswer) -> str:
     """The text answer for a llama.cpp :class:`FitAnswer`."""
     s = a.settings
     cuda = a.gpu.cuda_total
-    out = [f"llama.cpp {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
-           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    out = [_header(a, "llama.cpp")]
     out.append(f"flags: -c {s['ctx_size']} -np {s['parallel']} -ctk {s['cache_type_k']} -ctv {s['cache_type_v']} "
                f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
                + (" -kvu" if s["kv_unified"] else ""))
@@ -41,19 +40,15 @@ def render_llamacpp(a: FitAnswer) -> str:
     out.append("llama.cpp would log:")
     out += [f"  {ln}" for ln in a.log_lines.get("low", [])]
     out.append("")
-    out += _verdict_lines(a, "llama.cpp")
     f = a.flip_points
-    out.append("")
-    out.append("flip points (the other flags held):")
+    flips: list[str] = []
     c = f["ctx_size_all_layers_on_gpu"]
-    out.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
+    flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                f"(-np {s['parallel']} sequences share it)")
     lcpu = f["layers_on_cpu_at_ctx_size"]
-    out.append(f"  -ngl: at -c {s['ctx_size']:,}, {_n(lcpu['sure'])} layer(s) on the CPU for sure "
+    flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_n(lcpu['sure'])} layer(s) on the CPU for sure "
                f"({_n(lcpu['possible'])} at best)")
-    for n in a.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
+    return "\n".join(out + _closing(a, "llama.cpp", flips))
 
 
 def _terms_table(a: FitAnswer, budget_label: str) -> str:
@@ -63,6 +58,19 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
         rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
     rows.append(["= KV cache pool (per GPU)", fmt_gib(a.kv_pool.low), fmt_gib(a.kv_pool.high), ""])
     return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+def _header(a: FitAnswer, engine: str) -> str:
+    """``vLLM 0.11.0 (given) · MODEL on GPU (CUDA total X GiB … Y GiB)``."""
+    cuda = a.gpu.cuda_total
+    return (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+            + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")")
+
+
+def _closing(a: FitAnswer, engine: str, flips: list[str]) -> list[str]:
+    """The verdict, the flip points (``flips``, in the engine's flags) and the notes."""
+    return (_verdict_lines(a, engine) + ["", "flip points (the other flags held):"] + flips
+            + [f"note: {n}" for n in a.notes])
 
 
 def _verdict_lines(a: FitAnswer, engine: str) -> list[str]:
@@ -77,9 +85,7 @@ def _verdict_lines(a: FitAnswer, engine: str) -> list[str]:
 def render_sglang(a: FitAnswer) -> str:
     """The text answer for an SGLang :class:`FitAnswer`."""
     s = a.settings
-    cuda = a.gpu.cuda_total
-    out = [f"SGLang {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
-           + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    out = [_header(a, "SGLang")]
     flags = [f"{_flag(k)} {s[k]}" + (" (default)" if k in s["defaults"] else "")
              for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size")]
     out.append("flags: " + " ".join(flags))
@@ -90,29 +96,23 @@ def render_sglang(a: FitAnswer) -> str:
     for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
         out.append(f"  {lo}" if lo == hi else f"  {lo}\n    …  {hi}")
     out.append("")
-    out += _verdict_lines(a, "SGLang")
     f = a.flip_points
-    out.append("")
-    out.append("flip points (the other flags held):")
+    flips: list[str] = []
     cl = f["context_length"]
-    out.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
+    flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
     mr = f["max_running_requests_at_context_length"]
-    out.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of {s['context_length']:,} "
+    flips.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of {s['context_length']:,} "
                f"tokens fit at once; more wait in the queue")
     mf = f["mem_fraction_static"]
-    out.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
+    flips.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
                f"of {s['context_length']:,} tokens")
-    for n in a.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
+    return "\n".join(out + _closing(a, "SGLang", flips))
 
 
 def render_vllm(a: FitAnswer) -> str:
     """The text answer for a vLLM :class:`FitAnswer`."""
     s = a.settings
-    cuda = a.gpu.cuda_total
-    out = [f"vLLM {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} "
-           f"(CUDA total {fmt_gib(cuda.low)}" + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")"]
+    out = [_header(a, "vLLM")]
     shown = ["gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
              "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "block_size"]
     flags = []
@@ -136,22 +136,18 @@ def render_vllm(a: FitAnswer) -> str:
     if a.request_bytes:
         out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache")
     out.append("")
-    out += _verdict_lines(a, "vLLM")
     f = a.flip_points
-    out.append("")
-    out.append("flip points (the other flags held):")
+    flips: list[str] = []
     ml = f.get("max_model_len", {})
-    out.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
+    flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
     ms = f.get("max_num_seqs_at_max_model_len", {})
-    out.append(f"  --max-num-seqs: {_n(ms.get('sure'))} … {_n(ms.get('possible'))} sequences of {s['max_model_len']:,} "
+    flips.append(f"  --max-num-seqs: {_n(ms.get('sure'))} … {_n(ms.get('possible'))} sequences of {s['max_model_len']:,} "
                f"tokens run at once; more wait in the queue (shorter requests share the pool)")
     if "gpu_memory_utilization" in f:
         u = f["gpu_memory_utilization"]
-        out.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
+        flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
                    f"for one request of {s['max_model_len']:,} tokens")
-    for n in a.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
+    return "\n".join(out + _closing(a, "vLLM", flips))
 
 
 def _n(v: int | None) -> str:
