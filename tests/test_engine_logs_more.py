@@ -9,10 +9,6 @@ public config and the engine's own formula, never copied from kvgate's output.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-from pathlib import Path
-
 import pytest
 
 from kvgate.engines import EngineLogError, crosscheck, gate_from_engine_log, read_engine_log
@@ -20,18 +16,7 @@ from kvgate.engines.logtext import LogNumberError, logical_lines
 from kvgate.engines.startups import StartupError
 from kvgate.errors import KvgateError
 from kvgate.model.config import spec_from_config
-
-LOGS = Path(__file__).parent / "data" / "logs"
-GIB = 1 << 30
-MIB = 1 << 20
-
-
-def interval(text: str, unit: int) -> tuple[int, int]:
-    """Hand rule: a value printed with d decimals is within half a last digit."""
-    v = Fraction(text)
-    d = len(text.split(".")[1]) if "." in text else 0
-    half = Fraction(1, 2 * 10 ** d)
-    return math.ceil((v - half) * unit), math.floor((v + half) * unit)
+from test_engine_logs import GIB, LOGS, MIB, interval  # the hand rules, written once
 
 
 def read(name: str) -> str:
