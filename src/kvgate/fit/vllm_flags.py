@@ -31,6 +31,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.fit.release import Release
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 
 GiB = 2**30
 CUDAGRAPH_ESTIMATE_FROM = (0, 21)
@@ -135,8 +136,8 @@ def resolve_vllm_flags(flags: VllmFlags, release: Release, *, cuda_total_bytes: 
         d["max_num_batched_tokens"] = why
     bs = flags.block_size
     if bs is None:
-        bs = 16
-        d["block_size"] = "vLLM default 16"
+        bs = DEFAULT_BLOCK_SIZE
+        d["block_size"] = f"vLLM default {DEFAULT_BLOCK_SIZE}"
     return VllmSettings(
         gpu_memory_utilization=util, max_model_len=L, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
         tensor_parallel_size=flags.tensor_parallel_size, pipeline_parallel_size=flags.pipeline_parallel_size,

@@ -12,12 +12,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE  # positions per block (vLLM's default)
 from kvgate.replay.timeline import Timeline, block_steps
 from kvgate.replay.timeline import dot_exact as _dot
 from kvgate.replay.timeline import mul_exact as _mul
 
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
-DEFAULT_BLOCK_SIZE = 16  # positions per block (vLLM's default)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.tier.gate import DEFAULT_MIN_GAIN, Speed, decide, first_capacity_reaching
 from kvgate.tier.stack import LruCurve, lru_curve
 from kvgate.tier.traces import HashedTrace
@@ -80,7 +81,7 @@ def analyze(
     device_blocks: int | None = None,
     device_bytes: int | None = None,
     host_bytes: int | None = None,
-    engine_block_size: int = 16,
+    engine_block_size: int = DEFAULT_BLOCK_SIZE,
     llamacpp: LlamaCppSettings | None = None,
     at_capacity_blocks: list[int] | None = None,
     prefill: Speed = Speed(None),

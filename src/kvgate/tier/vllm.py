@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.tier.traces import HashedTrace, engine_blocks_per_trace_block
 
 _GEN = -1  # trace id of generated-token blocks (never named by a prompt)
@@ -56,7 +57,7 @@ class VllmPrefixCache:
     """
 
     trace_block_tokens: int
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     num_gpu_blocks: int = 0
     cpu_blocks: int = 0
     free: OrderedDict[Any, None] = field(default_factory=OrderedDict)  # hash -> None, LRU first

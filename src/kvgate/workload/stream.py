@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from kvgate.errors import KvgateError
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.units import fmt_bytes, fmt_human
 from kvgate.workload.allocator import MirrorGeometry
 from kvgate.workload.attention import attend, causal_mask
@@ -241,7 +242,7 @@ def numerics_check(
     head_dim: int,
     length: int = 576,
     batch: int = 4,
-    block_size: int = 16,
+    block_size: int = DEFAULT_BLOCK_SIZE,
     device: str = "cuda",
     dtype: str = "bf16",
     seed: int = 0,
