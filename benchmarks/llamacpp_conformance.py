@@ -93,7 +93,8 @@ GGUF_SOURCES = [DATA / "deepseek-v2-lite-pre-mla-keys.gguf"]
 
 def configs() -> list[tuple[str, Path]]:
     """(name, path) of the inputs: the configs whose architecture the GGUF writer knows
-    (published ones, the presets, the edge cases of ``tests/data/llamacpp/edge/``) and
+    (published ones, the presets, the edge cases of ``tests/data/llamacpp/edge/``, the
+    published configs of ``tests/data/llamacpp/configs/``) and
     the GGUF headers of :data:`GGUF_SOURCES`."""
     out = []
     for p in sorted((ROOT / "tests" / "data" / "configs").glob("*.json")):
@@ -102,6 +103,8 @@ def configs() -> list[tuple[str, Path]]:
         out.append((f"preset-{p.stem}", p))
     for p in sorted((DATA / "edge").glob("*.json")):
         out.append((f"edge-{p.stem}", p))
+    for p in sorted((DATA / "configs").glob("*.json")):  # published configs for llama.cpp only (SOURCES.md)
+        out.append((p.stem, p))
     keep = [(p.stem, p) for p in GGUF_SOURCES]
     for name, p in out:
         cfg = json.loads(p.read_text())

@@ -18,6 +18,7 @@ ARCH = {
     "llama4_text": "llama4", "nemotron_h": "nemotron_h",
     "lfm2": "lfm2", "kimi_linear": "kimi-linear", "deepseek_v32": "deepseek32", "glm_moe_dsa": "glm-dsa",
     "mimo_v2_flash": "mimo2", "minimax_m2": "minimax-m2", "gpt2": "gpt2", "nemotron-nas": "deci",
+    "phi3": "phi3", "falcon_h1": "falcon-h1", "qwen3_vl_text": "qwen3vl", "qwen3_vl_moe_text": "qwen3vlmoe",
 }
 
 
@@ -51,8 +52,7 @@ def write_gguf(cfg: dict[str, Any], path: Path) -> Path:
     load it)."""
     import gguf
 
-    if "text_config" in cfg and "num_hidden_layers" not in cfg:
-        cfg = cfg["text_config"]
+    cfg = _text(cfg)
     cfg = _normalize(cfg)
     w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
@@ -69,8 +69,7 @@ def write_loadable_gguf(cfg: dict[str, Any], path: Path, *, n_vocab: int = 128) 
     size itself; with ``no_alloc`` none is allocated (``benchmarks/llamacpp_conformance.py``)."""
     import gguf
 
-    if "text_config" in cfg and "num_hidden_layers" not in cfg:
-        cfg = cfg["text_config"]
+    cfg = _text(cfg)
     cfg = _normalize(cfg)
     w = gguf.GGUFWriter(str(path), arch_of(cfg))
     _add_kv_metadata(w, cfg)
@@ -120,6 +119,15 @@ def _finish(w: Any, path: Path) -> Path:
 # GPT-2's names for the standard fields (transformers' GPT2Config attribute_map)
 ALIASES = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
            "n_positions": "max_position_embeddings"}
+
+
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The text config of a wrapper config (Qwen3-VL keeps its deepstack layer count in
+    ``vision_config.deepstack_visual_indexes``: conversion/qwen.py Qwen3VLTextModel)."""
+    if "text_config" in cfg and "num_hidden_layers" not in cfg:
+        deep = len((cfg.get("vision_config") or {}).get("deepstack_visual_indexes") or [])
+        return {**cfg["text_config"], **({"_n_deepstack_layers": deep} if deep else {})}
+    return cfg
 
 
 def _normalize(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -245,6 +253,18 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_ssm_state_size(cfg["ssm_state_size"])
         w.add_ssm_group_count(cfg["n_groups"])
         w.add_ssm_time_step_rank(cfg["mamba_num_heads"])
+    elif cfg["model_type"] == "falcon_h1":
+        # conversion/falcon_h1.py FalconH1Model (over Mamba2Model): attention keys and the
+        # Mamba-2 keys, every layer both
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+        d_inner = cfg["mamba_d_ssm"]  # find_hparam(["mamba_d_ssm"]): required by the converter
+        w.add_ssm_conv_kernel(cfg.get("mamba_d_conv") or 4)
+        w.add_ssm_inner_size(d_inner)
+        w.add_ssm_state_size(cfg.get("mamba_d_state") or 128)
+        w.add_ssm_time_step_rank(d_inner // (cfg.get("mamba_d_head") or 64))
+        w.add_ssm_group_count(cfg.get("mamba_n_groups") or 1)
     elif cfg["model_type"] in ("falcon_mamba", "mamba"):
         # conversion/mamba.py MambaModel
         w.add_head_count(0)
@@ -276,6 +296,13 @@ def _add_kv_metadata(w: Any, cfg: dict[str, Any]) -> None:
         w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
         w.add_ssm_inner_size(cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
     else:
+        if cfg["model_type"] in ("qwen3_vl_text", "qwen3_vl_moe_text"):
+            # conversion/qwen.py Qwen3VLTextModel: the M-RoPE sections (required by
+            # src/models/qwen3vl.cpp), padded to 4; the deepstack layer count
+            rp = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+            sec = list(rp.get("mrope_section") or [24, 20, 20])
+            w.add_rope_dimension_sections((sec + [0, 0, 0, 0])[:4])
+            w.add_uint32(f"{w.arch}.n_deepstack_layers", int(cfg.get("_n_deepstack_layers") or 0))
         w.add_head_count_kv(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
         # convert_hf_to_gguf.py (conversion/gemma.py): hparams.get("head_dim", 256)
         default_hd = 256 if cfg["model_type"] in ("gemma2", "gemma3", "gemma3_text") else None

@@ -55,7 +55,7 @@ def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -
         # paged layouts move in whole blocks
         "marginal_bytes_at_max_seq": (slot - geo.slot_bytes(max_seq - 1) if max_seq > 1 else slot)
         if geo.layout.name == "contiguous" else None,
-        "notes": list(geo.model.notes),
+        "notes": list(geo.model.notes) + list(getattr(geo.layout, "notes", [])),
     }
     if by_layer:
         out["by_layer"] = geo.by_layer(max_seq)

@@ -11,7 +11,10 @@ engine's own rules, give the pool the engine logged?
   fall in the printed GB (2^30) intervals.
 - **llama.cpp** (``layout llama.cpp``): every ``llama_kv_cache`` line's K and V MiB are
   cells × Σ_layers row bytes of its type (``ggml_row_size``); agrees "to the cell" when
-  the cells reproduce each printed figure.
+  the cells reproduce each printed figure. The layers are those llama.cpp runs
+  (:class:`kvgate.geometry.LlamaCpp`'s per-architecture sliding-window rule): a model
+  kvgate windows differs from a log with no SWA cache (llama.cpp kept it at full context),
+  and a recurrent line holds every layer's state (Falcon-H1's attention layers too).
 
 vLLM pipeline parallelism (``pp`` > 1) is not cross-checked: each stage holds its own layers
 (``vllm/distributed/utils.py`` ``get_pp_indices``) and the stage with the most layers sets
@@ -34,7 +37,7 @@ from typing import Any
 from kvgate.engines.pool import EnginePool
 from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.specs import AttentionKV, FullAttention, MLAAttention, RecurrentState, SlidingWindow, spec_of
+from kvgate.geometry.specs import AttentionKV, FullAttention, MLAAttention, SlidingWindow, spec_of
 from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version
 from kvgate.model.spec import ModelSpec
 
@@ -277,7 +280,8 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
     lines, ok = [], True
     for c in rs:
         # llama-memory-recurrent.cpp: R = n_embd_r × cells, S = n_embd_s × cells, both f32
-        lin = [s for s in map(spec_of, model.layers) if isinstance(s, RecurrentState)]
+        # every layer's recurrent state, Falcon-H1's attention layers' own included
+        lin = [s.recurrent for s in map(spec_of, model.layers) if s.recurrent is not None]
         f32 = get_format("fp32")
         rb = c["cells"] * sum(s.conv_bytes(f32, 1) for s in lin)  # one cell per sequence
         sb = c["cells"] * sum(s.ssm_bytes(f32, 1) for s in lin)
@@ -287,8 +291,15 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         lines.append(f"{'agrees to the cell' if good else 'differs'}: recurrent state, {c['cells']} cell(s) × "
                      f"{len(lin)} linear layers: R (f32) {rb:,} B, S (f32) {sb:,} B; logged R {c['k_size'].text}, "
                      f"S {c['v_size'].text}")
+    # the layers as llama.cpp runs them (its per-architecture sliding-window rule applied)
+    engine = KVGeometry(model, "fp16", layout=LlamaCpp()).engine_specs
+    windowed = sum(isinstance(s, SlidingWindow) for s in engine)
+    if kv and windowed and not any(c["swa"] for c in kv):
+        ok = False
+        lines.append(f"differs: kvgate windows {windowed} layer(s) of this model, but the log shows one KV cache and "
+                     "no SWA cache: llama.cpp kept every layer at full context")
     for c in kv:
-        sub = _layers_for(model, c)
+        sub = _layers_for(model, c, engine)
         geo = KVGeometry(replace(model, layers=sub), c["k_type"], kv_format_v=c["v_type"],
                          layout=LlamaCpp(n_seq=int(ctx.get("n_seq_max") or 1), unified=bool(ctx.get("kv_unified"))))
         cells = c["cells"] * c["n_stream"]  # kv_size per stream × streams
@@ -308,9 +319,11 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
             "lines": lines}
 
 
-def _layers_for(model: ModelSpec, cache: dict[str, Any]):
-    """The layers of one ``llama_kv_cache`` line: its SWA cache holds the sliding layers,
-    the non-SWA cache full and MLA ones, a cache without the mark all attention layers."""
+def _layers_for(model: ModelSpec, cache: dict[str, Any], engine: list[Any]):
+    """The layers of one ``llama_kv_cache`` line: its SWA cache holds the layers llama.cpp
+    slides (``engine``: the llama.cpp layout's view of each layer, its per-architecture
+    sliding-window rule applied), the non-SWA cache full and MLA ones, a cache without the
+    mark all attention layers."""
     kinds = {"swa": SlidingWindow, "non-swa": (FullAttention, MLAAttention)}.get(cache["swa"],
                                                                                (AttentionKV, MLAAttention))
-    return [l for l in model.layers if isinstance(spec_of(l), kinds)]
+    return [l for l, s in zip(model.layers, engine) if isinstance(s, kinds)]

@@ -34,6 +34,13 @@ Rules read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``
 - **Zero-width layers** (``head_count_kv`` 0, not recurrent: Llama-Nemotron's no-op
   attention): in the cache at width 0, but with ``-fa off`` each still gets a V of the
   widest layer's width.
+- **Per-architecture sliding windows** (:mod:`kvgate.model.llamacpp_arch`): a GGUF is
+  read with them applied; a config.json's sliding layers are mapped here, in
+  :meth:`LlamaCpp.bind`, to what llama.cpp makes of the architecture the converter writes
+  (Phi-3, Mistral, Qwen2/3 with a ``sliding_window``: full attention, ``n_swa = 0``).
+- **Attention and state in one layer** (Falcon-H1, ``llama_memory_hybrid`` with both
+  filters "every layer"): the layer's K/V cells in the KV cache and its Mamba-2 state
+  (``n_embd_r`` + ``n_embd_s``, f32) in the recurrent memory, one row per sequence.
 - **MTP / nextn layers**: filtered out of the main context's cache (``il < n_layer()``);
   :mod:`kvgate.model.gguf` gives them 0 bytes.
 - **KV types** (``-ctk``/``-ctv``): ggml block types, ``ggml_row_size`` =
@@ -69,6 +76,7 @@ from kvgate.geometry.specs import (
     spec_of,
 )
 from kvgate.model.llamacpp_arch import PINNED_COMMIT as PINNED_COMMIT  # the commit the rules were read at
+from kvgate.model.llamacpp_arch import ConfigSwa, arch_for_config, config_swa
 from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
@@ -114,6 +122,8 @@ class LlamaCpp(Layout):
     name = "llama.cpp"
     # fitted by bind() on a copy: n_embd_v_gqa_max, the V width of -fa off
     _v_pad: int | None = field(default=None, init=False, repr=False, compare=False)
+    # fitted by bind() for a config.json: llama.cpp's sliding-window rule for its architecture
+    _swa: ConfigSwa = field(default_factory=ConfigSwa, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for k in ("n_seq", "n_ubatch", "n_batch"):
@@ -153,7 +163,8 @@ class LlamaCpp(Layout):
                 message names what llama.cpp says).
         """
         b = replace(self)
-        specs = geometry.specs
+        b._swa = _config_swa(geometry)
+        specs = [b._swa_rule(s) for s in geometry.specs]
         for which, fmt in (("K (-ctk)", geometry.fmt_k), ("V (-ctv)", geometry.fmt_v)):
             if fmt.name not in CACHE_TYPES:
                 raise GeometryError(f"llama.cpp has no {fmt.name} cache type for {which}",
@@ -184,8 +195,25 @@ class LlamaCpp(Layout):
         b._v_pad = max((s.v_width(geometry.tp) for s in specs), default=0)
         return b
 
+    @property
+    def notes(self) -> list[str]:
+        """What the bound layout changed in the model's layers (llama.cpp's per-architecture
+        sliding-window rule for a config.json), as text."""
+        return list(self._swa.notes)
+
+    def _swa_rule(self, spec: LayerKind) -> LayerKind:
+        if isinstance(spec, SlidingWindow):
+            if self._swa.full:
+                return spec.at_full_length()
+            if self._swa.window is not None:
+                return replace(spec, window=self._swa.window)
+        return spec
+
     def engine_spec(self, spec: LayerKind) -> LayerKind:
-        """With ``-fa off`` (once bound), V rows at the widest layer's width."""
+        """llama.cpp's sliding-window rule for the architecture (a config.json's sliding
+        layers at full attention or at a forced window, once bound), then with ``-fa off``
+        V rows at the widest layer's width."""
+        spec = self._swa_rule(spec)
         return spec.with_v_padding(self._v_pad) if self._v_pad is not None else spec
 
     # -- context arithmetic
@@ -256,13 +284,26 @@ class LlamaCpp(Layout):
             return [("rs", max(1, self.n_seq) * geometry.layer_bytes(i, max_seq))]
         cells = self.cells(spec, max_seq)
         suffix = "_swa" if isinstance(spec, SlidingWindow) else ""
-        return [("k" + suffix, cells * spec.k_bytes(geometry.fmt_k, geometry.tp)),
-                ("v" + suffix, cells * spec.v_bytes(geometry.fmt_v, geometry.tp))]
+        parts = [("k" + suffix, cells * spec.k_bytes(geometry.fmt_k, geometry.tp)),
+                 ("v" + suffix, cells * spec.v_bytes(geometry.fmt_v, geometry.tp))]
+        if spec.recurrent is not None:  # Falcon-H1: the same layer's Mamba-2 state, one row per sequence
+            parts.append(("rs", max(1, self.n_seq) * self.state_bytes(geometry, spec)))
+        return parts
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "n_seq": self.n_seq, "unified": self.unified, "swa_full": self.swa_full,
                 "n_ubatch": self.n_ubatch, "flash_attn": self.flash_attn, "n_rs_seq": self.n_rs_seq,
                 "n_batch": self.n_batch}
+
+
+def _config_swa(geometry: Geometry) -> ConfigSwa:
+    """llama.cpp's sliding-window rule for a config.json model (:func:`config_swa`); a GGUF
+    (``gguf_architecture`` in its config) was read with the rules already applied."""
+    model = geometry.model
+    if "gguf_architecture" in (model.config or {}):
+        return ConfigSwa()
+    windows = {s.window for s in geometry.specs if isinstance(s, SlidingWindow)}
+    return config_swa(arch_for_config(model.config or {}, model.model_type), model.num_layers, windows)
 
 
 # which layers llama.cpp keeps in its KV cache (``llama_kv_cache``: the attention layers,

@@ -21,8 +21,11 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
 - DeepSeek sparse attention (``deepseek32``, ``glm-dsa``): indexer keys of
   ``attention.indexer.key_length`` beside the MLA latent, in the K cache's type.
 - Architectures whose cache kvgate does not model
-  (:data:`kvgate.model.llamacpp_arch.NOT_MODELLED`, e.g. ``deepseek4``, ``falcon-h1``,
-  ``rwkv7``) are refused, naming the cache.
+  (:data:`kvgate.model.llamacpp_arch.NOT_MODELLED`, e.g. ``deepseek4``, ``rwkv7``) are
+  refused, naming the cache.
+- ``falcon-h1`` (:data:`kvgate.model.llamacpp_arch.ATTENTION_AND_STATE`): every layer is an
+  attention layer (``head_count_kv``, ``key_length``/``value_length``) that also keeps a
+  Mamba-2 state from the ``ssm.*`` keys (``src/models/falcon-h1.cpp``, ``llama_memory_hybrid``).
 - ``ssm.conv_kernel``, ``ssm.inner_size``, ``ssm.state_size``, ``ssm.group_count``,
   ``ssm.time_step_rank``: recurrent state (``n_embd_r`` = (d_conv − 1)·(d_inner +
   2·n_group·d_state), ``n_embd_s`` = d_state·d_inner); ``full_attention_interval``
@@ -51,6 +54,7 @@ Rules read at llama.cpp commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f (2026-10
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -252,7 +256,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
         recurrent = [kv[i] == 0 for i in range(n)]
         state = recurrent_layer("conv", n_embd, l_cache, 0, 1)
-    elif any(recurrent):
+    elif any(recurrent) or arch in llamacpp_arch.ATTENTION_AND_STATE:
         d_conv = _int(meta, k("ssm.conv_kernel"), lo=1)
         d_inner = _int(meta, k("ssm.inner_size"), lo=1)
         d_state = ssm_state
@@ -340,8 +344,15 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             if sliding[i] and key_length_swa:
                 hk = key_length_swa
                 hv = value_length_swa or hk
-            layers.append(LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
-                                    window=window if sliding[i] else None, chunked=chunked and sliding[i]))
+            att = LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
+                            window=window if sliding[i] else None, chunked=chunked and sliding[i])
+            if state is not None and arch in llamacpp_arch.ATTENTION_AND_STATE:
+                # the layer's own Mamba-2 state beside its K/V (as the config reader's Falcon-H1
+                # "hybrid" layer: kvgate.model.layer_types)
+                att = replace(att, conv_dim=state.conv_dim, conv_kernel=state.conv_kernel,
+                              ssm_values=state.ssm_values, state_values=state.state_values,
+                              state_heads=state.state_heads, mixer=state.mixer)
+            layers.append(att)
     if no_kv:
         pad = "" if arch in ("nemotron_h", "nemotron_h_moe") else \
             " with flash attention on (llama.cpp with -fa off still gives each a V of the widest layer's width)"

@@ -6,8 +6,16 @@ Read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``, each arch
 
 - **Which architectures use sliding windows, and how** (:data:`SWA_RULES`). An
   architecture not listed there runs every layer at full attention in llama.cpp, whatever
-  ``attention.sliding_window`` says (Phi-3 disables it on purpose; Llama, Qwen2/3, Mistral
-  never read it).
+  ``attention.sliding_window`` says: ``src/models/phi3.cpp`` reads the key and then sets
+  ``swa_type = LLAMA_SWA_TYPE_NONE``, ``n_swa = 0`` ("Phi SWA is currently disabled");
+  Llama (Mistral, Mixtral), Qwen2/3, PhiMoE and the rest never read it. Audited over every
+  ``src/models/*.cpp`` at the pinned commit: the files that set ``swa_type`` /
+  ``set_swa_pattern`` / ``load_swa_pattern`` are exactly the keys of :data:`SWA_RULES`, plus
+  phi3 (which turns it off), ``gemma-embedding`` and ``modern-bert`` (no memory at all:
+  ``create_memory`` returns ``nullptr``), and ``deepseek4`` / ``dots3note`` (not modelled).
+- **The same rules for a config.json** sized in llama.cpp's layout
+  (:func:`arch_for_config`, :func:`config_swa`): the architecture the converter writes
+  (:mod:`kvgate.model.llamacpp_convert`), then the rule above.
 - **Patterns** (``load_swa_pattern`` / ``llama_hparams::set_swa_pattern``): a bool array
   ``attention.sliding_window_pattern`` wins; else an int N from the file or the
   architecture's default: layer il slides iff ``il % N < N − 1`` or, for "dense first"
@@ -24,6 +32,7 @@ Read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``, each arch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 PINNED_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 
@@ -98,6 +107,8 @@ SWA_RULES: dict[str, SwaRule] = {
     "mimo2": SwaRule(None),
     "lfm2": SwaRule(None, needs_window=True, all_attention=True),
     "lfm2moe": SwaRule(None, needs_window=True, all_attention=True),
+    # src/models/dflash.cpp: optional SWA, a bool array required when the window is > 0
+    "dflash": SwaRule(None, needs_window=True),
 }
 
 # Gemma-3n: only the first 20 layers own KV; the rest reuse it (src/models/gemma3n.cpp
@@ -119,7 +130,13 @@ REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "qwen35moe": _SSM + ("ssm.group_count",),
     "lfm2": ("shortconv.l_cache",), "lfm2moe": ("shortconv.l_cache",),
     "kimi-linear": ("kda.head_dim", "ssm.conv_kernel"),
+    "falcon-h1": _SSM + ("ssm.group_count",),  # src/models/falcon-h1.cpp
 }
+
+# Falcon-H1 (src/models/falcon-h1.cpp: is_recr_impl all true; llama_model::create_memory:
+# llama_memory_hybrid with filter_attn and filter_recr both "every layer"): each layer keeps
+# attention K/V cells *and* a Mamba-2 state (n_embd_r + n_embd_s, f32)
+ATTENTION_AND_STATE = frozenset({"falcon-h1"})
 
 # Qwen3-Next / Qwen3.5: without attention.recurrent_layers, full_attention_interval with a
 # default of 4 (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp)
@@ -134,7 +151,6 @@ NOT_MODELLED = {
     "hy_v4": "llama_kv_cache_dsa with shared indexer layers",
     "dots3note": "MLA with sliding layers and an indexer",
     "qwen4exp": "hybrid memory with an indexer and PLE history",
-    "falcon-h1": "llama_memory_hybrid with attention and Mamba-2 state in every layer",
     "hrm_text": "cache slots aliased across H/L cycles",
     "rwkv6": "RWKV token-shift and WKV state", "rwkv6qwen2": "RWKV token-shift and WKV state",
     "rwkv7": "RWKV token-shift and WKV state", "arwkv7": "RWKV token-shift and WKV state",
@@ -202,3 +218,74 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
         else:
             flags = [n == 0 or i % n < n - 1 for i in range(n_main)]
     return window, flags, rule.chunked, notes
+
+
+# config.json model_type -> llama.cpp architecture, for configs without an ``architectures``
+# list (a nested text config); the class names of ``architectures`` come first
+# (kvgate.model.llamacpp_convert, read from the converter)
+MODEL_TYPES = {
+    "llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+    "qwen3_moe": "qwen3moe", "phi3": "phi3", "phimoe": "phimoe", "gemma2": "gemma2", "gemma3_text": "gemma3",
+    "gemma3n_text": "gemma3n", "gemma4_text": "gemma4", "gpt_oss": "gpt-oss", "llama4_text": "llama4",
+    "qwen3_vl_text": "qwen3vl", "qwen3_vl_moe_text": "qwen3vlmoe", "qwen3_5_text": "qwen35",
+    "qwen3_5_moe_text": "qwen35moe", "qwen3_next": "qwen3next", "falcon_h1": "falcon-h1", "cohere2": "cohere2",
+    "exaone4": "exaone4", "olmo2": "olmo2", "mimo_v2_flash": "mimo2", "step3p5": "step35", "lfm2": "lfm2",
+}
+
+
+def arch_for_config(config: dict[str, Any], model_type: str | None) -> str | None:
+    """The llama.cpp architecture ``convert_hf_to_gguf.py`` writes for a config.json:
+    its first ``architectures`` class the converter registers, else its ``model_type``
+    (:data:`MODEL_TYPES`); ``None`` when neither is known."""
+    from kvgate.model.llamacpp_convert import HF_ARCHITECTURES
+
+    archs = config.get("architectures")
+    for a in archs if isinstance(archs, list) else []:
+        if isinstance(a, str) and a in HF_ARCHITECTURES:
+            return HF_ARCHITECTURES[a]
+    return MODEL_TYPES.get(model_type or "")
+
+
+@dataclass(frozen=True)
+class ConfigSwa:
+    """What llama.cpp makes of a config's sliding layers (:func:`config_swa`).
+
+    Attributes:
+        full: every sliding layer runs at full attention (``n_swa = 0``).
+        window: the window llama.cpp forces on every sliding layer, or ``None`` (the
+            config's).
+        notes: what was changed and why.
+    """
+
+    full: bool = False
+    window: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+def config_swa(arch: str | None, n_layers: int, windows: set[int]) -> ConfigSwa:
+    """llama.cpp's rule (:data:`SWA_RULES`) for a config whose sliding layers have the
+    windows ``windows`` (empty: none), for the architecture ``arch`` the converter writes.
+
+    An architecture llama.cpp does not window (Phi-3, Llama/Mistral, Qwen2/3, …) or a rule
+    that applies only to another layer count (EXAONE-4: 64) gives ``full``; a forced window
+    (SmallThinker 4,096, Llama-4 8,192) replaces the config's. Otherwise (and for an
+    architecture not known here) the config's windows stand.
+    """
+    if not windows:
+        return ConfigSwa()
+    w = ", ".join(f"{x:,}" for x in sorted(windows))
+    if arch is None or arch not in ARCH_NAMES or arch in NOT_MODELLED:
+        return ConfigSwa()
+    rule = SWA_RULES.get(arch)
+    if rule is None:
+        return ConfigSwa(full=True, notes=(
+            f"llama.cpp runs {arch} at full attention on every layer: the config's sliding_window {w} is not used "
+            f"(src/models/{arch.replace('_', '-')}.cpp at {PINNED_COMMIT[:12]})",))
+    if rule.only_layers is not None and n_layers != rule.only_layers:
+        return ConfigSwa(full=True, notes=(
+            f"llama.cpp windows {arch} only in its {rule.only_layers}-layer model: this one ({n_layers} layers) runs "
+            f"at full attention (src/models/{arch}.cpp)",))
+    if rule.forced_window and windows != {rule.forced_window}:
+        return ConfigSwa(window=rule.forced_window, notes=(
+            f"{arch}: llama.cpp uses a window of {rule.forced_window:,} whatever the config says ({w})",))
+    return ConfigSwa()
