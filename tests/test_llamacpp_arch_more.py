@@ -201,3 +201,39 @@ def test_falcon_h1_gguf_without_ssm_keys_is_refused_as_llamacpp_does(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_gguf(p)
     assert "falcon-h1.ssm.conv_kernel" in e.value.message
+
+
+# ---------------------------------------------------------------- architectures without a cache
+
+
+def _tiny_gguf(path: Path, arch: str) -> Path:
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), arch)
+    w.add_block_count(4)
+    w.add_embedding_length(256)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_context_length(512)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("arch", ["bert", "gemma-embedding", "modern-bert", "llada"])
+def test_an_architecture_llamacpp_gives_no_memory_holds_zero_bytes(tmp_path, arch):
+    # llama_model::create_memory returns nullptr for it; as attention it would be
+    # 4 layers × 512 cells × (2 × 4 heads × 64 × 2 B) = 2,097,152 B
+    m = load_gguf(_tiny_gguf(tmp_path / "e.gguf", arch))
+    assert _cache(m, 512) == 0
+    assert any("no KV cache" in n for n in m.notes)
+
+
+def test_minimax_01_lightning_attention_is_refused_not_sized_as_attention(tmp_path):
+    from kvgate.model.spec import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_gguf(_tiny_gguf(tmp_path / "m.gguf", "minimax-01"))
+    assert "lightning-attention" in e.value.message

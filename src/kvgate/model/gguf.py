@@ -23,6 +23,9 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
 - Architectures whose cache kvgate does not model
   (:data:`kvgate.model.llamacpp_arch.NOT_MODELLED`, e.g. ``deepseek4``, ``rwkv7``) are
   refused, naming the cache.
+- Embedding and diffusion architectures (:data:`kvgate.model.llamacpp_arch.NO_MEMORY`:
+  BERT family, ``gemma-embedding``, ``modern-bert``, ``dream``, ``llada`` …): llama.cpp
+  creates no memory for them, so every layer holds 0 bytes.
 - ``falcon-h1`` (:data:`kvgate.model.llamacpp_arch.ATTENTION_AND_STATE`): every layer is an
   attention layer (``head_count_kv``, ``key_length``/``value_length``) that also keeps a
   Mamba-2 state from the ``ssm.*`` keys (``src/models/falcon-h1.cpp``, ``llama_memory_hybrid``).
@@ -371,6 +374,11 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         end = n - nextn
         layers = layers[: end - shared] + [LayerSpec(kind="shared") for _ in range(shared)] + layers[end:]
         notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
+    if arch in llamacpp_arch.NO_MEMORY:
+        # llama_model::create_memory: res = nullptr (embedding / diffusion models)
+        layers = [LayerSpec(kind="shared") for _ in range(n)]
+        notes.append(f"llama.cpp keeps no KV cache for {arch} (llama_model::create_memory returns no memory): "
+                     "0 bytes")
     ctx = _int(meta, k("context_length"), None, lo=1)
     return ModelSpec(
         name=name,

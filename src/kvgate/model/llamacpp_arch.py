@@ -156,7 +156,17 @@ NOT_MODELLED = {
     "rwkv7": "RWKV token-shift and WKV state", "arwkv7": "RWKV token-shift and WKV state",
     "plamo2": "hybrid Mamba state with PLaMo-2's own sizes",
     "bailingmoe3": "hybrid linear attention with its own state sizes",
+    # src/models/minimax-01.cpp: lightning-attention layers (attention.recurrent_layers, else
+    # every layer but each 8th) keep n_embd_head_la² × n_head of recurrent state
+    "minimax-01": "llama_memory_hybrid with lightning-attention state (n_embd_head_la² × n_head)",
 }
+
+# llama_model::create_memory returns nullptr for these (embedding and diffusion models): no
+# KV cache and no recurrent state at all, whatever the attention keys say
+NO_MEMORY = frozenset("""
+bert jina-bert-v2 jina-bert-v3 nomic-bert nomic-bert-moe neo-bert eurobert wavtokenizer-dec modern-bert
+gemma-embedding dream llada llada-moe rnd1
+""".split())
 
 
 # an architecture llama.cpp does not have: the file's window and pattern, nothing assumed
