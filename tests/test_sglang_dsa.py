@@ -148,3 +148,12 @@ def test_cli_fit_glm5_json(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["settings"]["kv_cache_dtype"] == "fp8_e4m3" and d["settings"]["page_size"] == 64
     assert d["tokens"]["low"] == d["kv_pool_bytes"]["low"] // (78 * 708) // 64 * 64
+
+
+def test_glm5_before_its_release_is_said():
+    a = fit_sglang(load_model(GLM5), weights(90 * GiB), lookup_gpu("B200"), SglangFlags(tp_size=8, context_length=4096),
+                   resolve_release("sglang", "0.5.5"))
+    assert any("GlmMoeDsaForCausalLM" in n for n in a.notes)
+    d = fit_sglang(load_model(DSV32), weights(90 * GiB), lookup_gpu("B200"), SglangFlags(tp_size=8, context_length=4096),
+                   resolve_release("sglang", "0.5.5"))
+    assert not any("GlmMoeDsaForCausalLM" in n for n in d.notes)

@@ -111,6 +111,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     if s.max_running_requests and s.max_running_requests > t_lo // L and t_lo >= L:
         notes.append(f"--max-running-requests {s.max_running_requests}: only {t_lo // L} requests of {L:,} tokens fit "
                      f"at once for sure; the others wait in the queue")
+    arch = (model.config.get("architectures") or [None])[0]
+    if arch == "GlmMoeDsaForCausalLM" and not release.at_least(0, 5, 9):
+        notes.append(f"SGLang {release.text} does not list GlmMoeDsaForCausalLM among its DeepSeek sparse attention "
+                     "models (configs/model_config.py is_deepseek_nsa, from 0.5.9): the pool shown is 0.5.9's")
     stored = geo.bytes_per_token()
     if stored > cell and t_hi > 0:
         notes.append(f"SGLang {release.text} counts {cell:,} B per token but its DeepSeek sparse attention pool stores "
