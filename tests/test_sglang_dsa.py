@@ -157,3 +157,17 @@ def test_glm5_before_its_release_is_said():
     d = fit_sglang(load_model(DSV32), weights(90 * GiB), lookup_gpu("B200"), SglangFlags(tp_size=8, context_length=4096),
                    resolve_release("sglang", "0.5.5"))
     assert not any("GlmMoeDsaForCausalLM" in n for n in d.notes)
+
+
+def test_tier_sglang_counts_sglang_tokens(tmp_path, capsys):
+    """``kvgate tier --cache-model sglang``: a device capacity in bytes is SGLang tokens of
+    its DSA pool (GLM-5 fp8: 78 × 788 = 61,464 B per token), not plain MLA tokens."""
+    from kvgate.cli import main
+
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps({"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": [0]}) + "\n")
+    assert main(["tier", "--trace", str(p), "--model", str(GLM5), "--kv-format", "fp8", "--cache-model", "sglang",
+                 "--device-capacity", str(1000 * 61_464 + 5), "--hicache-ratio", "2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["bytes_per_token"] == 61_464 and r["device"]["device_tokens"] == 1000
+    assert r["host"]["capacity_bytes"] == 2 * (1000 * 61_464 + 5)
