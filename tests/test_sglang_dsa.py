@@ -171,3 +171,20 @@ def test_tier_sglang_counts_sglang_tokens(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["bytes_per_token"] == 61_464 and r["device"]["device_tokens"] == 1000
     assert r["host"]["capacity_bytes"] == 2 * (1000 * 61_464 + 5)
+
+
+def test_engine_log_gate_sizes_sglang_sequences():
+    """The engine-log gate on the DeepSeek-V3.2 log: one sequence of 4,000 tokens takes
+    63 pages of 64 tokens × 61 × 788 B (fp8 row + indexer keys), and the record it keeps
+    names SGLang's layout so that it rebuilds the same geometry."""
+    from kvgate.engines import engine_layout, gate_from_engine_log
+
+    pool = read_engine_log(DATA / "logs" / "sglang_deepseek-v3.2_dp8.log")
+    r = gate_from_engine_log(pool, load_model(DSV32), slots=8, max_seq=4000, kv_format="fp8")
+    assert r["slot_bytes"] == 63 * 64 * 61 * 788 == 193_810_176
+    assert engine_layout(pool, 8) == {"name": "sglang", "page_size": None}
+    assert r["record"]["inputs"]["layout"] == {"name": "sglang", "page_size": None, "qk_rope_head_dim": 64}
+    from kvgate.gate.record import parse_record, recheck
+
+    res = recheck(parse_record(r["record"]))
+    assert res["status"] == "same" and not res["stale"], res["differences"]

@@ -130,6 +130,8 @@ class SGLang(Layout):
         page_size: ``--page-size``; ``None``: SGLang's default, 64 for DSA models, else 1.
         version: the SGLang release whose cell rule applies (``"0.5.5"``); ``None``: the
             rule of the newest release modelled (before v0.5.17).
+        qk_rope_head_dim: the rope part of the MLA latent (the bf16 part of a DSA fp8 row);
+            ``None``: the model config's (a record keeps it here: its layers do not).
 
     Raises:
         GeometryError: a page size that is not a positive integer, or not 64 for a DSA
@@ -138,20 +140,22 @@ class SGLang(Layout):
 
     page_size: int | None = None
     version: str | None = None
+    qk_rope_head_dim: int | None = None
     name = "sglang"
     _page: int = field(default=1, init=False, repr=False, compare=False)
     _index_dim: int = field(default=0, init=False, repr=False, compare=False)
     _rope_dim: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        p = self.page_size
-        if p is not None and (not isinstance(p, int) or isinstance(p, bool) or p <= 0):
-            raise GeometryError(f"sglang layout: page_size must be a positive integer, got {p!r}")
+        for k in ("page_size", "qk_rope_head_dim"):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise GeometryError(f"sglang layout: {k} must be a positive integer, got {v!r}")
 
     def bind(self, geometry: Geometry) -> SGLang:
-        out = SGLang(page_size=self.page_size, version=self.version)
+        out = SGLang(page_size=self.page_size, version=self.version, qk_rope_head_dim=self.qk_rope_head_dim)
         out._index_dim = dsa_index_dim(geometry.model)
-        rope = geometry.model.config.get("qk_rope_head_dim")
+        rope = self.qk_rope_head_dim or geometry.model.config.get("qk_rope_head_dim")
         out._rope_dim = rope if isinstance(rope, int) and not isinstance(rope, bool) else None
         out._page = self.page_size or (DSA_PAGE_SIZE if out._index_dim else 1)
         if out._index_dim and out._page != DSA_PAGE_SIZE:
@@ -173,7 +177,8 @@ class SGLang(Layout):
         return rule_for(_POSITIONS, spec, self.name)(max_seq, self._page)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "page_size": self.page_size, "version": self.version}
+        return {"name": self.name, "page_size": self.page_size, "version": self.version,
+                "qk_rope_head_dim": self.qk_rope_head_dim}
 
 
 def _pages(L: int, page: int) -> int:
