@@ -188,3 +188,18 @@ def test_engine_log_gate_sizes_sglang_sequences():
 
     res = recheck(parse_record(r["record"]))
     assert res["status"] == "same" and not res["stale"], res["differences"]
+
+
+def test_log_reader_takes_the_dsa_settings_lines():
+    """Two lines as SGLang printed them (sgl-project/sglang issue #29562, GLM-5.2 on SM12):
+    the KV dtype ``auto`` became and the page size SGLang forced."""
+    from kvgate.engines.logtext import logical_lines
+    from kvgate.engines.sglang_log import parse_sglang
+
+    text = ("[2026-06-28 11:20:49] Setting page size to 64 for DeepSeek DSA.\n"
+            "[2026-06-28 11:20:49] Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.\n")
+    r = parse_sglang(logical_lines(text))
+    assert (r["kv_cache_dtype"], r["page_size"]) == ("fp8_e4m3", 64)
+    # 0.5.5's wording (server_args.py: "Setting KV cache dtype to {dtype} for DeepSeek NSA.")
+    r = parse_sglang(logical_lines("[TP0] Setting KV cache dtype to bfloat16 for DeepSeek NSA.\n"))
+    assert (r["kv_cache_dtype"], r["page_size"]) == ("bfloat16", None)
