@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     at = _capacities(args.at_capacity_blocks)
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
+    if args.cache_model == "sglang":  # tokens of SGLang's own pool (DSA rows and indexer keys)
+        from kvgate.tier.sglang import pool_geometry
+
+        geo = pool_geometry(geo)
     bpt = geo.bytes_per_token()
     trace = load_hashed_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
                               limit=args.limit)

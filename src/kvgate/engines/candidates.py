@@ -38,6 +38,7 @@ from kvgate.errors import KvgateError
 from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.gate.verdict import Scenario
 from kvgate.geometry import KVGeometry, get_layout
+from kvgate.geometry.sglang import is_dsa
 from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.model.spec import ModelSpec
 from kvgate.units import GiB
@@ -45,11 +46,13 @@ from kvgate.units import GiB
 QUANT_FORMATS = {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}
 
 
-def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
+def engine_layout(pool: EnginePool, slots: int, model: ModelSpec | None = None) -> dict[str, Any]:
     """The kvgate layout (as ``{"name": …, options}``) that sizes one sequence the way
     this engine does: vLLM blocks of the logged block size and release; llama.cpp cells
-    with ``n_seq`` = the target slots and the logged unified flag; SGLang one token per
-    page with every layer at full length (its ``MHATokenToKVPool``)."""
+    with ``n_seq`` = the target slots and the logged unified flag; SGLang whole pages of the
+    logged page size with every layer at full length and DSA layers as its pool stores them
+    (:class:`kvgate.geometry.sglang.SGLang`; ``model`` gives a DSA model's
+    ``qk_rope_head_dim``, kept in the layout because a record's layers do not keep it)."""
     if pool.engine == "vllm":
         out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE)}
         if pool.version:
@@ -58,7 +61,10 @@ def engine_layout(pool: EnginePool, slots: int) -> dict[str, Any]:
     if pool.engine == "llama.cpp":
         return {"name": "llama.cpp", "n_seq": slots, "unified": bool(pool.flags.get("kv_unified")),
                 "n_ubatch": int(pool.flags.get("n_ubatch") or 512), "n_batch": int(pool.flags.get("n_batch") or 2048)}
-    return {"name": "contiguous", "sliding_full": True}
+    page = pool.flags.get("page_size")
+    rope = model.config.get("qk_rope_head_dim") if model is not None and is_dsa(model) else None
+    return {"name": "sglang", "page_size": int(page) if page else None,
+            **({"qk_rope_head_dim": rope} if rope else {})}  # a record's layers do not keep it
 
 
 def _slot_fn(model: ModelSpec, fmt: str, tp: int, layout: dict[str, Any], cp: int = 1):
@@ -107,7 +113,7 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
                              "stage its own layers (get_pp_indices) and kvgate would count every layer on every rank",
                              hint="gate a log of the same model without pipeline parallelism, or use kvgate fit")
     cp = int(pool.parsed.get("cp_world_size") or 1) if pool.engine == "vllm" else 1
-    layout = engine_layout(pool, slots)
+    layout = engine_layout(pool, slots, model)
     S = _slot_fn(model, fmt, tpv, layout, cp)
     C = pool_bytes
     if C is None:

@@ -6,9 +6,10 @@ engine's own rules, give the pool the engine logged?
   lines under the release's token rule, and, when "Available KV cache memory" is logged,
   whether those blocks fit in its rounding interval while one more block does not:
   "agrees to the block".
-- **SGLang** (``MHATokenToKVPool``): K = (#tokens + page_size) × Σ_layers K row bytes,
-  V alike (every layer at full length; MLA: one latent row, "KV size"); agrees when both
-  fall in the printed GB (2^30) intervals.
+- **SGLang** (:mod:`kvgate.geometry.sglang`, ``MHATokenToKVPool``): K = (#tokens +
+  page_size) × Σ_layers K row bytes, V alike (every layer at full length; MLA: one latent
+  row, "KV size"; DSA models: ``NSATokenToKVPool``'s fp8 or bf16 row plus the indexer's
+  key pages, page size 64); agrees when both fall in the printed GB (2^30) intervals.
 - **llama.cpp** (``layout llama.cpp``): every ``llama_kv_cache`` line's K and V MiB are
   cells × Σ_layers row bytes of its type (``ggml_row_size``); agrees "to the cell" when
   the cells reproduce each printed figure. The layers are those llama.cpp runs
@@ -37,7 +38,16 @@ from typing import Any
 from kvgate.engines.pool import EnginePool
 from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
 from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.specs import AttentionKV, FullAttention, MLAAttention, SlidingWindow, spec_of
+from kvgate.geometry.sglang import SGLang, SglangPool
+from kvgate.geometry.sglang import pool_bytes as sglang_pool_bytes
+from kvgate.geometry.specs import (
+    AttentionKV,
+    FullAttention,
+    GeometryError,
+    MLAAttention,
+    SlidingWindow,
+    spec_of,
+)
 from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version
 from kvgate.model.spec import ModelSpec
 
@@ -226,42 +236,50 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
 
 # ---------------------------------------------------------------- SGLang
 
-def _sglang_rows(model: ModelSpec, fmt: str, tp: int) -> tuple[int, int, bool]:
-    """Per-token K and V bytes summed over the layers (every layer at full length), and
-    whether the model is MLA (one latent row, SGLang's "KV size")."""
-    geo = KVGeometry(model, fmt, tp=tp)
-    k = sum(s.k_bytes(geo.fmt_k, tp) for s in geo.specs)
-    v = sum(s.v_bytes(geo.fmt_v, tp) for s in geo.specs)
-    return k, v, any(isinstance(s, MLAAttention) for s in geo.specs)
+def _sglang_pool(model: ModelSpec, fmt: str, tp: int, page: int | None, tokens: int) -> SglangPool:
+    """What SGLang allocates for ``tokens`` tokens (:func:`kvgate.geometry.sglang.pool_bytes`:
+    MHA K and V, or the MLA / DSA rows and the DSA indexer pages)."""
+    return sglang_pool_bytes(KVGeometry(model, fmt, tp=tp, layout=SGLang(page_size=page)), tokens)
 
 
 def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
     p = pool.parsed
-    page = p.get("page_size") or 1
     if pool.pool_tokens is None or pool.pool_bytes is None:
         return {"status": "cannot-check", "unit": "token", "causes": [], "pool_bytes": None,
                 "lines": ["the log has no 'KV Cache is allocated. #tokens: …' line"]}
-    n = pool.pool_tokens + page
+    tokens = pool.pool_tokens
     logged_text = pool.pool_bytes.text
 
-    def check(f: str, t: int) -> tuple[bool, int, int]:
-        k, v, mla = _sglang_rows(model, f, t)
-        if mla or p.get("k_size") is None:
-            kv = n * (k + v)
-            return bool(pool.pool_bytes and pool.pool_bytes.contains(kv)), kv, 0
-        return p["k_size"].contains(n * k) and p["v_size"].contains(n * v), n * k, n * v
+    def check(f: str, t: int) -> tuple[bool, SglangPool]:
+        sp = _sglang_pool(model, f, t, p.get("page_size"), tokens)
+        if sp.mla or p.get("k_size") is None:
+            return bool(pool.pool_bytes and pool.pool_bytes.contains(sp.total)), sp
+        return p["k_size"].contains(sp.k_bytes) and p["v_size"].contains(sp.v_bytes), sp
 
-    ok, kb, vb = check(fmt, tp)
-    lines = [f"(#tokens {pool.pool_tokens:,} + page {page}) × per-token K {kb // n:,} B"
-             + (f", V {vb // n:,} B" if vb else "") + f" = {kb + vb:,} B; logged {logged_text}"]
+    ok, sp = check(fmt, tp)
+    n = tokens + sp.page_size
+    line = (f"(#tokens {tokens:,} + page {sp.page_size}) × per-token " + (
+        f"K {sp.k_bytes // n:,} B, V {sp.v_bytes // n:,} B" if not sp.mla else f"KV {sp.k_bytes // n:,} B")
+        + (f" + DSA indexer pages {sp.index_bytes:,} B" if sp.index_bytes else "")
+        + f" = {sp.total:,} B; logged {logged_text}")
+    expected = {"k_bytes": sp.k_bytes + sp.index_bytes, "v_bytes": sp.v_bytes, "index_bytes": sp.index_bytes}
     if ok:
-        return {"status": "agrees", "unit": "token", "pool_bytes": kb + vb, "causes": [],
-                "expected": {"k_bytes": kb, "v_bytes": vb}, "lines": ["agrees to the token: " + lines[0]]}
-    causes = [f"agrees with kv format {f}, tp {t}" for f in ("bf16", "fp8") for t in sorted({1, tp, 2 * tp, 4 * tp})
-              if (f, t) != (fmt, tp) and check(f, t)[0]]
+        return {"status": "agrees", "unit": "token", "pool_bytes": sp.total, "causes": [],
+                "expected": expected, "lines": ["agrees to the token: " + line]}
+    tps = [tp] if sp.mla else sorted({1, tp, 2 * tp, 4 * tp})  # an MLA latent is not split by TP
+    causes = [f"agrees with kv format {f}" + ("" if sp.mla else f", tp {t}") for f in ("bf16", "fp8") for t in tps
+              if (f, t) != (fmt, tp) and _checks(check, f, t)]
     return {"status": "differs", "unit": "token", "pool_bytes": None, "causes": causes,
-            "expected": {"k_bytes": kb, "v_bytes": vb},
-            "lines": ["differs: " + lines[0]] + [f"likely cause: {c}" for c in causes]}
+            "expected": expected, "lines": ["differs: " + line] + [f"likely cause: {c}" for c in causes]}
+
+
+def _checks(check: Any, f: str, t: int) -> bool:
+    """An alternative that cannot be laid out (a TP that divides nothing, a KV dtype
+    SGLang refuses) does not agree."""
+    try:
+        return bool(check(f, t)[0])
+    except GeometryError:
+        return False
 
 
 # ---------------------------------------------------------------- llama.cpp

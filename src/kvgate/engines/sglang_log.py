@@ -16,6 +16,10 @@ Lines read (``python/sglang/srt/…``):
 - ``Using KV cache dtype: torch.float8_e4m3fn`` (``model_executor/model_runner.py``
   ``configure_kv_cache_dtype``, on rank 0): the cache's dtype after ``auto`` and the
   ``fp8_e4m3``/``fp8_e5m2`` names are resolved; read when the pool line has no ``dtype:``.
+- DeepSeek sparse attention models (``server_args.py``, v0.5.5 "… for DeepSeek NSA.", v0.5.9
+  on "… for DeepSeek DSA on SM10 device."): ``Setting KV cache dtype to fp8_e4m3 for
+  DeepSeek DSA …`` (what ``auto`` became on this GPU) and ``Setting page size to 64 for
+  DeepSeek DSA.``; read when ``server_args`` does not give them (or says ``auto``).
 
 Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks. A rank
 that prints a second pool in the same startup (a speculative draft model's pool, built after
@@ -49,6 +53,7 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         "tokens": None, "k_size": None, "v_size": None, "kv_size": None, "weights": None,
         "avail_after_weights": None, "model_type": None, "ranks": {}, "kv_dtype_line": None, "extra_pools": [],
     }
+    dsa: dict[str, Any] = {}
     pools: dict[Any, dict[str, Any]] = {}
     for ln in lines:
         t = ln.text
@@ -83,6 +88,12 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
             r["dtype"] = m.group(2) or r["dtype"]
             r["avail_after_weights"] = logged(m.group(3), GIB, "GB (2^30 B)")
             r["weights"] = logged(m.group(4), GIB, "GB (2^30 B)")
+        m = re.search(r"Setting KV cache dtype to (\w+) for DeepSeek (?:DSA|NSA)", t)
+        if m:
+            dsa["kv_cache_dtype"] = m.group(1)
+        m = re.search(r"Setting page size to (\d+) for DeepSeek (?:DSA|NSA)", t)
+        if m:
+            dsa["page_size"] = to_int(m.group(1), "page size")
         m = re.search(r"Using KV cache dtype: (?:torch\.)?([\w.]+)", t)
         if m:
             r["kv_dtype_line"] = m.group(1)
@@ -96,6 +107,10 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         m = re.search(r"sglang(?: version)?[ =:]+v?(\d+\.\d+\.\d+[\w.]*)", t, re.I)
         if m and r["version"] is None:
             r["version"] = m.group(1)
+    if r["kv_cache_dtype"] in (None, "auto") and "kv_cache_dtype" in dsa:
+        r["kv_cache_dtype"] = dsa["kv_cache_dtype"]
+    if r["page_size"] is None and "page_size" in dsa:
+        r["page_size"] = dsa["page_size"]
     if pools:
         r["ranks"] = {("?" if k is None else k): v["tokens"] for k, v in pools.items()}
         best = min(pools.values(), key=lambda p: p["tokens"])

@@ -6,7 +6,10 @@ Rule (``python/sglang/srt/model_executor/model_runner.py`` ``profile_max_num_tok
 total less the CUDA context and NCCL) and ``w`` the weights loaded,
 ``rest = (free − w) − free × (1 − mem_fraction_static) = mem_fraction_static × free − w``
 and ``max_total_num_tokens = rest // cell_size``, rounded down to ``--page-size``, with
-``cell_size`` the KV bytes of one token over all layers on one rank (MLA: the latent).
+``cell_size`` the KV bytes of one token over all layers on one rank as SGLang's profile
+counts them (MLA: the latent; DeepSeek sparse attention: the DSA row and the indexer's
+keys): :func:`kvgate.geometry.sglang.cell_bytes`, and the "KV Cache is allocated" line
+:func:`kvgate.geometry.sglang.pool_bytes` (both per release).
 Nothing is profiled: activations and CUDA graphs live in the ``1 − mem_fraction_static``
 left over. ``max_total_num_tokens <= 0`` stops the server: "Not enough memory. Please try
 to increase --mem-fraction-static." A request longer than the pool is not refused at
@@ -27,6 +30,7 @@ from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
 from kvgate.fit.sglang_flags import SglangFlags, resolve_sglang_flags
 from kvgate.geometry import KVGeometry
+from kvgate.geometry.sglang import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.model import ModelSpec
 
 GiB = 2**30
@@ -56,7 +60,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     Raises:
         KvgateError: bad flags or config, a bad TP split.
     """
-    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=model.max_position_embeddings)
+    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=model.max_position_embeddings,
+                             dsa=is_dsa(model), gpu_name=gpu.name)
     f = Fraction(str(s.mem_fraction_static))
     init = INIT_TP1 if s.tp_size == 1 else INIT_TP
     free = gpu.cuda_total - init
@@ -64,7 +69,9 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     terms = [weights, Term("CUDA context and NCCL at start (free = total − this)", init,
                            "H200 TP 1: 0.59 GiB (tests/data/fit_logs); band", counted=False)]
     pool = budget - weights.value
-    cell = KVGeometry(model, _kv_format(s.kv_cache_dtype, model), tp=s.tp_size).bytes_per_token()
+    geo = KVGeometry(model, _kv_format(s.kv_cache_dtype, model), tp=s.tp_size,
+                     layout=SGLang(page_size=s.page_size, version=release.text))
+    cell = cell_bytes(geo)
     L = s.context_length
 
     def tokens(p: int) -> int:
@@ -104,9 +111,18 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     if s.max_running_requests and s.max_running_requests > t_lo // L and t_lo >= L:
         notes.append(f"--max-running-requests {s.max_running_requests}: only {t_lo // L} requests of {L:,} tokens fit "
                      f"at once for sure; the others wait in the queue")
-    lines = {k: [f"KV Cache is allocated. #tokens: {t}, K size: {(t + s.page_size) * cell / 2 / GiB:.2f} GB, "
-                 f"V size: {(t + s.page_size) * cell / 2 / GiB:.2f} GB",
-                 f"max_total_num_tokens={t}, context_len={L}"] for k, t in (("low", t_lo), ("high", t_hi))}
+    arch = (model.config.get("architectures") or [None])[0]
+    if arch == "GlmMoeDsaForCausalLM" and not release.at_least(0, 5, 9):
+        notes.append(f"SGLang {release.text} does not list GlmMoeDsaForCausalLM among its DeepSeek sparse attention "
+                     "models (configs/model_config.py is_deepseek_nsa, from 0.5.9): the pool shown is 0.5.9's")
+    stored = geo.bytes_per_token()
+    if stored > cell and t_hi > 0:
+        notes.append(f"SGLang {release.text} counts {cell:,} B per token but its DeepSeek sparse attention pool stores "
+                     f"{stored:,} B (the fp8 row's scales and bf16 rope part, memory_pool.py NSATokenToKVPool): the pool "
+                     f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
+                     "(counted from 0.5.17)")
+    lines = {k: [pool_bytes(geo, max(t, 0)).log_line(), f"max_total_num_tokens={t}, context_len={L}"]
+             for k, t in (("low", t_lo), ("high", t_hi))}
     return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,

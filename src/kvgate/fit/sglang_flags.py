@@ -12,10 +12,16 @@
 - ``--page-size`` 1; ``--kv-cache-dtype`` auto (the model dtype); ``--tp-size`` 1.
 - ``--chunked-prefill-size`` and ``--max-running-requests`` do not change the pool: they
   are shown, and the requests that fit are compared with ``--max-running-requests``.
+- DeepSeek sparse attention models (DeepSeek-V3.2, GLM-5; ``server_args.py`` at v0.5.5 and
+  v0.5.9, ``_handle_model_specific_adjustments`` / ``_set_default_nsa_kv_cache_dtype``):
+  ``--page-size`` is set to 64 on CUDA whatever was given; ``--kv-cache-dtype auto``
+  becomes ``fp8_e4m3`` on a GPU of compute capability 10 or more (Blackwell) and
+  ``bfloat16`` before it; ``bf16`` is read as ``bfloat16``; any other dtype is refused.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,13 +73,68 @@ def default_mem_fraction_static(tp: int, multimodal: bool) -> float:
     return round(f * 0.95, 3) if multimodal else f
 
 
-def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_embeddings: int | None) -> SglangSettings:
-    """Fill in SGLang's defaults.
+#: GPU names of compute capability ≥ 10 (Blackwell: B100/B200/B300, GB200/GB300, RTX 50xx,
+#: RTX PRO 6000 Blackwell, DGX Spark GB10) and of capability < 10 (Hopper and older)
+_SM10_PLUS = re.compile(r"(?i)\bg?b\d{2,3}\b|blackwell|rtx[ -]?50\d0|\b50\d0\b|gb10")
+_BEFORE_SM10 = re.compile(r"(?i)\b(h100|h200|h20|h800|gh200|a100|a800|a10g?|a30|a40|l40s?|l4|l20|a6000|v100|t4|"
+                          r"rtx[ -]?(30|40)\d0|\b(30|40)\d0)\b")
+
+
+def is_blackwell(gpu_name: str | None) -> bool | None:
+    """Whether a GPU of this name has compute capability 10 or more (``torch.cuda.
+    get_device_capability()[0] >= 10``, SGLang's test for the DSA KV default), ``None`` when
+    the name does not say (``--total``, an unknown card)."""
+    name = gpu_name or ""
+    if _SM10_PLUS.search(name):
+        return True
+    if _BEFORE_SM10.search(name):
+        return False
+    return None
+
+
+def _dsa_kv_cache_dtype(given: str, gpu_name: str | None, d: dict[str, str]) -> str:
+    """SGLang's KV dtype for a DSA model (module docstring).
 
     Raises:
-        KvgateError: no ``--context-length`` and no ``max_position_embeddings``.
+        KvgateError: ``auto`` on a GPU whose compute capability the name does not say, or a
+            dtype SGLang refuses for DSA models.
+    """
+    kv = given.lower()
+    if kv == "auto":
+        bw = is_blackwell(gpu_name)
+        if bw is None:
+            raise KvgateError(f"--kv-cache-dtype auto for a DeepSeek sparse attention model: SGLang picks fp8_e4m3 on "
+                              f"a GPU of compute capability 10 or more (Blackwell) and bfloat16 before it, and "
+                              f"{gpu_name or 'this GPU'!r} does not say which",
+                              hint="give --kv-cache-dtype fp8_e4m3 or bfloat16 (or --gpu NAME)")
+        kv = "fp8_e4m3" if bw else "bfloat16"
+        d["kv_cache_dtype"] = (f"SGLang's default for DeepSeek sparse attention on {gpu_name}: "
+                               + ("fp8_e4m3 (compute capability ≥ 10)" if bw else "bfloat16 (compute capability < 10)"))
+    if kv == "bf16":
+        kv = "bfloat16"
+    if kv not in ("bfloat16", "fp8_e4m3"):
+        raise KvgateError(f"SGLang runs DeepSeek sparse attention models with a bfloat16 or fp8_e4m3 KV cache only, "
+                          f"not --kv-cache-dtype {given}", hint="--kv-cache-dtype fp8_e4m3 or bfloat16")
+    return kv
+
+
+def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_embeddings: int | None,
+                         dsa: bool = False, gpu_name: str | None = None) -> SglangSettings:
+    """Fill in SGLang's defaults. ``dsa``: the model has DeepSeek sparse attention
+    (:func:`kvgate.geometry.sglang.is_dsa`): page size 64 and the KV dtype by ``gpu_name``
+    (module docstring).
+
+    Raises:
+        KvgateError: no ``--context-length`` and no ``max_position_embeddings``; for a DSA
+            model, a KV dtype SGLang refuses or ``auto`` on a GPU the name does not place.
     """
     d: dict[str, str] = {}
+    page, kv = flags.page_size, flags.kv_cache_dtype
+    if dsa:
+        kv = _dsa_kv_cache_dtype(kv, gpu_name, d)
+        if page != 64:
+            d["page_size"] = f"SGLang sets 64 for DeepSeek sparse attention models (--page-size {page} not used)"
+            page = 64
     f = flags.mem_fraction_static
     if f is None:
         f = default_mem_fraction_static(flags.tp_size, multimodal)
@@ -86,5 +147,5 @@ def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_e
         L = max_position_embeddings
         d["context_length"] = "the model's max_position_embeddings"
     return SglangSettings(mem_fraction_static=f, context_length=L, max_running_requests=flags.max_running_requests,
-                          tp_size=flags.tp_size, kv_cache_dtype=flags.kv_cache_dtype, page_size=flags.page_size,
+                          tp_size=flags.tp_size, kv_cache_dtype=kv, page_size=page,
                           chunked_prefill_size=flags.chunked_prefill_size, defaults=d)

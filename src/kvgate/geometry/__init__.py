@@ -17,6 +17,8 @@ vllm           paged blocks of B tokens; sliding            ``vllm/v1/kv_cache_i
 llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.cpp``,
                or one unified cache, iSWA window rule,      ``src/llama-kv-cache-iswa.cpp``,
                recurrent R/S state in f32                   ``src/llama-memory-recurrent.cpp``
+sglang         every token in every layer, whole pages;     ``python/sglang/srt/mem_cache/``
+               DSA rows + indexer keys (geometry/sglang.py) ``memory_pool.py`` (v0.5.9)
 =============  ==========================================  ==================================
 """
 
@@ -30,6 +32,7 @@ from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
 from kvgate.geometry.llamacpp import LlamaCpp
+from kvgate.geometry.sglang import SGLang
 from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank, spec_of
 from kvgate.geometry.vllm import VLLM
 from kvgate.geometry.vllm_pool import vllm_kv_cache_report
@@ -41,7 +44,8 @@ __all__ = [
 ]
 
 # name -> factory(**options) -> Layout
-LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp}
+LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp,
+                                             "sglang": SGLang}
 
 
 def get_layout(name: str = "contiguous", **options: Any) -> Layout:

@@ -25,7 +25,9 @@ a node here is one trace block (its tokens: the most any request wrote of it), a
 counts a block's tokens up to the request's own (a request whose last block is partial
 matches part of it). Generated tokens (``serve(..., output_tokens=)``) are inserted as a
 private node under the prompt; ``kvgate tier`` replays prompts only.
-Device and host capacities are in tokens (``max_total_num_tokens`` and the host pool's).
+Device and host capacities are in tokens (``max_total_num_tokens`` and the host pool's);
+a capacity in bytes becomes tokens at the bytes SGLang's pool stores per token
+(:func:`pool_geometry`: DeepSeek sparse attention's DSA rows and indexer keys).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.geometry import KVGeometry
+from kvgate.geometry.sglang import SGLang
 from kvgate.tier.traces import HashedTrace
 
 _ROOT = -1
@@ -228,6 +232,17 @@ class SglangRadixCache:
             host -= cut
             dev -= over - cut
         return dev, host
+
+
+def pool_geometry(geo: KVGeometry) -> KVGeometry:
+    """``geo``'s model, KV formats and TP laid out as SGLang's token pool
+    (:class:`kvgate.geometry.sglang.SGLang`): its ``bytes_per_token()`` is what one token
+    costs there (GLM-5 fp8: 61,464 B; equal to ``geo``'s for models without DSA layers).
+
+    Raises:
+        GeometryError: a KV format SGLang refuses for a DSA model.
+    """
+    return KVGeometry(geo.model, geo.fmt_k, kv_format_v=geo.fmt_v, tp=geo.tp, layout=SGLang())
 
 
 def replay(trace: HashedTrace, cache: SglangRadixCache) -> tuple[np.ndarray, np.ndarray]:
