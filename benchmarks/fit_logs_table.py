@@ -192,8 +192,9 @@ def _comparison(checked: list[LogCase], lchk: list[LogCase], avail: list[LogCase
 def _bands_table(folder: Path) -> None:
     d = data_bands(folder)
     rows: list[tuple[str, Any, Any]] = [
-        ("K (× T·w)", [float(x) for x in d.k], [float(x) for x in BANDS.k]),
-        ("C V0 (B / logit)", list(d.c_v0), list(BANDS.c_v0)), ("C V1 (B / logit)", list(d.c_v1), list(BANDS.c_v1)),
+        ("K (× T·w)", f"[{float(d.k[0]):.2f}, {float(d.k[1]):.2f}]", f"[{float(BANDS.k[0]):.2f}, {float(BANDS.k[1]):.2f}]"),
+        ("C V0 (B / logit)", f"[{d.c_v0[0]}, {d.c_v0[1]}]", f"[{BANDS.c_v0[0]}, {BANDS.c_v0[1]}]"),
+        ("C V1 (B / logit)", f"[{d.c_v1[0]}, {d.c_v1[1]}]", f"[{BANDS.c_v1[0]}, {BANDS.c_v1[1]}]"),
         ("non-torch V0 (GiB)", _iv(d.non_torch_v0), _iv(BANDS.non_torch_v0)),
         ("non-torch V1 (GiB)", _iv(d.non_torch_v1), _iv(BANDS.non_torch_v1)),
         ("CUDA graph pool < 0.21 (GiB)", _iv(d.cuda_graph), _iv(BANDS.cuda_graph)),
@@ -205,8 +206,8 @@ def _bands_table(folder: Path) -> None:
         print(f"| {name} | {a} | {b} |")
 
 
-def _iv(v: Interval) -> list[str]:
-    return [f"{v.low / GiB:.3f}", f"{v.high / GiB:.3f}"]
+def _iv(v: Interval) -> str:
+    return f"[{v.low / GiB:.3f}, {v.high / GiB:.3f}]"
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ the log prints (``"cuda_total_printed": "total_gpu_memory (8.00GiB)"``, which mu
 file).
 
 A log is **inside** when its printed "Available KV cache memory" (or, when only that is
-printed, "GPU KV cache size" tokens) lies in the predicted interval. Printed values carry
+printed, "GPU KV cache size" tokens, or "# GPU blocks") lies in the predicted interval. Printed values carry
 their printing precision (``53.29GiB`` is 53.29 ± 0.005 GiB); the printed value itself
 must be inside.
 """

@@ -25,8 +25,8 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
   is small (``4·S ≤ T·w/10``: Llama-3.1-8B 2.07 / 1.984 and 2.99 / 2.876 GiB, 0.6.4, RTX 3090)
   and the low ends of all: data [1.04, 1.05], deployed [1.03, 1.05]. ``C_HI``, bytes per
   logit above ``K_HI·T·w``: V0 25 (Qwen2.5-7B bitsandbytes, 0.7.3, 1.42 GiB at 4,096 tokens,
-  256 sequences: fp32 logits, probabilities, log-probabilities and a sort with int64 indices;
-  Llama-3-8B 0.6.5 needs 14), V1 34 (gpt-oss-20b, 0.12, 1.83 GiB). ``C_LO`` is from the code,
+  256 sequences; Llama-3-8B 0.6.5 needs 14), V1 34 (gpt-oss-20b, 0.12, 1.83 GiB: fp32 logits,
+  probabilities and a sort with int64 indices). ``C_LO`` is from the code,
   not the logs: 0 in V0, 4 B in V1 (the fp32 logits of the sampler's dummy run must exist).
 - **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator): printed V0
   0.03 … 1.79 GiB (0.03 GiB RTX 4060; 1.79 GiB on the 0.6.5 memory-profiling branch, H100;
