@@ -6,8 +6,17 @@ config, GPU, release and engine (or why the log cannot be checked). Weights come
 log's own weights line, so what is checked is the rest: the GPU's CUDA total, the
 activation peak, non-torch memory, the CUDA graph rule, and the pool→tokens geometry.
 
+Weights come from the log's own weights line; where a log has none, ``fit_inputs.json`` may
+give them instead, labelled: ``{"estimate_dtype": ...}`` (kvgate's estimate from the config,
+:func:`kvgate.model.weights.estimate_weight_bytes`, with the estimate band of
+:func:`kvgate.fit.vllm_budget.weights_term`) or ``{"from_log": FILE}`` (the weights line of
+another log of the same checkpoint). The GPU is a name of :mod:`kvgate.fit.gpus`, a list of
+names (the hull of their CUDA totals, for a GPU known only by its class), or the CUDA total
+the log prints (``"cuda_total_printed": "total_gpu_memory (8.00GiB)"``, which must be in the
+file).
+
 A log is **inside** when its printed "Available KV cache memory" (or, when only that is
-printed, "GPU KV cache size" tokens) lies in the predicted interval. Printed values carry
+printed, "GPU KV cache size" tokens, or "# GPU blocks") lies in the predicted interval. Printed values carry
 their printing precision (``53.29GiB`` is 53.29 ± 0.005 GiB); the printed value itself
 must be inside.
 """
@@ -21,12 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
-from kvgate.fit.gpus import lookup_gpu
+from kvgate.errors import KvgateError
+from kvgate.fit.gpus import Gpu, lookup_gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, parse_version
+from kvgate.fit.vllm_budget import weights_term
 from kvgate.fit.vllm_fit import fit_vllm
 from kvgate.fit.vllm_flags import VllmFlags
-from kvgate.model import load_model
+from kvgate.fit.widths import model_widths
+from kvgate.model import ModelSpec, load_model
+from kvgate.model.weights import estimate_weight_bytes
 
 GiB = 2**30
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
@@ -74,13 +87,14 @@ class LogCase:
     skip: str | None = None
     terms: dict[str, Any] = field(default_factory=dict)
     presumed: list[str] = field(default_factory=list)
+    weights_from: str = "log"
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "release": self.release, "model": self.model, "gpu": self.gpu,
                 "quantity": self.quantity, "printed": self.printed,
                 "predicted": self.predicted.to_dict() if self.predicted else None,
                 "width": self.predicted.width if self.predicted else None, "inside": self.inside,
-                "skip": self.skip, "terms": self.terms, "presumed": self.presumed}
+                "skip": self.skip, "terms": self.terms, "presumed": self.presumed, "weights_from": self.weights_from}
 
 
 def presumed_settings(entry: dict[str, Any]) -> list[str]:
@@ -93,8 +107,9 @@ def presumed_settings(entry: dict[str, Any]) -> list[str]:
     return []
 
 
-def check_logs(folder: str | Path) -> list[LogCase]:
-    """Every vLLM log of ``folder/manifest.json`` with ``folder/fit_inputs.json``: its check.
+def check_logs(folder: str | Path, only: str | None = None) -> list[LogCase]:
+    """Every vLLM log of ``folder/manifest.json`` with ``folder/fit_inputs.json``: its check
+    (``only``: that one file's).
 
     Raises:
         KvgateError: unreadable files; a case naming an unknown GPU or model.
@@ -104,7 +119,7 @@ def check_logs(folder: str | Path) -> list[LogCase]:
     inputs = read_json(folder / "fit_inputs.json", what="fit inputs")["cases"]
     out = []
     for e in manifest:
-        if e["engine"] != "vllm":
+        if e["engine"] != "vllm" or (only is not None and e["file"] != only):
             continue
         inp = inputs.get(e["file"], {"skip": "no entry in fit_inputs.json"})
         if "skip" in inp:
@@ -115,20 +130,69 @@ def check_logs(folder: str | Path) -> list[LogCase]:
     return out
 
 
+def _model(folder: Path, ref: str) -> ModelSpec:
+    """A preset name, or a config file relative to ``folder`` (``configs/x.json``, ``../configs/x.json``)."""
+    return load_model(folder / ref if ref.endswith(".json") else ref)
+
+
+def _gpu(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> Gpu:
+    """The GPU of a case: the log's printed CUDA total, the hull of a class of cards, or one card.
+
+    Raises:
+        KvgateError: a printed total that is not in the log; an unknown GPU name.
+    """
+    printed = inp.get("cuda_total_printed")
+    if printed:
+        if printed not in (folder / e["file"]).read_text(encoding="utf-8"):
+            raise KvgateError(f"{e['file']}: cuda_total_printed {printed!r} is not in the log")
+        total = printed_bytes(printed)
+        return Gpu(str(inp.get("gpu", "printed total")), total.high, total, f"CUDA total printed by the log: {printed}")
+    names = inp["gpu"] if isinstance(inp["gpu"], list) else [inp["gpu"]]
+    gpus = [lookup_gpu(n) for n in names]
+    if len(gpus) == 1:
+        return gpus[0]
+    hull = Interval(min(g.cuda_total.low for g in gpus), max(g.cuda_total.high for g in gpus))
+    return Gpu(" or ".join(g.name for g in gpus), max(g.nvml_total_bytes for g in gpus), hull,
+               "hull of the CUDA totals of " + ", ".join(g.name for g in gpus))
+
+
+def _weights(folder: Path, e: dict[str, Any], inp: dict[str, Any], model: ModelSpec, ranks: int) -> tuple[Term, str]:
+    """The weights term of a case and where it comes from (``log``, ``estimate``, ``other log``).
+
+    Raises:
+        KvgateError: no weights line and no ``weights`` in the case.
+    """
+    w = inp.get("weights")
+    if w is None:
+        if not e.get("weights"):
+            raise KvgateError(f"{e['file']}: no weights line and no 'weights' in fit_inputs.json")
+        return Term("weights", printed_bytes(e["weights"]), "printed by the log"), "log"
+    if "from_log" in w:
+        other = {x["file"]: x for x in read_json(folder / "manifest.json", what="fit log manifest")}[w["from_log"]]
+        return Term("weights", printed_bytes(other["weights"]), f"printed by {w['from_log']} (same checkpoint)"), "other log"
+    wb = estimate_weight_bytes(model.config or {}, w.get("estimate_dtype"))
+    return (weights_term(wb.bytes, ranks=ranks, exact=False,
+                         source=f"ESTIMATE from the config ({wb.params:,} parameters × {w.get('estimate_dtype') or 'config dtype'})"),
+            "estimate")
+
+
 def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     ref = inp["model"]
-    model = load_model(folder / ref if ref.startswith("configs/") else ref)
-    gpu = lookup_gpu(inp["gpu"])
+    model = _model(folder, ref)
+    gpu = _gpu(folder, e, inp)
     rel = Release("vllm", inp["release"], parse_version(inp["release"]), "given (fit_inputs.json)")
-    w = printed_bytes(e["weights"])
-    weights = Term("weights", w, "printed by the log")
+    tp, pp = e.get("tp") or 1, e.get("pp") or 1
+    weights, weights_from = _weights(folder, e, inp, model, tp * pp)
+    w = weights.value
     kvd = e.get("kv_cache_dtype") or "auto"
     flags = VllmFlags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
                       max_num_seqs=e.get("max_num_seqs"), max_num_batched_tokens=e.get("max_num_batched_tokens"),
-                      tensor_parallel_size=e.get("tp") or 1, pipeline_parallel_size=e.get("pp") or 1,
+                      tensor_parallel_size=tp, pipeline_parallel_size=pp,
                       kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))
     a = fit_vllm(model, weights, gpu, flags, rel)
-    presumed = presumed_settings(e)
+    presumed = presumed_settings(e) + list(inp.get("presumed", []))
+    if weights_from != "log":
+        presumed.append(f"weights: {weights.source}")
     terms = {t.name: t.value.to_dict() for t in a.terms}
     for f in TERM_FIELDS:
         if e.get(f):
@@ -136,12 +200,22 @@ def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
             if f == "torch_peak" and str(e[f]).startswith("peak_torch_memory="):
                 v = v - w  # V0 0.6.4 prints the absolute torch peak, weights included
             terms[f"printed {f}"] = v.to_dict()
+    s = a.settings
+    wd = model_widths(model.config or {}, tp)
+    terms["profile"] = {"tokens": int(s["max_num_batched_tokens"]), "seqs": int(s["max_num_seqs"]), "v1": bool(s.get("v1")),
+                        "tp": tp, "eager": bool(e.get("enforce_eager")), "token_bytes": wd.token_bytes, "vocab": wd.vocab}
     if e.get("available_kv_cache_memory"):
         p = printed_bytes(e["available_kv_cache_memory"])
         mid = (p.low + p.high) // 2
         return LogCase(e["file"], inp["release"], model.name, gpu.name, "available KV bytes", mid, a.kv_pool,
-                       a.kv_pool.contains(mid), terms=terms, presumed=presumed)
-    tok = printed_int(e["gpu_kv_cache_tokens"])
+                       a.kv_pool.contains(mid), terms=terms, presumed=presumed, weights_from=weights_from)
     pred = Interval(int(a.tokens["low"] or 0), int(a.tokens["high"] or 0))
-    return LogCase(e["file"], inp["release"], model.name, gpu.name, "GPU KV cache tokens", tok, pred,
-                   pred.contains(tok), terms=terms, presumed=presumed)
+    if e.get("gpu_kv_cache_tokens"):
+        tok = printed_int(e["gpu_kv_cache_tokens"])
+        return LogCase(e["file"], inp["release"], model.name, gpu.name, "GPU KV cache tokens", tok, pred,
+                       pred.contains(tok), terms=terms, presumed=presumed, weights_from=weights_from)
+    # "# GPU blocks: N" only (V0, V1 before 0.8): blocks of block_size tokens, one KV group
+    blocks, bs = printed_int(e["gpu_blocks"]), int(s["block_size"])
+    pb = Interval(pred.low // bs, pred.high // bs)
+    return LogCase(e["file"], inp["release"], model.name, gpu.name, "GPU blocks", blocks, pb, pb.contains(blocks),
+                   terms=terms, presumed=presumed, weights_from=weights_from)

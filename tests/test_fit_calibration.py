@@ -1,0 +1,114 @@
+"""The non-KV bands of kvgate fit from the startup logs (kvgate.fit.calibrate): the data rule,
+the deployed bands holding it, the leave-one-out check, and the log check's new inputs
+(printed CUDA total, a class of GPUs, weights from an estimate or another log)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from kvgate.errors import KvgateError
+from kvgate.fit.calibrate import Observation, calibrate, contains, data_bands, leave_one_out, observations
+from kvgate.fit.interval import Interval
+from kvgate.fit.logcheck import _gpu, check_logs
+from kvgate.fit.vllm_budget import BANDS, active_bands, using_bands
+
+FOLDER = Path(__file__).parent / "data" / "fit_logs"
+GiB, MiB = 2**30, 2**20
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return check_logs(FOLDER)
+
+
+@pytest.fixture(scope="module")
+def loo(cases):
+    return leave_one_out(FOLDER, cases)
+
+
+def test_deployed_bands_hold_the_data_bands():
+    d = data_bands(FOLDER)
+    assert contains(BANDS, d)
+    # the data: V0 sampler 25 B/logit (Qwen2.5-7B bitsandbytes, 0.7.3), V1 34 (gpt-oss-20b)
+    assert d.c_v0 == (0, 25) and d.c_v1 == (4, 34)
+    assert d.k == (Fraction(104, 100), Fraction(105, 100))
+    # V0 non-torch printed 0.03 (RTX 4060) … 1.79 GiB (0.6.5 branch), ± 0.005 GiB, whole MiB
+    assert d.non_torch_v0 == Interval(25 * MiB, 1839 * MiB)
+    # graph pools: 0.13 and 1.62 GiB before 0.21, 0.09 and 0.17 GiB from 0.21
+    assert d.cuda_graph == Interval(128 * MiB, 1664 * MiB)
+    assert d.cuda_graph_021 == Interval(87 * MiB, 1664 * MiB)
+
+
+def test_calibrate_rule_on_made_up_observations():
+    tw = 10 * GiB
+    obs = [
+        Observation("a", "activation", Interval(int(10.4 * GiB), int(10.5 * GiB)), False, tw=tw, logits=1),
+        Observation("b", "activation", Interval(11 * GiB, 11 * GiB + MiB), False, tw=tw, logits=512 * MiB),
+        Observation("c", "non_torch", Interval(300 * MiB, 310 * MiB), False),
+        Observation("d", "non_torch", Interval(50 * MiB, 60 * MiB), True),
+        Observation("e", "cuda_graph", Interval(200 * MiB, 210 * MiB), True),
+    ]
+    b = calibrate(obs)
+    # K_HI from the small-sampler log a only (b's sampler is large: 4 × 512 Mi × 10 > 10 GiB):
+    # 10.4 GiB / 10 GiB -> 1.04 (rounded up to 0.01); K_LO the smallest printed.high / T·w
+    # (a: 1.05), capped at K_HI
+    assert b.k == (Fraction(104, 100), Fraction(104, 100))
+    # C_HI V0 from b: (11 GiB - 1.04 × 10 GiB) / 512 Mi logits = 1.2 -> 2
+    assert b.c_v0 == (0, 2)
+    assert b.c_v1 == BANDS.c_v1  # no V1 activation: the prior
+    assert b.non_torch_v0 == Interval(300 * MiB, 310 * MiB)
+    assert b.non_torch_v1 == Interval(50 * MiB, BANDS.non_torch_v1.high)  # the prior's upper end stays
+    assert b.cuda_graph == BANDS.cuda_graph  # no pre-0.21 graph pool: the prior
+    assert b.cuda_graph_021 == Interval(200 * MiB, 210 * MiB)
+    assert calibrate([]) == BANDS
+
+
+def test_using_bands_changes_the_terms_and_restores():
+    narrow = calibrate([Observation("x", "non_torch", Interval(100 * MiB, 101 * MiB), False)])
+    assert active_bands() == BANDS
+    with using_bands(narrow):
+        assert active_bands().non_torch_v0 == Interval(100 * MiB, 101 * MiB)
+    assert active_bands() == BANDS
+
+
+def test_observations_come_from_printed_terms(cases):
+    obs = observations(FOLDER, cases)
+    kinds = {(o.term, o.file) for o in obs}
+    assert ("non_torch", "vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log") in kinds
+    assert ("cuda_graph", "vllm_2026-08_qwen3.8-27b-fp8_rtx5090_tp2_1.log") in kinds
+    # an --enforce-eager log's 0 GiB graph pool is not a graph pool
+    assert ("cuda_graph", "vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log") not in kinds
+    assert sum(o.term == "activation" for o in obs) == 8
+
+
+def test_leave_one_out_uses_bands_without_the_log(loo):
+    # the 0.6.5 branch's 1.79 GiB non-torch is the only V0 value above 0.35 GiB: without it the
+    # V0 band ends at 0.36 GiB and that log's pool falls outside (an honest miss)
+    case, bands = loo["vllm_0.6.5-dev_llama-3-8b_h100_1.log"]
+    assert bands.non_torch_v0.high < 400 * MiB
+    assert case.inside is False
+    # a log that prints no non-KV term sees the bands of all logs
+    case, bands = loo["vllm_0.19.0_gpt-oss-20b_a100_1.log"]
+    assert bands == data_bands(FOLDER) and case.inside
+    assert sum(bool(c.inside) for c, _ in loo.values()) == 11 and len(loo) == 15
+
+
+def test_log_check_gpu_from_the_printed_total_or_a_class(tmp_path):
+    (tmp_path / "a.log").write_text("total_gpu_memory (8.00GiB) x gpu_memory_utilization (0.70)\n")
+    g = _gpu(tmp_path, {"file": "a.log"}, {"gpu": "RTX 4060", "cuda_total_printed": "total_gpu_memory (8.00GiB)"})
+    assert g.cuda_total.contains(8 * GiB) and g.cuda_total.width < 11 * MiB
+    with pytest.raises(KvgateError, match="not in the log"):
+        _gpu(tmp_path, {"file": "a.log"}, {"gpu": "x", "cuda_total_printed": "total_gpu_memory (9.00GiB)"})
+    hull = _gpu(tmp_path, {"file": "a.log"}, {"gpu": ["H100 80GB", "A100 80GB"]})
+    assert "or" in hull.name and hull.cuda_total.width > 300 * MiB
+
+
+def test_weights_without_a_weights_line_are_labelled(cases):
+    by = {c.file: c for c in cases}
+    est = by["vllm_2025-07_qwen3-235b-a22b-fp8_h100_tp4_1.log"]
+    assert est.weights_from == "estimate" and any("ESTIMATE" in p for p in est.presumed)
+    other = by["vllm_0.11.0_gpt-oss-120b_h100_1.log"]
+    assert other.weights_from == "other log" and any("vllm_0.10.1_gpt-oss-120b_h100_1.log" in p for p in other.presumed)
