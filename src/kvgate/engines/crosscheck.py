@@ -271,12 +271,13 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                 "logged": logged,
                 "block_counts": [x["num_blocks"] for x in good],
                 "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
-    least, exact = _tp_floor(pool, tp, tp_given)
+    least, exact = _tp_floor(pool, tp, False)  # what the log shows, whatever was given
+    shown = exact or (least if pool.tp is not None else None)
     causes, others = [], []
     for alt_fmt in ("bf16", "fp8"):
-        for alt_tp in sorted({1, tp, 2 * tp} | ({exact} if exact else set())):
+        for alt_tp in sorted({1, tp, 2 * tp} | {least} | ({exact} if exact else set())):
             if alt_tp < least or (exact is not None and alt_tp != exact):
-                continue  # the log (or the user) says which TP ran: never a coincidence against it
+                continue  # the log says which TP ran: never a coincidence against it
             for alt_block in sorted({block, DEFAULT_BLOCK_SIZE, 2 * DEFAULT_BLOCK_SIZE}):
                 for alt_version in (version, "0.20.0" if version is None else None):
                     if (alt_fmt, alt_tp, alt_block, alt_version) == (fmt, tp, block, version):
@@ -284,9 +285,9 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                     if any(_fits(x, avail) for x in _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version, pp)):
                         text = (f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
                                 + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
-                        (causes if alt_tp == tp else others).append(text)
-    causes += others  # the TP in use first
-    if pp == 1 and pool.pp is None and avail is not None and model.num_layers > 1:
+                        (causes if alt_tp == (shown or tp) else others).append(text)
+    causes += others  # the TP the log shows (else the one assumed) first
+    if pp == 1 and avail is not None and model.num_layers > 1:
         for alt_pp in (2, 4, 8):
             if alt_pp <= model.num_layers and any(_fits(x, avail) for x in
                                                   _vllm_solve(model, pool, fmt, tp, block, version, alt_pp)):
