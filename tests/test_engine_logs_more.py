@@ -360,14 +360,15 @@ def test_engine_gate_under_dcp_sizes_one_ranks_share_of_a_sequence():
     assert g7["verdict"] == "does-not-fit" and 7 * S > C  # 6.57x: the seventh does not fit
 
 
-def test_engine_gate_refuses_pipeline_parallel_logs():
+def test_engine_gate_sizes_one_pipeline_stage():
     text = ("$ vllm serve m -tp 2 -pp 2 --max-model-len 8192\n"
             "INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 20.00 GiB\n"
             "INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: 100,000 tokens\n")
     p = read_engine_log("pp.log", text=text)
-    with pytest.raises(EngineLogError, match="pipeline parallel size 2"):
-        gate_from_engine_log(p, spec_from_config(QWEN3_06B, name="q", source="t"), slots=4, max_seq=8192,
+    g = gate_from_engine_log(p, spec_from_config(QWEN3_06B, name="q", source="t"), slots=4, max_seq=8192,
                              kv_format="bf16")
+    # a rank of a stage holds 14 of the 28 layers (get_pp_indices): 14 × 8,192 × 2,048 B (TP 2: 4 KV heads)
+    assert g["slot_bytes"] == 14 * 8192 * 4 * 128 * 2 * 2 == 234_881_024
 
 
 def test_vllm_v0_budget_and_cuda_blocks_lines():

@@ -154,8 +154,8 @@ def test_dcp_geometry_gives_the_logged_lines():
     g = KVGeometry(m, "bf16", tp=8, layout=VLLM(decode_context_parallel_size=2, version="0.11.0"))
     r = vllm_kv_cache_report(g, avail, 262_144)
     assert Q235_BLOCK == 770_048 and r["num_blocks"] == 53_862
-    assert r["log_lines"] == ["Multiplying the GPU KV cache size by the cp_world_size 2 (pcp_world_size 1 * "
-                              "dcp_world_size 2).", "GPU KV cache size: 1,723,584 tokens",
+    assert r["log_lines"] == ["Multiplying the GPU KV cache size by the dcp_world_size 2.",  # as the log
+                              "GPU KV cache size: 1,723,584 tokens",
                               "Maximum concurrency for 262,144 tokens per request: 6.57x"]
     # one rank holds cdiv(262,144, 2) = 131,072 tokens of a request: 8,192 blocks
     assert g.slot_bytes(262_144) == 131_072 * Q235_BLOCK // 16 == 6_308_233_216
@@ -204,3 +204,28 @@ def test_likely_cause_never_contradicts_the_tp_the_tags_show():
     cc = crosscheck(p, m, kv_format="bf16", tp=2)  # a wrong --tp: the log shows at least 4
     assert cc["status"] == "differs" and cc["causes"][0].startswith("agrees with kv format bf16, tp 4")
     assert not any("tp 2" in c or "tp 1," in c for c in cc["causes"])
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_geometry_and_fit_take_pp_and_dcp(capsys):
+    import json  # noqa: PLC0415
+
+    from kvgate.cli import main  # noqa: PLC0415
+
+    assert main(["geometry", "qwen3-0.6b", "-pp", "3", "--max-model-len", "8192", "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)
+    # stages [9, 10, 9]: one rank of the 10-layer stage, 10 × 8,192 × 4,096 B
+    assert g["slot_bytes"] == 10 * 8192 * Q06_LAYER_TOKEN and g["layout"]["pipeline_parallel_size"] == 3
+    # Qwen3-30B-A3B: 48 layers, 4 KV heads; -tp 8: 1 head a rank, 128 × 2 × 2 B × 48 = 24,576 B a token
+    args = ["fit", "qwen3-30b-a3b", "--gpu", "H100", "-tp", "8", "--max-model-len", "32768", "--release", "0.11.0",
+            "--json"]
+    assert main(args + ["-dcp", "2"]) == 0
+    f = json.loads(capsys.readouterr().out)
+    # a request holds cdiv(32,768, 2) = 16,384 tokens on a rank: 16,384 × 24,576 B
+    assert f["request_bytes"] == 16_384 * 128 * 2 * 2 * 48 == 402_653_184
+    assert f["log_lines"]["low"][1] == "Multiplying the GPU KV cache size by the dcp_world_size 2."
+    # vLLM's own check (ModelConfig.verify_with_parallel_config): -dcp at most tp // kv heads = 2
+    assert main(args + ["-dcp", "4"]) == 2
+    assert "tp // kv heads = 2" in capsys.readouterr().err

@@ -148,9 +148,9 @@ def _stage_block_bytes(mode: str, parts: list[tuple[tuple[Any, ...], list[int], 
     on that worker's share of the global groups): ``uniform``: Σ of its layers' pages;
     otherwise page × the largest number of its layers in one group."""
     if mode == "uniform":
-        return sum(keys[i][3] for i in keys if i in stage)
+        return sum(int(keys[i][3]) for i in keys if i in stage)
     size = max(sum(1 for i in members if i in stage) for _, members, _ in parts)
-    return parts[0][0][3] * size
+    return int(parts[0][0][3]) * size
 
 
 def _stages(lay: VLLM, n_layers: int, draft: int) -> list[range]:
@@ -220,14 +220,16 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     if stage_available is not None and len(stage_available) != len(stages):
         raise GeometryError(f"stage_available has {len(stage_available)} budgets for {len(stages)} pipeline stages")
     budgets = stage_available if stage_available is not None else [available_bytes] * len(stages)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    held: list[tuple[int, int]] = []  # (num_blocks, bytes per block) of the stages holding KV layers
     for p, (st, avail) in enumerate(zip(stages, budgets)):
         per = _stage_block_bytes(mode, parts, keys, st)
         rows.append({"stage": p, "first_layer": st.start, "layers": len(st), "bytes_per_block": per,
                      "available_bytes": avail, "num_blocks": avail // per if per else None})
-    held = [r for r in rows if r["num_blocks"] is not None]
-    num_blocks = min(r["num_blocks"] for r in held)
-    pool_block = max(r["bytes_per_block"] for r in held)
+        if per:
+            held.append((avail // per, per))
+    num_blocks = min(nb for nb, _ in held)
+    pool_block = max(per for _, per in held)
     groups = [_group(lay, specs, key, members, pad, max_model_len) for key, members, pad in parts]
     if mode == "uniform":
         groups[0]["page_bytes"] = sum(keys[i][3] for i in idx)
@@ -260,9 +262,13 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     if lay.cp > 1:
         out["cp_world_size"] = lay.cp
         if not lay.prints_concurrency_tokens():
-            out["log_lines"].insert(0, f"Multiplying the GPU KV cache size by the cp_world_size {lay.cp} "
-                                       f"(pcp_world_size {lay.prefill_context_parallel_size} * dcp_world_size "
-                                       f"{lay.decode_context_parallel_size}).")
+            # _report_kv_cache_config: 0.11 names dcp alone, 0.12 … 0.20.0 pcp × dcp
+            v = lay._version
+            out["log_lines"].insert(0, f"Multiplying the GPU KV cache size by the dcp_world_size {lay.cp}."
+                                    if v is not None and v < (0, 12) else
+                                    f"Multiplying the GPU KV cache size by the cp_world_size {lay.cp} "
+                                    f"(pcp_world_size {lay.prefill_context_parallel_size} * dcp_world_size "
+                                    f"{lay.decode_context_parallel_size}).")
     return out
 
 
