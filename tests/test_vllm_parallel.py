@@ -229,3 +229,20 @@ def test_cli_geometry_and_fit_take_pp_and_dcp(capsys):
     # vLLM's own check (ModelConfig.verify_with_parallel_config): -dcp at most tp // kv heads = 2
     assert main(args + ["-dcp", "4"]) == 2
     assert "tp // kv heads = 2" in capsys.readouterr().err
+
+
+def test_hybrid_pp_keeps_the_whole_models_groups():
+    from kvgate.model import load_model  # noqa: PLC0415
+
+    m = load_model("gpt-oss-20b")  # 24 layers, sliding (128) at even indices, full at odd; 8 KV heads × 64
+    g = KVGeometry(m, "bf16", layout=VLLM(pipeline_parallel_size=5))
+    # page: 16 × 8 × 64 × 2 × 2 B = 32,768 B. The whole model's groups: 12 sliding + 12 full, group size 12
+    # (get_kv_cache_groups on the merged specs). 24 over 5 stages: [5, 5, 5, 5, 4]; a 5-layer stage holds
+    # 3 of one kind and 2 of the other: 3 layers share a block, 3 × 32,768 = 98,304 B
+    r = vllm_kv_cache_report(g, 10 * 2**30, 8192)
+    assert [s["bytes_per_block"] for s in r["stages"]] == [98_304] * 4 + [65_536]
+    assert r["num_blocks"] == 10 * 2**30 // 98_304 == 109_226 and len(r["groups"]) == 2
+    # a request: full cdiv(8,192, 16) = 512 blocks + sliding cdiv(min(127 + 2,048, 8,192), 16) + 1 = 137
+    assert r["blocks_per_request"] == 649 and r["gpu_kv_cache_tokens"] == 109_226 * 8192 // 649 == 1_378_704
+    # the per-rank slot: stage 1 (layers 5–9: full 5, 7, 9 and sliding 6, 8), whole blocks per layer
+    assert g.slot_bytes(8192) == (3 * 512 * 16 + 2 * 137 * 16) * 2048 == 59_310_080

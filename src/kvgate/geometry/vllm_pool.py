@@ -164,16 +164,23 @@ def _stages(lay: VLLM, n_layers: int, draft: int) -> list[range]:
 
 def bottleneck_stage(lay: VLLM, g: Any, specs: list[Any]) -> range:
     """The layer indices of the pipeline stage that sets the pool: the most bytes per
-    block, so the fewest blocks from equal budgets (the first such stage on a tie).
-    ``lay`` is the bound layout, ``specs`` the whole model's engine specs."""
+    block, so the fewest blocks from equal budgets; on a tie, the stage whose layers hold
+    the most (full and MLA layers' pages first, as they grow with the sequence, then all
+    pages), then the first. ``lay`` is the bound layout, ``specs`` the whole model's
+    engine specs."""
     draft = (g.model.config or {}).get(DRAFT_MARK) or 0
     keys = {i: _spec_key(g, lay, s, 1) for i, s in enumerate(specs) if not isinstance(s, NoCache)}
     stages = _stages(lay, len(specs), draft)
     if not keys:
         return stages[0]
     mode, parts, _ = _plan(keys)
-    per = [_stage_block_bytes(mode, parts, keys, st) for st in stages]
-    return stages[per.index(max(per))]
+
+    def rank(st: range) -> tuple[int, int, int]:
+        grows = sum(int(keys[i][3]) for i in keys if i in st and isinstance(specs[i], (FullAttention, MLAAttention)))
+        return _stage_block_bytes(mode, parts, keys, st), grows, sum(int(keys[i][3]) for i in keys if i in st)
+
+    ranks = [rank(st) for st in stages]
+    return stages[ranks.index(max(ranks))]
 
 
 def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_len: int, *,
