@@ -246,3 +246,22 @@ def test_hybrid_pp_keeps_the_whole_models_groups():
     assert r["blocks_per_request"] == 649 and r["gpu_kv_cache_tokens"] == 109_226 * 8192 // 649 == 1_378_704
     # the per-rank slot: stage 1 (layers 5–9: full 5, 7, 9 and sliding 6, 8), whole blocks per layer
     assert g.slot_bytes(8192) == (3 * 512 * 16 + 2 * 137 * 16) * 2048 == 59_310_080
+
+
+@pytest.mark.parametrize("release,fits", [("0.15.1", "no"), ("0.17.0", "yes"), ("0.13.0", "yes")])
+def test_fit_pp_startup_check_follows_the_release(release, fits, capsys):
+    """vLLM 0.14–0.16 checked one request of the WHOLE model against the least budget under
+    PP (github.com/vllm-project/vllm/issues/34076: Qwen3-Coder-30B-A3B, -pp 2, "24.0 GiB KV
+    cache is needed" at 262,144 tokens: 48 layers × 4 KV heads × 128 × 2 × 2 B × 262,144);
+    0.17.0 checks each stage's own 24 layers (12 GiB), as 0.13 did."""
+    import json  # noqa: PLC0415
+
+    from kvgate.cli import main  # noqa: PLC0415
+
+    assert 48 * 4 * 128 * 2 * 2 * 262_144 == 24 * 2**30  # the issue's figure, by vLLM 0.15's rule
+    # the preset (Qwen3-30B-A3B, the same 48 × 4 × 128 attention) at its 40,960: the whole model
+    # 48 × 2,048 B × 40,960 = 3.75 GiB, a stage of 24 layers 1.875 GiB; 3 GiB of KV cache given
+    assert main(["fit", "qwen3-30b-a3b", "--gpu", "H100", "-pp", "2", "--max-model-len", "40960",
+                 "--kv-cache-memory-bytes", str(3 * 2**30), "--release", release, "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)
+    assert f["request_bytes"] == (48 if release == "0.15.1" else 24) * 2048 * 40960 and f["fits"] == fits

@@ -91,7 +91,20 @@ class _Predictor:
         return terms, budget, budget - total(terms)
 
     def request_bytes(self, s: VllmSettings, L: int) -> int:
-        return int(vllm_kv_cache_report(self.geometry(s), 0, L)["request_bytes"])
+        """The KV bytes vLLM's startup check asks for one request of ``L`` tokens, per rank.
+
+        vLLM 0.14.0 … 0.16.x check the whole model's global groups against the least
+        budget, pipeline stages or not (``get_kv_cache_configs``:
+        ``_check_enough_kv_cache_memory(min(available_memory), …global groups)``; the
+        general case counts ``group_size × page × cdiv(first group's max usage, page)``);
+        0.17.0 on check each worker's own layers (``_project_kv_cache_groups_to_worker``),
+        as 0.13 and before did: the stage's request.
+        """
+        rep = vllm_kv_cache_report(self.geometry(s), 0, L)
+        if s.pipeline_parallel_size > 1 and self.release.at_least(0, 14) and not self.release.at_least(0, 17):
+            whole = vllm_kv_cache_report(self.geometry(replace(s, pipeline_parallel_size=1)), 0, L)
+            return int(whole["pool_bytes_per_block"]) * int(whole["groups"][0]["blocks_per_request"])
+        return int(rep["request_bytes"])
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
@@ -124,7 +137,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     g = pr.geometry(s)
     lo = vllm_kv_cache_report(g, max(0, pool.low), L)
     hi = vllm_kv_cache_report(g, max(0, pool.high), L)
-    need = int(lo["request_bytes"])
+    need = pr.request_bytes(s, L)  # what vLLM's startup check asks for (the release's rule)
     notes: list[str] = []
     if model.max_position_embeddings and L > model.max_position_embeddings:
         notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
