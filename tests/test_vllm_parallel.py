@@ -265,3 +265,30 @@ def test_fit_pp_startup_check_follows_the_release(release, fits, capsys):
                  "--kv-cache-memory-bytes", str(3 * 2**30), "--release", release, "--json"]) == 0
     f = json.loads(capsys.readouterr().out)
     assert f["request_bytes"] == (48 if release == "0.15.1" else 24) * 2048 * 40960 and f["fits"] == fits
+
+
+def test_pp_layer_partition_from_the_log_sets_the_stage():
+    # VLLM_PP_LAYER_PARTITION=16,12 on Qwen3-0.6B (28 layers): stage 0 holds 16 layers; a block there
+    # 16 × 4,096 × 16 = 1,048,576 B; 10 GiB → 10,240 blocks; 10,240 × 16 tokens (≥ 0.20.1); 10,240 / 512 = 20.00x
+    nb = 10 * 2**30 // (16 * Q06_LAYER_TOKEN * 16)
+    assert nb == 10_240
+    text = ("$ VLLM_PP_LAYER_PARTITION=16,12 vllm serve Qwen/Qwen3-0.6B -pp 2 --max-model-len 8192\n"
+            + "".join(f"(Worker_PP{p} pid={p + 1}) INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: "
+                      "10.00 GiB\n" for p in range(2))
+            + f"(EngineCore_DP0 pid=9) INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: {nb * 16:,} tokens\n"
+            "(EngineCore_DP0 pid=9) INFO 01-01 00:00:02 [kv_cache_utils.py:1] Maximum concurrency for 8,192 tokens per "
+            "request: 20.00x\n")
+    p = read_engine_log("pp.log", text=text)
+    assert p.pp == 2 and p.parsed["pp_layer_partition"] == [16, 12]
+    m = spec_from_config(QWEN3_06B, name="qwen3-0.6b", source="test")
+    cc = crosscheck(p, m, kv_format="bf16")
+    assert cc["status"] == "agrees" and cc["expected"]["num_blocks"] == 10_240 and "[16, 12]" in cc["lines"][0]
+    # vLLM's own split ([14, 14]) would give 10 GiB / 917,504 B = 11,702 blocks: not these lines
+    without = read_engine_log("pp.log", text=text.replace("VLLM_PP_LAYER_PARTITION=16,12 ", ""))
+    assert crosscheck(without, m, kv_format="bf16")["status"] == "differs"
+    # the "unevenly partitioned" line gives vLLM's split and the pipeline size (28 over 3: [9, 10, 9])
+    q = read_engine_log("pp3.log", text="(Worker_PP0 pid=1) INFO 01-01 00:00:00 [utils.py:1] Hidden layers were "
+                                        "unevenly partitioned: [9,10,9]. This can be manually overridden using the "
+                                        "VLLM_PP_LAYER_PARTITION environment variable\n"
+                                        "INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: 1,000 tokens\n")
+    assert q.pp == 3 and q.parsed["pp_layer_partition"] == [9, 10, 9]

@@ -104,6 +104,8 @@ def _vllm_layout(pool: EnginePool, block: int, version: str | None, pp: int = 1)
     return VLLM(block_size=block, version=version, enable_prefix_caching=f.get("enable_prefix_caching"),
                 max_num_batched_tokens=int(f.get("max_num_batched_tokens") or DEFAULT_MAX_NUM_BATCHED_TOKENS),
                 pipeline_parallel_size=pp, decode_context_parallel_size=int(p.get("decode_context_parallel_size") or 1),
+                pp_layer_partition=p.get("pp_layer_partition") if pp > 1 and len(p.get("pp_layer_partition") or ()) == pp
+                else None,
                 prefill_context_parallel_size=int(p.get("prefill_context_parallel_size") or 1))
 
 
@@ -190,8 +192,12 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
             f"pipeline parallel size {ppv} is more than the model's {model.num_layers} layers"]}
     if ppv > 1:
         src = "given" if pp else (pool.parallel.get("pp") or {}).get("source", "the log")
-        lay = _vllm_layout(pool, block, None, ppv)
-        parts = [len(r) for r in lay.stages(model.num_layers)]
+        try:
+            parts = [len(r) for r in _vllm_layout(pool, block, None, ppv).stages(model.num_layers)]
+        except GeometryError as exc:  # a logged VLLM_PP_LAYER_PARTITION that is not this model's
+            return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None,
+                    "lines": [f"pipeline parallel size {ppv}: the log's layer partition "
+                              f"{pool.parsed.get('pp_layer_partition')} is not the model's: {exc.message}"]}
         notes.append(f"pipeline parallel size {ppv} (from {src}): stages hold {parts} layers "
                      "(vllm/distributed/utils.py get_pp_indices); vLLM keeps the least num_blocks over stages")
         _, missing = _stage_budgets(pool, ppv)

@@ -79,7 +79,8 @@ def layout_from_options(name: str | None = "contiguous", **options: Any) -> Layo
                  # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
                  # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
                  "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format",
-                 "pipeline_parallel_size", "pp_layer_partition", "decode_context_parallel_size"},
+                 "pipeline_parallel_size", "pp_layer_partition", "decode_context_parallel_size",
+                 "prefill_context_parallel_size"},
         "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
     }
     if name in accepted:
