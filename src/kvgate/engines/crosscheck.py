@@ -61,7 +61,7 @@ def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = No
     fmt = kv_format or pool.kv_format or _model_format(model)
     tpv = tp or pool.tp or 1
     if pool.engine == "vllm":
-        res = _vllm(pool, model, fmt, tpv, block_size, pp, tp_given=tp is not None)
+        res = _vllm(pool, model, fmt, tpv, block_size, pp)
     elif pool.engine == "sglang":
         res = _sglang(pool, model, fmt, tpv)
     else:
@@ -182,7 +182,7 @@ def _fits(sol: dict[str, Any], avail) -> bool:
 
 
 def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None,
-          pp: int | None = None, *, tp_given: bool = False) -> dict[str, Any]:
+          pp: int | None = None) -> dict[str, Any]:
     block = block_size or pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE
     version = pool.version
     notes = []
@@ -222,18 +222,16 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
         parse_version(version)
     except Exception:  # noqa: BLE001 - dev builds like 0.7.4.dev713: newest rules
         version = None
-    res = _vllm_check(pool, model, fmt, tp, block, version, ppv, tp_given)
+    res = _vllm_check(pool, model, fmt, tp, block, version, ppv)
     if notes:
         res["lines"].insert(0, "; ".join(notes))
     return res
 
 
-def _tp_floor(pool: EnginePool, tp: int, given: bool) -> tuple[int, int | None]:
-    """The TP values a likely cause may name: ``(least, exact)``. A TP given or logged in
-    the config line, arguments or command is exact; process tags (``Worker_TP3``) show a
-    lower bound (the largest rank seen + 1)."""
-    if given:
-        return tp, tp
+def _tp_floor(pool: EnginePool) -> tuple[int, int | None]:
+    """The TP values a likely cause may name, from what the log shows: ``(least, exact)``.
+    A TP in the config line, arguments or command is exact; process tags (``Worker_TP3``)
+    show a lower bound (the largest rank seen + 1); none shown: ``(1, None)``."""
     src = (pool.parallel.get("tp") or {}).get("source", "")
     if pool.tp is None:
         return 1, None
@@ -243,7 +241,7 @@ def _tp_floor(pool: EnginePool, tp: int, given: bool) -> tuple[int, int | None]:
 
 
 def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: int, version: str | None,
-                pp: int = 1, tp_given: bool = False) -> dict[str, Any]:
+                pp: int = 1) -> dict[str, Any]:
     sols = _vllm_solve(model, pool, fmt, tp, block, version, pp)
     avail = pool.pool_bytes
     tokens = _logged_tokens(pool)
@@ -277,7 +275,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                 "logged": logged,
                 "block_counts": [x["num_blocks"] for x in good],
                 "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
-    least, exact = _tp_floor(pool, tp, False)  # what the log shows, whatever was given
+    least, exact = _tp_floor(pool)  # what the log shows, whatever was given
     shown = exact or (least if pool.tp is not None else None)
     causes, others = [], []
     for alt_fmt in ("bf16", "fp8"):
