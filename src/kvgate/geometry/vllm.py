@@ -278,6 +278,15 @@ class VLLM(Layout):
             return specs
         return [s if i in self._stage else NoCache() for i, s in enumerate(specs)]
 
+    def stage_note(self) -> str | None:
+        """After :meth:`bind`: which pipeline stage the per-rank figures describe, and
+        why; ``None`` without pipeline parallelism."""
+        if self._stage is None:
+            return None
+        return (f"pipeline parallel {self.pipeline_parallel_size}: figures are one rank of the stage holding layers "
+                f"{self._stage.start}–{self._stage.stop - 1}, the stage that sets the pool (the most bytes per block; "
+                "vllm/distributed/utils.py get_pp_indices)")
+
     @property
     def num_spec(self) -> int:
         """Speculative tokens per step (0 without speculative decoding)."""
