@@ -44,6 +44,8 @@ ENGINE_FLAGS: dict[str, tuple[str, str]] = {
     "vllm_max_num_seqs": (VLLM, "--max-num-seqs"),
     "vllm_kv_cache_dtype": (VLLM, "--kv-cache-dtype"),
     "vllm_tp": (VLLM, "--tensor-parallel-size/-tp"),
+    "vllm_pp": (VLLM, "--pipeline-parallel-size/-pp"),
+    "vllm_dcp": (VLLM, "--decode-context-parallel-size/-dcp"),
     "block_size": (VLLM, "--block-size"),
     "max_num_batched_tokens": (VLLM, "--max-num-batched-tokens"),
     "disable_hybrid_kv_cache_manager": (VLLM, "--disable-hybrid-kv-cache-manager"),
@@ -110,6 +112,10 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
     v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
                    help="= --kv-format (auto: the model's dtype)")
     v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", metavar="N", type=positive_int, default=None, help="= --tp")
+    v.add_argument("--pipeline-parallel-size", "-pp", dest="vllm_pp", metavar="N", type=positive_int, default=None,
+                   help="pipeline stages: figures are one rank's of the stage that sets the pool")
+    v.add_argument("--decode-context-parallel-size", "-dcp", dest="vllm_dcp", metavar="N", type=positive_int,
+                   default=None, help="ranks sharing one request's tokens (decode context parallel)")
     v.add_argument("--block-size", type=positive_int, default=None, help="tokens per KV block (default 16)")
     v.add_argument("--max-num-batched-tokens", type=vllm_int, default=None,
                    help="scheduler token budget (sliding-window blocks)")
@@ -189,6 +195,7 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
                      ("enable_prefix_caching", a.get("enable_prefix_caching")),
                      ("speculative_config", a.get("speculative_config")), ("version", a.get("vllm_version")),
                      ("ssm_format", a.get("mamba_ssm_dtype")), ("conv_format", a.get("mamba_cache_dtype")),
+                     ("pipeline_parallel_size", a.get("vllm_pp")), ("decode_context_parallel_size", a.get("vllm_dcp")),
                      ("n_seq", n_seq), ("n_ubatch", a.get("n_ubatch")), ("n_batch", a.get("n_batch")),
                      ("flash_attn", a.get("flash_attn")),
                      ("swa_full", a.get("swa_full") or None), ("unified", a.get("kv_unified") or None)):

@@ -12,6 +12,7 @@ the log's (:attr:`kvgate.options.EngineOptions.explicit`).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
 from kvgate.engines.candidates import gate_from_engine_log
@@ -63,12 +64,15 @@ def run_engine_gate(args: argparse.Namespace) -> int:
                              hint="pass --model (config.json, model directory, .gguf or preset)")
     kv_format = engine.formats_for(model)[0] if given_k else None  # vLLM's auto: the model's dtype
     pool = apply_overrides(pool, kv_format=kv_format, tp=given_tp)
+    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp
+    if given_pp is not None:
+        pool = replace(pool, pp=given_pp)
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs --slots N and --max-seq L (the target)")
     record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=given_tp,
-                       block_size=engine.layout_options.get("block_size"))
+                       block_size=engine.layout_options.get("block_size"), pp=given_pp)
     trace = load_replay_trace(replay) if replay is not None else None
     res = gate_from_engine_log(pool, model, slots=slots, max_seq=max_seq, kv_format=kv_format, tp=given_tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,

@@ -88,6 +88,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
     v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
     v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
+    v.add_argument("--decode-context-parallel-size", "-dcp", dest="dcp", metavar="N", type=_human_int("-dcp"), default=1,
+                   help="ranks of the -tp group sharing one request's tokens")
     v.add_argument("--kv-cache-dtype", metavar="DTYPE", default="auto",
                    help="vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
     v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
@@ -152,6 +154,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                 ("--max-model-len", args.max_model_len), ("--max-num-seqs", args.max_num_seqs),
                                 ("--max-num-batched-tokens", args.max_num_batched_tokens),
                                 ("-tp", args.tp if args.tp != 1 else None), ("-pp", args.pp if args.pp != 1 else None),
+                                ("-dcp", args.dcp if args.dcp != 1 else None),
                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
                                 ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size))
                  if v is not None],
@@ -177,7 +180,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     vllm = {
         "gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len,
         "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
-        "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp, "kv_cache_dtype": args.kv_cache_dtype,
+        "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp,
+        "decode_context_parallel_size": args.dcp, "kv_cache_dtype": args.kv_cache_dtype,
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
         "block_size": args.block_size,
     }

@@ -95,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from kvgate.session import engine_geometry
 
     geo = engine_geometry(engine, model)
+    stage = getattr(geo.layout, "stage_note", lambda: None)()  # vLLM -pp: one stage's rank
+    if stage:
+        model.notes.append(stage)
     rep = geometry_report(geo, max_seq, slots, args.by_layer)
-    per = " per rank" if engine.tp > 1 else ""
+    per = " per rank" if engine.tp > 1 or stage else ""
     rows = [
         ["bytes per token" + per, fmt_bytes(rep["bytes_per_token"]), fmt_human(rep["bytes_per_token"])],
         [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],

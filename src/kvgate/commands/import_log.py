@@ -4,6 +4,7 @@ it built, as a kvgate measurement, cross-checked against the model."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.commands._engine_log import add_startup_flags
@@ -39,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
     p.add_argument("--kv-format", default=None, help="KV format when the log does not say (vLLM: bf16, fp8 …)")
     p.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel size when the log does not say")
+    p.add_argument("--pipeline-parallel-size", "-pp", "--pp", dest="pp", type=positive_int, default=None,
+                   help="vLLM pipeline-parallel size when the log does not say")
     p.add_argument("--block-size", type=positive_int, default=None, help="vLLM block size when not the default 16")
     p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
     p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
@@ -57,11 +60,13 @@ def run(args: argparse.Namespace) -> int:
                 raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
     pool = apply_overrides(read_engine_log(args.log, engine=args.engine, startup=args.startup,
                                                 service=args.service), kv_format=args.kv_format, tp=args.tp)
+    if args.pp is not None:
+        pool = replace(pool, pp=args.pp)
     model = model_from_log(pool, args.model)
     check = None
     if model is not None:
         check = crosscheck(pool, model, kv_format=args.kv_format, tp=args.tp, block_size=args.block_size,
-                           requested_kv_format=args.requested_kv_format)
+                           requested_kv_format=args.requested_kv_format, pp=args.pp)
     exact = check["pool_bytes"] if check and check.get("pool_bytes") else None
     doc = None
     if exact or pool.pool_bytes is not None:

@@ -57,6 +57,8 @@ def engine_layout(pool: EnginePool, slots: int, model: ModelSpec | None = None) 
         out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE)}
         if pool.version:
             out["version"] = pool.version
+        if (pool.pp or 1) > 1:  # one rank of the stage that sets the pool (geometry/vllm.py)
+            out["pipeline_parallel_size"] = pool.pp
         return out
     if pool.engine == "llama.cpp":
         return {"name": "llama.cpp", "n_seq": slots, "unified": bool(pool.flags.get("kv_unified")),
@@ -108,10 +110,6 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     if fmt is None:
         raise EngineLogError(f"the {pool.engine} log does not say the KV format", hint="pass --kv-format")
     tpv = tp or pool.tp or 1
-    if (pool.pp or 1) > 1:
-        raise EngineLogError(f"the engine-log gate cannot size pipeline parallel size {pool.pp} yet: vLLM gives each "
-                             "stage its own layers (get_pp_indices) and kvgate would count every layer on every rank",
-                             hint="gate a log of the same model without pipeline parallelism, or use kvgate fit")
     cp = int(pool.parsed.get("cp_world_size") or 1) if pool.engine == "vllm" else 1
     layout = engine_layout(pool, slots, model)
     S = _slot_fn(model, fmt, tpv, layout, cp)
@@ -121,7 +119,8 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
             raise EngineLogError("the log gives no pool size in bytes", hint="pass --model and let the cross-check size it")
         C = pool.pool_bytes.bytes
         if pool.engine == "vllm":
-            block = KVGeometry(model, fmt, tp=tpv).block_bytes(layout["block_size"])
+            opts = {k: v for k, v in layout.items() if k != "name"}
+            block = KVGeometry(model, fmt, tp=tpv, layout=get_layout("vllm", **opts)).block_bytes(layout["block_size"])
             C = C // block * block if block else C
     D = slots * S(max_seq)
     base = "not-a-bottleneck" if D <= C else None

@@ -17,10 +17,13 @@ engine's own rules, give the pool the engine logged?
   kvgate windows differs from a log with no SWA cache (llama.cpp kept it at full context),
   and a recurrent line holds every layer's state (Falcon-H1's attention layers too).
 
-vLLM pipeline parallelism (``pp`` > 1) is not cross-checked: each stage holds its own layers
-(``vllm/distributed/utils.py`` ``get_pp_indices``) and the stage with the most layers sets
-the pool, which this check does not model: it says so (``cannot-check``). Under decode
-context parallelism one rank holds cdiv(max_model_len, pcp × dcp) tokens of a request.
+vLLM pipeline parallelism (``pp`` > 1) is checked stage by stage: each stage holds its own
+layers (``vllm/distributed/utils.py`` ``get_pp_indices``), gets its own ``num_blocks`` from
+its own budget, and vLLM keeps the least (``get_kv_cache_configs``); the budgets a log
+gives per stage (``Worker_PP1_TP0``) are used per stage, a stage that logged none is taken
+at the least logged budget. Under decode / prefill context parallelism (``cp`` = dcp ×
+pcp) one rank holds cdiv(max_model_len, cp) tokens of a request and the token line counts
+all cp ranks' tokens (:mod:`kvgate.geometry.vllm`): the logged line is checked as printed.
 
 When a check differs, kvgate tries the usual misconfigurations (another KV format, the
 tensor-parallel split not applied, another block size, the other vLLM token rule) and
@@ -31,19 +34,19 @@ f16) is reported as a difference of its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from kvgate.engines.pool import EnginePool
-from kvgate.geometry import KVGeometry, get_format, vllm_kv_cache_report
+from kvgate.geometry import GeometryError, KVGeometry, get_format, vllm_kv_cache_report
 from kvgate.geometry.llamacpp import LlamaCpp
 from kvgate.geometry.sglang import SGLang, SglangPool
 from kvgate.geometry.sglang import pool_bytes as sglang_pool_bytes
 from kvgate.geometry.specs import (
     AttentionKV,
     FullAttention,
-    GeometryError,
     MLAAttention,
     SlidingWindow,
     spec_of,
@@ -53,10 +56,12 @@ from kvgate.model.spec import ModelSpec
 
 
 def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = None, tp: int | None = None,
-               block_size: int | None = None, requested_kv_format: str | None = None) -> dict[str, Any]:
+               block_size: int | None = None, requested_kv_format: str | None = None,
+               pp: int | None = None) -> dict[str, Any]:
     """Compare the logged pool with kvgate's geometry of ``model`` under the engine's
     rules (module docstring). Arguments override what the log says (or fill what it does
-    not: a vLLM log without its config line needs ``kv_format`` and ``tp``).
+    not: a vLLM log without its config line needs ``kv_format`` and ``tp``; ``pp`` is
+    vLLM's pipeline parallel size).
 
     Returns a dict: ``status`` (``agrees`` / ``differs`` / ``cannot-check``, or
     ``consistent`` for a vLLM log without "Available KV cache memory": its token and
@@ -68,7 +73,7 @@ def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = No
     fmt = kv_format or pool.kv_format or _model_format(model)
     tpv = tp or pool.tp or 1
     if pool.engine == "vllm":
-        res = _vllm(pool, model, fmt, tpv, block_size)
+        res = _vllm(pool, model, fmt, tpv, block_size, pp)
     elif pool.engine == "sglang":
         res = _sglang(pool, model, fmt, tpv)
     else:
@@ -106,83 +111,153 @@ def _model_format(model: ModelSpec) -> str:
 
 # ---------------------------------------------------------------- vLLM
 
-def _vllm_layout(pool: EnginePool, block: int, version: str | None) -> VLLM:
-    f = pool.flags
+def _vllm_layout(pool: EnginePool, block: int, version: str | None, pp: int = 1) -> VLLM:
+    f, p = pool.flags, pool.parsed
     return VLLM(block_size=block, version=version, enable_prefix_caching=f.get("enable_prefix_caching"),
-                max_num_batched_tokens=int(f.get("max_num_batched_tokens") or DEFAULT_MAX_NUM_BATCHED_TOKENS))
+                max_num_batched_tokens=int(f.get("max_num_batched_tokens") or DEFAULT_MAX_NUM_BATCHED_TOKENS),
+                pipeline_parallel_size=pp, decode_context_parallel_size=int(p.get("decode_context_parallel_size") or 1),
+                pp_layer_partition=p.get("pp_layer_partition") if pp > 1 and len(p.get("pp_layer_partition") or ()) == pp
+                else None,
+                prefill_context_parallel_size=int(p.get("prefill_context_parallel_size") or 1))
+
+
+def _logged_tokens(pool: EnginePool) -> int | None:
+    """The "GPU KV cache size" as printed (all context-parallel ranks' tokens)."""
+    logged = pool.parsed.get("logged_gpu_kv_cache_tokens")
+    return logged if logged is not None and pool.parsed.get("tokens_per_rank") is not None else pool.pool_tokens
+
+
+def _stage_budgets(pool: EnginePool, pp: int) -> tuple[list[Any] | None, list[int]]:
+    """Each pipeline stage's logged budget (a :class:`Logged`), from the ranks' tags
+    (``Worker_PP1_TP0``: stage 1; the least over a stage's ranks); a stage that logged
+    none gets the least logged budget. Returns ``(budgets, stages without a budget)``."""
+    avail = pool.pool_bytes
+    if avail is None:
+        return None, []
+    if pp == 1:
+        return [avail], []
+    per: dict[int, Any] = {}
+    for key, v in (pool.parsed.get("available_kv_by_rank") or {}).items():
+        m = re.search(r"(?:^|_)PP(\d+)", str(key))
+        if m and int(m.group(1)) < pp:
+            i = int(m.group(1))
+            per[i] = v if i not in per or v.bytes < per[i].bytes else per[i]
+    missing = [i for i in range(pp) if i not in per]
+    return [per.get(i, avail) for i in range(pp)], missing
 
 
 def _vllm_solve(model: ModelSpec, pool: EnginePool, fmt: str, tp: int, block: int,
-                version: str | None) -> list[dict[str, Any]]:
+                version: str | None, pp: int = 1) -> list[dict[str, Any]]:
     """Every ``num_blocks`` (with its pool) that reproduces the logged token and
-    concurrency lines under these settings; the budget interval is checked by the caller."""
-    L = pool.max_model_len
-    if L is None or pool.pool_tokens is None:
+    concurrency lines under these settings, with ``nb_low`` … ``nb_high``: the block
+    counts the logged budgets allow (None without a budget line)."""
+    L, tokens = pool.max_model_len, _logged_tokens(pool)
+    if L is None or tokens is None:
         return []
-    geo = KVGeometry(model, fmt, tp=tp, layout=_vllm_layout(pool, block, version))
-    base = vllm_kv_cache_report(geo, 0, L)
+    try:
+        geo = KVGeometry(model, fmt, tp=tp, layout=_vllm_layout(pool, block, version, pp))
+        base = vllm_kv_cache_report(geo, 0, L)
+    except GeometryError:
+        return []  # a split or format this model cannot take: no solution under it
     per_block, per_req, groups = base["pool_bytes_per_block"], base["blocks_per_request"], len(base["groups"])
     min_block = min(g["block_size"] for g in base["groups"])
     lay: VLLM = geo.layout  # type: ignore[assignment]
-    tokens, conc_txt = pool.pool_tokens, pool.flags.get("max_concurrency")
+    cp = lay.cp
+    conc_txt = pool.flags.get("max_concurrency")
     by_conc = lay.prints_concurrency_tokens()
-    guess = tokens * per_req // L if by_conc else tokens // min_block * groups
+    guess = tokens * per_req // L if by_conc else tokens // (min_block * cp) * groups
+    budgets, _ = _stage_budgets(pool, pp)
+    stage_bytes = [r["bytes_per_block"] for r in base.get("stages", [])] or [per_block]
+    nb_low = nb_high = None
+    if budgets is not None:
+        held = [(b, pb) for b, pb in zip(budgets, stage_bytes) if pb]
+        nb_low = min(b.low // pb for b, pb in held)
+        nb_high = min(b.high // pb for b, pb in held)
     out = []
     for nb in range(max(0, guess - 3 - groups), guess + 4 + groups):
-        tok = int(Fraction(nb, per_req) * L) if by_conc else nb // groups * min_block
+        tok = int(Fraction(nb, per_req) * L) if by_conc else nb // groups * min_block * cp
         if tok != tokens or (conc_txt is not None and f"{nb / per_req:.2f}" != conc_txt):
             continue
         out.append({"num_blocks": nb, "pool_bytes": nb * per_block, "pool_bytes_per_block": per_block,
                     "blocks_per_request": per_req, "groups": groups, "block_size": min_block,
-                    "budget_low": nb * per_block, "budget_high": (nb + 1) * per_block - 1})
+                    "budget_low": nb * per_block, "budget_high": (nb + 1) * per_block - 1,
+                    "nb_low": nb_low, "nb_high": nb_high, "stages": base.get("stages")})
     return out
 
 
 def _fits(sol: dict[str, Any], avail) -> bool:
-    """The budget that yields ``num_blocks`` overlaps the logged budget interval."""
-    return avail is None or (sol["budget_low"] <= avail.high and sol["budget_high"] >= avail.low)
+    """The logged budgets (per stage) give exactly ``num_blocks`` for some value each
+    printed figure stands for."""
+    if avail is None or sol.get("nb_low") is None:
+        return True
+    return sol["nb_low"] <= sol["num_blocks"] <= sol["nb_high"]
 
 
-def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None) -> dict[str, Any]:
+def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int | None,
+          pp: int | None = None) -> dict[str, Any]:
     block = block_size or pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE
     version = pool.version
-    note = None
-    if (pool.pp or 1) > 1:
-        src = (pool.parallel.get("pp") or {}).get("source", "the log")
+    notes = []
+    ppv = pp or pool.pp or 1
+    if ppv > model.num_layers:
         return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None, "lines": [
-            f"pipeline parallel size {pool.pp} (from {src}): vLLM gives each stage its own layers "
-            "(vllm/distributed/utils.py get_pp_indices) and the stage with the most layers sets the pool; "
-            "this cross-check puts every layer on every rank and cannot model it"]}
+            f"pipeline parallel size {ppv} is more than the model's {model.num_layers} layers"]}
+    if ppv > 1:
+        src = "given" if pp else (pool.parallel.get("pp") or {}).get("source", "the log")
+        try:
+            parts = [len(r) for r in _vllm_layout(pool, block, None, ppv).stages(model.num_layers)]
+        except GeometryError as exc:  # a logged VLLM_PP_LAYER_PARTITION that is not this model's
+            return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None,
+                    "lines": [f"pipeline parallel size {ppv}: the log's layer partition "
+                              f"{pool.parsed.get('pp_layer_partition')} is not the model's: {exc.message}"]}
+        notes.append(f"pipeline parallel size {ppv} (from {src}): stages hold {parts} layers "
+                     "(vllm/distributed/utils.py get_pp_indices); vLLM keeps the least num_blocks over stages")
+        _, missing = _stage_budgets(pool, ppv)
+        if pool.pool_bytes is not None and missing:
+            notes.append(f"stage(s) {', '.join(map(str, missing))} logged no 'Available KV cache memory': taken at "
+                         f"the least logged budget ({pool.pool_bytes.text})")
     if pool.max_model_len is None and model.max_position_embeddings and pool.pool_tokens is not None:
         # vLLM's default max_model_len is the config's (ModelConfig.get_and_verify_max_len)
         pool = replace(pool, max_model_len=model.max_position_embeddings)
-        note = (f"max_model_len not logged: vLLM's default, the config's max_position_embeddings "
-                f"{model.max_position_embeddings:,}, is assumed")
+        notes.append(f"max_model_len not logged: vLLM's default, the config's max_position_embeddings "
+                     f"{model.max_position_embeddings:,}, is assumed")
     cp = int(pool.parsed.get("cp_world_size") or 1)
     if cp > 1 and pool.max_model_len is not None and pool.pool_tokens is not None:
         # FullAttentionSpec.max_memory_usage_bytes: one rank holds cdiv(max_model_len, cp) tokens
-        # of a request; pool_tokens is already one rank's (the logged count / cp)
-        note = ((note + "; ") if note else "") + (
-            f"context parallel {cp}: one rank holds {pool.pool_tokens:,} tokens and "
-            f"cdiv({pool.max_model_len:,}, {cp}) tokens of each request")
-        pool = replace(pool, max_model_len=-(-pool.max_model_len // cp))
+        notes.append(f"context parallel {cp}: one rank holds cdiv({pool.max_model_len:,}, {cp}) tokens of each "
+                     f"request; the logged {_logged_tokens(pool):,} tokens count all {cp} ranks' "
+                     f"(one rank's: {pool.pool_tokens:,})")
     if pool.max_model_len is None or pool.pool_tokens is None:
-        return {"status": "cannot-check", "unit": "block", "lines": [
+        return {"status": "cannot-check", "unit": "block", "lines": notes + [
             "the log has no 'GPU KV cache size' / 'Maximum concurrency for L tokens' line to check"], "causes": []}
     try:
         parse_version(version)
     except Exception:  # noqa: BLE001 - dev builds like 0.7.4.dev713: newest rules
         version = None
-    res = _vllm_check(pool, model, fmt, tp, block, version)
-    if note:
-        res["lines"].insert(0, note)
+    res = _vllm_check(pool, model, fmt, tp, block, version, ppv)
+    if notes:
+        res["lines"].insert(0, "; ".join(notes))
     return res
 
 
-def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: int, version: str | None) -> dict[str, Any]:
-    sols = _vllm_solve(model, pool, fmt, tp, block, version)
+def _tp_floor(pool: EnginePool) -> tuple[int, int | None]:
+    """The TP values a likely cause may name, from what the log shows: ``(least, exact)``.
+    A TP in the config line, arguments or command is exact; process tags (``Worker_TP3``)
+    show a lower bound (the largest rank seen + 1); none shown: ``(1, None)``."""
+    src = (pool.parallel.get("tp") or {}).get("source", "")
+    if pool.tp is None:
+        return 1, None
+    if "process tags" in src:
+        return pool.tp, None
+    return pool.tp, pool.tp
+
+
+def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: int, version: str | None,
+                pp: int = 1) -> dict[str, Any]:
+    sols = _vllm_solve(model, pool, fmt, tp, block, version, pp)
     avail = pool.pool_bytes
-    logged = {"gpu_kv_cache_tokens": pool.pool_tokens, "max_concurrency": pool.flags.get("max_concurrency"),
+    tokens = _logged_tokens(pool)
+    logged = {"gpu_kv_cache_tokens": tokens, "max_concurrency": pool.flags.get("max_concurrency"),
               "available_kv": avail.to_dict() if avail else None}
     good = [x for x in sols if _fits(x, avail)]
     sol = good[0] if good else (sols[0] if sols else None)
@@ -191,8 +266,9 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                  f"{good[0]['num_blocks']:,} … {good[-1]['num_blocks']:,} (the printed rounding allows each; "
                  f"the smallest is kept)")
         lines = [f"agrees to the block: {count} blocks of {sol['pool_bytes_per_block']:,} B "
-                 f"(block size {sol['block_size']}, {sol['groups']} group(s)) give the logged "
-                 f"{pool.pool_tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
+                 f"(block size {sol['block_size']}, {sol['groups']} group(s)"
+                 + (", the stage that sets the pool" if pp > 1 else "") + f") give the logged "
+                 f"{tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
         if avail is None:
             # the token and concurrency lines agree with each other for any model: only the
             # block count is checked, not the model, KV format or TP split behind it
@@ -200,6 +276,10 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
             lines.append("the log has no 'Available KV cache memory' line: the block count is checked, "
                          "the bytes per block (model, KV format, TP split) are not; the pool bytes below "
                          "assume them")
+        elif pp > 1:
+            per_stage = ", ".join(f"{r['bytes_per_block']:,}" for r in sol["stages"])
+            lines.append(f"the stages' logged budgets give {sol['nb_low']:,} … {sol['nb_high']:,} blocks at the least "
+                         f"(per stage: {per_stage} B per block)")
         else:
             lines.append(f"those blocks need {sol['budget_low']:,} … {sol['budget_high']:,} B of budget; "
                          f"the log's {avail.text} is {avail.low:,} … {avail.high:,} B")
@@ -207,23 +287,35 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                 "logged": logged,
                 "block_counts": [x["num_blocks"] for x in good],
                 "pool_bytes": sol["pool_bytes"], "causes": [], "lines": lines}
-    causes = []
+    least, exact = _tp_floor(pool)  # what the log shows, whatever was given
+    shown = exact or (least if pool.tp is not None else None)
+    causes, others = [], []
     for alt_fmt in ("bf16", "fp8"):
-        for alt_tp in sorted({1, tp, 2 * tp}):
+        for alt_tp in sorted({1, tp, 2 * tp} | {least} | ({exact} if exact else set())):
+            if alt_tp < least or (exact is not None and alt_tp != exact):
+                continue  # the log says which TP ran: never a coincidence against it
             for alt_block in sorted({block, DEFAULT_BLOCK_SIZE, 2 * DEFAULT_BLOCK_SIZE}):
                 for alt_version in (version, "0.20.0" if version is None else None):
                     if (alt_fmt, alt_tp, alt_block, alt_version) == (fmt, tp, block, version):
                         continue
-                    if any(_fits(x, avail) for x in _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version)):
-                        causes.append(f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
-                                      + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
+                    if any(_fits(x, avail) for x in _vllm_solve(model, pool, alt_fmt, alt_tp, alt_block, alt_version, pp)):
+                        text = (f"agrees with kv format {alt_fmt}, tp {alt_tp}, block {alt_block}"
+                                + (f", token rule of vLLM {alt_version or 'newest'}" if alt_version != version else ""))
+                        (causes if alt_tp == (shown or tp) else others).append(text)
+    causes += others  # the TP the log shows (else the one assumed) first
+    if pp == 1 and avail is not None and model.num_layers > 1:
+        for alt_pp in (2, 4, 8):
+            if alt_pp <= model.num_layers and any(_fits(x, avail) for x in
+                                                  _vllm_solve(model, pool, fmt, tp, block, version, alt_pp)):
+                causes.append(f"agrees with pipeline parallel {alt_pp} (-pp {alt_pp}: each stage holds only its layers)")
+                break
     ranks = pool.parsed.get("available_kv_by_rank") or {}
     if sol is not None and avail is not None and sol["budget_high"] < avail.low and tp > 1 and len(ranks) <= 1:
         causes.insert(0, f"another rank had less: vLLM sizes every rank's pool by the smallest rank's budget "
                          f"(get_kv_cache_configs), and this log shows one rank's ({avail.text}); the pool implies "
                          f"{sol['budget_low']:,} … {sol['budget_high']:,} B on the smallest rank")
-    lines = [f"differs: no block count under kv format {fmt}, tp {tp}, block {block} gives the logged "
-             f"{pool.pool_tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
+    lines = [f"differs: no block count under kv format {fmt}, tp {tp}" + (f", pp {pp}" if pp > 1 else "")
+             + f", block {block} gives the logged {tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
              + (f" within {avail.text}" if avail else "")]
     if sol is not None and avail is not None:
         lines.append(f"{sol['num_blocks']:,} blocks reproduce the lines but need {sol['budget_low']:,} … "

@@ -147,9 +147,30 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
 
 
 def pool_services(lines: list[Line], engine: str) -> list[str | None]:
-    """Services whose lines hold a pool line of ``engine``."""
+    """Services whose lines hold a pool line of ``engine`` (``None``: lines without a
+    service column)."""
     pool = _POOL[engine]
     return [s for s in services(lines) if any(ln.service == s and pool.search(ln.text) for ln in lines)]
+
+
+def foreign_runs(lines: list[Line], engine: str) -> list[tuple[int, int]]:
+    """In a log with ``docker compose`` service columns, the runs of consecutive lines
+    without one that hold a pool line of ``engine``: another log pasted into the file
+    (``docker compose logs`` prefixes every line), never part of a service's startup.
+    Returned as ``(first, last)`` physical line numbers; empty when the log has no
+    service column."""
+    if not any(ln.service is not None for ln in lines):
+        return []
+    pool, out = _POOL[engine], []
+    run: list[Line] = []
+    for ln in [*lines, None]:
+        if ln is not None and ln.service is None:
+            run.append(ln)
+            continue
+        if run and any(pool.search(r.text) for r in run):
+            out.append((run[0].number, run[-1].number))
+        run = []
+    return out
 
 
 def select_startup(lines: list[Line], engine: str, *, startup: int | None = None,
@@ -175,6 +196,27 @@ def select_startup(lines: list[Line], engine: str, *, startup: int | None = None
     all_services = services(lines)
     named = [s for s in all_services if s is not None]
     notes: list[str] = []
+    foreign = foreign_runs(lines, engine)
+    if foreign:
+        # an untagged log pasted with a compose log: a server of its own, never merged into a
+        # service's startups nor read under a service's name
+        where = ", ".join(f"lines {lo:,}–{hi:,}" for lo, hi in foreign)
+        inside = [ln.service is None and any(lo <= ln.number <= hi for lo, hi in foreign) for ln in lines]
+        tagged = [ln for ln, f in zip(lines, inside) if not f]
+        pools = [s for s in pool_services(tagged, engine) if s is not None]
+        if service is None and pools:
+            raise StartupError(
+                f"the log holds a KV pool in lines without a docker compose service column ({where}) and "
+                f"{len(pools)} docker compose service(s) with a KV pool: {', '.join(pools)} (two servers: kvgate "
+                "reads one)", hint="choose a service with --service NAME, or split the file to read the other log")
+        if service is None:
+            notes.append(f"{where} (no docker compose service column) are read: the services "
+                         f"{', '.join(named)} hold no KV pool")
+            lines, named = [ln for ln, f in zip(lines, inside) if f], []
+        else:
+            notes.append(f"{where} have no docker compose service column and hold a KV pool of their own "
+                         f"(another log): not read as service {service}")
+            lines = tagged
     if service is not None:
         if service not in named:
             raise StartupError(f"service {service!r} is not in the log",

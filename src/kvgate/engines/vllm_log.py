@@ -30,6 +30,10 @@ Lines read, with the vLLM source that prints them (``vllm/v1/…``, 0.8.5 … 0.
   dcp_world_size D).`` (0.12 onward): the "GPU KV cache size" that follows counts the
   tokens of all N ranks of a context-parallel group (``num_tokens *= pcp_size * dcp_size``);
   one rank holds 1/N of them (``tokens_per_rank``).
+- Pipeline stages: ``Hidden layers were unevenly partitioned: [15,15,16,15]``
+  (``distributed/utils.py`` ``get_pp_indices``, printed once per rank when the layers do
+  not divide) and ``VLLM_PP_LAYER_PARTITION=16,32`` in a pasted launch command
+  (``pp_layer_partition``: layers per stage; its length is the pipeline size).
 - Parallel sizes (``parallel``: value and source for ``tp``, ``pp``, ``dcp``): the config
   line (``tensor_parallel_size``, ``pipeline_parallel_size``,
   ``decode_context_parallel_size``), else ``non-default args``, else the launch command
@@ -117,7 +121,7 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
         "max_concurrency": None, "concurrency_len": None, "cuda_graph": None,
         "padding_layers": None, "device": None, "non_default_args": None,
         "decode_context_parallel_size": None, "prefill_context_parallel_size": None, "data_parallel_size": None,
-        "cp_world_size": None, "logged_gpu_kv_cache_tokens": None, "tokens_per_rank": None,
+        "cp_world_size": None, "logged_gpu_kv_cache_tokens": None, "tokens_per_rank": None, "pp_layer_partition": None,
         "kv_cache_memory_by_rank": {}, "parallel": {},
     }
     src: dict[str, str] = {}
@@ -214,6 +218,10 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
                       + _NUM + r" GiB", t)
         if m:
             r["cuda_graph"] = logged(m.group(1), GIB, "GiB")
+        m = re.search(r"Hidden layers were unevenly partitioned: \[([\d, ]+)\]|\bVLLM_PP_LAYER_PARTITION=['\"]?([\d,]+)", t)
+        if m:
+            r["pp_layer_partition"] = [to_int(x) for x in (m.group(1) or m.group(2)).replace(" ", "").split(",") if x]
+            src.setdefault("pipeline_parallel_size", "the stages' layer partition")
         m = re.search(r"Setting attention block size to (\d+) tokens", t)
         if m:
             r["attention_block_size"] = to_int(m.group(1))
@@ -248,6 +256,8 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
               "decode_context_parallel_size", "prefill_context_parallel_size", "data_parallel_size"):
         if r[k] is not None:
             r[k] = _int(r[k])
+    if r["pipeline_parallel_size"] is None and r["pp_layer_partition"]:
+        r["pipeline_parallel_size"] = len(r["pp_layer_partition"])
     tags = _tag_sizes(lines)
     if tags.get("workers") and "TP" not in tags:
         tags["TP"] = 1  # worker tags name every dimension above 1, and none names TP

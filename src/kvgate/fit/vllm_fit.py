@@ -64,14 +64,6 @@ def kv_format_for(flag: str, model: ModelSpec) -> str:
     raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of vLLM's", hint="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16")
 
 
-def _rank_model(model: ModelSpec, pp: int) -> ModelSpec:
-    """The layers of the pipeline stage holding the most layers (the first ceil(n/pp))."""
-    if pp == 1:
-        return model
-    n = -(-model.num_layers // pp)
-    return replace(model, layers=list(model.layers)[:n])
-
-
 class _Predictor:
     """Pool, report and verdict inputs for one model/GPU/release; re-evaluated at other flag values."""
 
@@ -83,9 +75,12 @@ class _Predictor:
                                   gpu_name=self.gpu.name, max_position_embeddings=self.model.max_position_embeddings)
 
     def geometry(self, s: VllmSettings) -> KVGeometry:
-        lay = VLLM(block_size=s.block_size, max_num_batched_tokens=s.max_num_batched_tokens, version=self.release.text)
-        return KVGeometry(_rank_model(self.model, s.pipeline_parallel_size), kv_format_for(s.kv_cache_dtype, self.model),
-                          tp=s.tensor_parallel_size, layout=lay)
+        # each pipeline stage holds its own layers (get_pp_indices); the report takes the
+        # least num_blocks over stages, and its per-rank bytes are the stage that sets it
+        lay = VLLM(block_size=s.block_size, max_num_batched_tokens=s.max_num_batched_tokens, version=self.release.text,
+                   pipeline_parallel_size=s.pipeline_parallel_size,
+                   decode_context_parallel_size=s.decode_context_parallel_size)
+        return KVGeometry(self.model, kv_format_for(s.kv_cache_dtype, self.model), tp=s.tensor_parallel_size, layout=lay)
 
     def pool(self, s: VllmSettings) -> tuple[list[Term], Interval, Interval]:
         w = model_widths(self.model.config, s.tensor_parallel_size)
@@ -96,7 +91,20 @@ class _Predictor:
         return terms, budget, budget - total(terms)
 
     def request_bytes(self, s: VllmSettings, L: int) -> int:
-        return int(vllm_kv_cache_report(self.geometry(s), 0, L)["request_bytes"])
+        """The KV bytes vLLM's startup check asks for one request of ``L`` tokens, per rank.
+
+        vLLM 0.14.0 … 0.16.x check the whole model's global groups against the least
+        budget, pipeline stages or not (``get_kv_cache_configs``:
+        ``_check_enough_kv_cache_memory(min(available_memory), …global groups)``; the
+        general case counts ``group_size × page × cdiv(first group's max usage, page)``);
+        0.17.0 on check each worker's own layers (``_project_kv_cache_groups_to_worker``),
+        as 0.13 and before did: the stage's request.
+        """
+        rep = vllm_kv_cache_report(self.geometry(s), 0, L)
+        if s.pipeline_parallel_size > 1 and self.release.at_least(0, 14) and not self.release.at_least(0, 17):
+            whole = vllm_kv_cache_report(self.geometry(replace(s, pipeline_parallel_size=1)), 0, L)
+            return int(whole["pool_bytes_per_block"]) * int(whole["groups"][0]["blocks_per_request"])
+        return int(rep["request_bytes"])
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
@@ -119,7 +127,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     Raises:
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
-    check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size)
+    check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
     if flags.max_model_len == -1:
         return _fit_auto(model, weights, gpu, flags, release, multimodal)
     pr = _Predictor(model, weights, gpu, release)
@@ -129,7 +137,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     g = pr.geometry(s)
     lo = vllm_kv_cache_report(g, max(0, pool.low), L)
     hi = vllm_kv_cache_report(g, max(0, pool.high), L)
-    need = int(lo["request_bytes"])
+    need = pr.request_bytes(s, L)  # what vLLM's startup check asks for (the release's rule)
     notes: list[str] = []
     if model.max_position_embeddings and L > model.max_position_embeddings:
         notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
@@ -183,11 +191,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     )
 
 
-def check_parallel(model: ModelSpec, tp: int, pp: int) -> None:
+def check_parallel(model: ModelSpec, tp: int, pp: int, dcp: int = 1) -> None:
     """vLLM's own checks of the parallel sizes, with its messages: the attention heads must
-    divide by ``-tp`` (``vllm/config/model.py`` ``verify_with_parallel_config``) and ``-pp``
+    divide by ``-tp`` (``vllm/config/model.py`` ``verify_with_parallel_config``), ``-pp``
     must not exceed the layers (``vllm/distributed/utils.py`` ``get_pp_indices`` gives each
-    stage at least one).
+    stage at least one); ``-dcp`` must divide ``-tp`` (``vllm/engine/arg_utils.py``) and,
+    for a model that is not MLA, ``-tp`` must exceed the KV heads with ``-dcp`` at most
+    ``tp // kv_heads`` (``ModelConfig.verify_with_parallel_config``, 0.12.0).
 
     Raises:
         KvgateError: a split vLLM refuses.
@@ -196,6 +206,15 @@ def check_parallel(model: ModelSpec, tp: int, pp: int) -> None:
     if isinstance(heads, int) and heads > 0 and tp > 0 and heads % tp:
         raise KvgateError(f"-tp {tp}: vLLM refuses it: Total number of attention heads ({heads}) must be divisible "
                           f"by tensor parallel size ({tp}).", hint="a -tp that divides the attention heads")
+    if dcp > 1 and tp % dcp:
+        raise KvgateError(f"-dcp {dcp}: vLLM refuses it: tp_size={tp} must be divisible by "
+                          f"decode_context_parallel_size {dcp}.", hint="a -dcp that divides -tp")
+    kv = (model.config or {}).get("num_key_value_heads") or heads
+    mla = any(l.kind == "mla" for l in model.layers)
+    if dcp > 1 and not mla and isinstance(kv, int) and kv > 0 and (tp <= kv or dcp > tp // kv):
+        raise KvgateError(f"-dcp {dcp}: vLLM refuses it for a GQA/MQA model with {kv} KV heads at -tp {tp}: "
+                          "the tensor parallel size must exceed the KV heads and -dcp be at most "
+                          f"tp // kv heads = {tp // kv}", hint="a larger -tp, or a smaller -dcp")
     if pp > model.num_layers:
         raise KvgateError(f"-pp {pp}: more pipeline stages than the model's {model.num_layers} layers",
                           hint="at most one stage per layer")

@@ -48,6 +48,7 @@ class VllmFlags:
     max_num_batched_tokens: int | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
@@ -60,7 +61,7 @@ class VllmFlags:
             raise KvgateError(f"--gpu-memory-utilization must be in (0, 1], got {u}",
                               hint="vLLM takes a fraction of the GPU's memory, e.g. 0.9")
         for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",
-                  "pipeline_parallel_size", "kv_cache_memory_bytes", "block_size", "max_model_len"):
+                  "pipeline_parallel_size", "decode_context_parallel_size", "kv_cache_memory_bytes", "block_size", "max_model_len"):
             if k == "max_model_len" and self.max_model_len == -1:
                 continue
             v = getattr(self, k)
@@ -88,6 +89,7 @@ class VllmSettings:
     v1: bool
     cudagraph_pool_subtracted: bool
     defaults: dict[str, str] = field(default_factory=dict)
+    decode_context_parallel_size: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,5 +146,5 @@ def resolve_vllm_flags(flags: VllmFlags, release: Release, *, cuda_total_bytes: 
         kv_cache_dtype=flags.kv_cache_dtype, kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
         enforce_eager=flags.enforce_eager, block_size=bs, v1=v1,
         cudagraph_pool_subtracted=release.at_least(*CUDAGRAPH_ESTIMATE_FROM) and not flags.enforce_eager,
-        defaults=d,
+        defaults=d, decode_context_parallel_size=flags.decode_context_parallel_size,
     )

@@ -82,7 +82,9 @@ def layout_from_options(name: str | None = "contiguous", **options: Any) -> Layo
                  "kernel_block_alignment", "state_format", "mamba_cache_mode", "num_speculative_blocks",
                  # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
                  # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
-                 "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format"},
+                 "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format",
+                 "pipeline_parallel_size", "pp_layer_partition", "decode_context_parallel_size",
+                 "prefill_context_parallel_size"},
         "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
     }
     if name in accepted:

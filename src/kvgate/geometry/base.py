@@ -58,6 +58,11 @@ class Layout:
         """What this engine allocates for ``spec`` (default: the spec itself)."""
         return spec
 
+    def rank_specs(self, specs: list[LayerKind]) -> list[LayerKind]:
+        """The engine specs of the layers one rank holds, in layer order (vLLM's
+        pipeline stages hold only their own layers). Default: every layer."""
+        return specs
+
     def state_bytes(self, geometry: Geometry, spec: LayerKind) -> int:
         """Fixed per-sequence bytes of ``spec`` on one rank. Default: its recurrent state
         in the geometry's ``state_format``, ``conv_kernel − 1`` conv columns."""

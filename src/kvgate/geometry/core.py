@@ -70,7 +70,7 @@ class KVGeometry:
         for spec in self.specs:  # the TP split and formats, checked before the layout's own rules
             spec.position_bytes(self.fmt_k, self.fmt_v, tp)
         self.layout = (layout or Contiguous()).bind(self)
-        self.engine_specs = [self.layout.engine_spec(spec) for spec in self.specs]
+        self.engine_specs = self.layout.rank_specs([self.layout.engine_spec(spec) for spec in self.specs])
         self._pos_bytes = [spec.position_bytes(self.fmt_k, self.fmt_v, tp) for spec in self.engine_specs]
         self._state = [self.layout.state_bytes(self, spec) for spec in self.engine_specs]
 

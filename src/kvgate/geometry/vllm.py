@@ -36,6 +36,24 @@ Rules, each from the vLLM source named (read in the release sdists 0.9.1, 0.10.1
   ``int(max_concurrency × max_model_len)``. ``version=None`` means the newer rule.
 - **Speculative decoding** (``speculative_config``, vLLM's ``--speculative-config`` JSON):
   see :mod:`kvgate.geometry.vllm_pool`.
+- **Pipeline parallelism** (``--pipeline-parallel-size``, ``vllm/distributed/utils.py``
+  ``get_pp_indices``, 0.12.0 … 0.33.0): stage p holds layers
+  ``[Σ parts[:p], Σ parts[:p+1])``; ``parts`` is ``VLLM_PP_LAYER_PARTITION`` when set
+  (``pp_layer_partition``), else ``n // pp`` each with the ``n % pp`` left over added one
+  each to ``parts[-2], parts[-3], …`` (61 layers over 4 stages: [15, 15, 16, 15]). A rank
+  holds only its stage's layers (:meth:`VLLM.rank_specs`); the per-rank figures are those
+  of the stage that sets the pool (the most bytes per block: the fewest blocks,
+  ``get_kv_cache_configs`` takes the minimum ``num_blocks`` over workers). Speculative
+  draft layers live on the last stage (``GPUModelRunner``: the drafter is built on
+  ``get_pp_group().is_last_rank``).
+- **Decode context parallelism** (``--decode-context-parallel-size``; prefill context
+  parallel alike, ``cp`` = dcp × pcp): one rank holds ``cdiv(L, cp)`` tokens of a
+  request in full and MLA layers (``FullAttentionSpec.max_memory_usage_bytes``); the
+  pool bytes per rank are as without it. The token line counts all cp ranks' tokens: ≤
+  0.20.0 ``num_tokens *= pcp × dcp`` ("Multiplying the GPU KV cache size by the
+  cp_world_size …", ``_report_kv_cache_config``), from 0.20.1 ``int(max_concurrency ×
+  L)`` with that concurrency. vLLM asserts "DCP not support sliding window"
+  (``SlidingWindowSpec``): refused here too.
 
 Per-slot bytes (:meth:`VLLM.positions`) are whole blocks per layer, without group padding;
 :func:`vllm_kv_cache_report` gives the pool view with padding, as vLLM sizes it.
@@ -45,7 +63,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -121,6 +139,43 @@ def parse_speculative_config(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
+def pp_partition(num_layers: int, pp: int, override: str | Sequence[int] | None = None) -> list[int]:
+    """Layers per pipeline stage, as vLLM's ``get_pp_indices`` splits them
+    (``vllm/distributed/utils.py``, 0.12.0 … 0.33.0): ``override`` is
+    ``VLLM_PP_LAYER_PARTITION`` ("16,15,15,15" or a list); else ``num_layers // pp``
+    each, and the ``num_layers % pp`` left over added one each to the stages
+    ``-2, -3, …`` (the last stage, which holds the final norm and the head, gets none
+    unless every other stage has one).
+
+    >>> pp_partition(61, 4)
+    [15, 15, 16, 15]
+    >>> pp_partition(27, 2)
+    [14, 13]
+
+    Raises:
+        GeometryError: ``pp`` not positive; an override that is not integers, has not
+            ``pp`` entries or does not sum to ``num_layers`` (vLLM's ValueErrors).
+    """
+    _positive("pipeline_parallel_size", pp)
+    if override is not None:
+        try:
+            parts = [int(x) for x in (override.split(",") if isinstance(override, str) else override)]
+        except (TypeError, ValueError):
+            raise GeometryError(f"Invalid partition string: {override}",
+                                hint="VLLM_PP_LAYER_PARTITION: layers per stage, e.g. 16,15,15,15") from None
+        if len(parts) != pp:
+            raise GeometryError(f"len(partitions)={len(parts)} does not match pp_size={pp}.")
+        if sum(parts) != num_layers:
+            raise GeometryError(f"sum(partitions)={sum(parts)} does not match num_hidden_layers={num_layers}.")
+        if any(x < 0 for x in parts):
+            raise GeometryError(f"Invalid partition string: {override} (a negative layer count)")
+        return parts
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
 @dataclass
 class VLLM(Layout):
     """vLLM V1's paged layout. All figures per tensor-parallel rank.
@@ -147,6 +202,12 @@ class VLLM(Layout):
         version: vLLM release (``"0.17.1"``) whose rules apply; ``None`` = newest.
         enable_prefix_caching: ``--enable-prefix-caching``; ``None`` = vLLM's default.
         speculative_config: vLLM's ``--speculative-config`` JSON (string or dict).
+        pipeline_parallel_size: ``--pipeline-parallel-size``: figures are those of one
+            rank of the stage that sets the pool (module docstring).
+        pp_layer_partition: ``VLLM_PP_LAYER_PARTITION`` ("16,15,15,15"); ``None`` =
+            vLLM's own split.
+        decode_context_parallel_size: ``--decode-context-parallel-size``.
+        prefill_context_parallel_size: ``--prefill-context-parallel-size`` (0.12 on).
 
     Raises:
         GeometryError: a bad value (named).
@@ -164,6 +225,10 @@ class VLLM(Layout):
     version: str | None = None
     enable_prefix_caching: bool | None = None
     speculative_config: Any = None
+    pipeline_parallel_size: int = 1
+    pp_layer_partition: Any = None
+    decode_context_parallel_size: int = 1
+    prefill_context_parallel_size: int = 1
     name = "vllm"
     # fitted by bind() on a copy: block size per attention spec, the hybrid attention
     # block (Mamba layers' block), padded Mamba page, resolved mode and state formats
@@ -172,9 +237,12 @@ class VLLM(Layout):
     _mamba_page: int | None = field(default=None, init=False, repr=False, compare=False)
     _mode: str = field(default="none", init=False, repr=False, compare=False)
     _formats: tuple[KVFormat, KVFormat] | None = field(default=None, init=False, repr=False, compare=False)
+    # the layer indices of the stage whose rank the per-rank figures describe (None: all)
+    _stage: range | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for k in ("block_size", "max_num_batched_tokens"):
+        for k in ("block_size", "max_num_batched_tokens", "pipeline_parallel_size", "decode_context_parallel_size",
+                  "prefill_context_parallel_size"):
             _positive(k, getattr(self, k))
         if self.kernel_block_alignment is not None:
             _positive("kernel_block_alignment", self.kernel_block_alignment)
@@ -192,6 +260,33 @@ class VLLM(Layout):
         self._spec = parse_speculative_config(self.speculative_config)
 
     # -- rules that depend on the release / options
+    @property
+    def cp(self) -> int:
+        """Context-parallel world size (dcp × pcp): ranks that share one request's tokens."""
+        return self.decode_context_parallel_size * self.prefill_context_parallel_size
+
+    def stages(self, num_layers: int) -> list[range]:
+        """The layer indices of each pipeline stage (:func:`pp_partition`)."""
+        parts = pp_partition(num_layers, self.pipeline_parallel_size, self.pp_layer_partition)
+        starts = [sum(parts[:p]) for p in range(len(parts))]
+        return [range(a, a + n) for a, n in zip(starts, parts)]
+
+    def rank_specs(self, specs: list[LayerKind]) -> list[LayerKind]:
+        """The engine specs one rank holds: layers of other pipeline stages hold nothing
+        there (``NoCache``). After :meth:`bind`, the stage is the one that sets the pool."""
+        if self._stage is None:
+            return specs
+        return [s if i in self._stage else NoCache() for i, s in enumerate(specs)]
+
+    def stage_note(self) -> str | None:
+        """After :meth:`bind`: which pipeline stage the per-rank figures describe, and
+        why; ``None`` without pipeline parallelism."""
+        if self._stage is None:
+            return None
+        return (f"pipeline parallel {self.pipeline_parallel_size}: figures are one rank of the stage holding layers "
+                f"{self._stage.start}–{self._stage.stop - 1}, the stage that sets the pool (the most bytes per block; "
+                "vllm/distributed/utils.py get_pp_indices)")
+
     @property
     def num_spec(self) -> int:
         """Speculative tokens per step (0 without speculative decoding)."""
@@ -288,6 +383,15 @@ class VLLM(Layout):
         if linear:
             b._mamba_page = top if attn else None
             b._hybrid_block = block
+        if self.cp > 1 and any(isinstance(s, (SlidingWindow, ChunkedLocal)) for s in specs):
+            # SlidingWindowSpec.max_memory_usage_bytes: assert decode_context_parallel_size == 1
+            raise GeometryError("vllm layout: decode context parallel with sliding-window or chunked-local layers: "
+                                "vLLM asserts 'DCP not support sliding window.'",
+                                hint="--decode-context-parallel-size 1, or --disable-hybrid-kv-cache-manager")
+        if self.pipeline_parallel_size > 1:
+            from kvgate.geometry.vllm_pool import bottleneck_stage  # noqa: PLC0415 - vllm_pool imports this module
+
+            b._stage = bottleneck_stage(b, geometry, specs)
         return b
 
     def _mamba_raw(self, g: Geometry, spec: LayerKind) -> int:
@@ -341,6 +445,12 @@ class VLLM(Layout):
             "version": self.version,
             "enable_prefix_caching": self.enable_prefix_caching,
             "speculative_config": self._spec,
+            **({"pipeline_parallel_size": self.pipeline_parallel_size} if self.pipeline_parallel_size > 1 else {}),
+            **({"pp_layer_partition": self.pp_layer_partition} if self.pp_layer_partition is not None else {}),
+            **({"decode_context_parallel_size": self.decode_context_parallel_size}
+               if self.decode_context_parallel_size > 1 else {}),
+            **({"prefill_context_parallel_size": self.prefill_context_parallel_size}
+               if self.prefill_context_parallel_size > 1 else {}),
         }
 
 
@@ -372,12 +482,13 @@ def _mamba_blocks(lay: VLLM, spec: LayerKind, L: int, B: int) -> int:
 # blocks one request of L tokens holds, per spec type (``max_memory_usage_bytes`` of
 # vLLM's spec classes, ``vllm/v1/kv_cache_interface.py``), B = the layer's block size
 _BLOCKS: dict[type[LayerKind], Callable[[VLLM, Any, int, int], int]] = {
-    FullAttention: lambda lay, spec, L, B: cdiv(L, B),
-    MLAAttention: lambda lay, spec, L, B: cdiv(L, B),
+    # context parallel: one rank holds cdiv(L, cp) tokens (FullAttentionSpec.max_memory_usage_bytes)
+    FullAttention: lambda lay, spec, L, B: cdiv(cdiv(L, lay.cp), B),
+    MLAAttention: lambda lay, spec, L, B: cdiv(cdiv(L, lay.cp), B),
     SlidingWindow: lambda lay, spec, L, B: cdiv(min(spec.window - 1 + lay.max_num_batched_tokens, L), B) + 1,
     ChunkedLocal: lambda lay, spec, L, B: cdiv(min(spec.window + lay.max_num_batched_tokens, L), B),
     RecurrentState: _mamba_blocks,
     NoCache: lambda lay, spec, L, B: 0,
 }
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "VLLM", "cdiv", "parse_speculative_config", "parse_version"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "VLLM", "cdiv", "parse_speculative_config", "parse_version", "pp_partition"]

@@ -98,28 +98,110 @@ def _pool_geometry(g: KVGeometry) -> KVGeometry:
                       conv_format=g.fmt_conv, ssm_format=g.fmt_ssm)
 
 
-def _spec_key(g: KVGeometry, lay: VLLM, i: int, L: int) -> tuple[Any, ...]:
+def _spec_key(g: Any, lay: VLLM, spec: Any, L: int) -> tuple[Any, ...]:
     """``(kind, window, block size, page bytes)``: layers with equal keys share a group
     (vLLM groups layers by equal ``KVCacheSpec``)."""
-    spec = g.engine_specs[i]
     if isinstance(spec, RecurrentState):
         page = lay._mamba_page if lay._mamba_page is not None else lay._mamba_raw(g, spec)
         block = lay.block_of(spec) if lay._mode != "none" else L  # mamba_block_size
         return (spec.kind, None, block, page)
-    return (spec.kind, spec.window, lay.block_of(spec), lay.block_of(spec) * g.position_bytes(i))
+    return (spec.kind, spec.window, lay.block_of(spec), lay.block_of(spec) * spec.position_bytes(g.fmt_k, g.fmt_v, g.tp))
 
 
-def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_len: int) -> dict[str, Any]:
+def _plan(keys: dict[int, tuple[Any, ...]]) -> tuple[str, list[tuple[tuple[Any, ...], list[int], int]], int]:
+    """vLLM's grouping of the whole model (``get_kv_cache_groups``): ``(mode, parts,
+    group_size)``; mode ``single`` (one spec), ``uniform`` (``UniformTypeKVCacheSpecs``:
+    one type, several page sizes, one group) or ``hybrid`` (groups of ``group_size``
+    layers, the last of a kind padded); each part is ``(key, layer indices, padding)``.
+
+    Raises:
+        GeometryError: hybrid groups whose page sizes differ.
+    """
+    buckets: dict[tuple[Any, ...], list[int]] = {}
+    for i, k in keys.items():
+        buckets.setdefault(k, []).append(i)
+    kinds = {k[0] for k in buckets}
+    if len(buckets) == 1:
+        (key, members), = buckets.items()
+        return "single", [(key, members, 0)], len(members)
+    if len(kinds) == 1 and len({k[1] for k in buckets}) == 1 and RecurrentState.kind not in kinds:
+        return "uniform", [(next(iter(buckets)), sorted(keys), 0)], 0
+    pages = {k[3] for k in buckets}
+    if len(pages) != 1:
+        raise GeometryError(f"vllm layout: hybrid groups with different page sizes {sorted(pages)}")
+    counts = [len(m) for m in buckets.values()]
+    size = min(counts)
+    if max(counts) < size * 1.5:
+        size = max(counts)
+    parts = []
+    for key, members in buckets.items():
+        n_groups = cdiv(len(members), size)
+        for j in range(n_groups):
+            part = members[j::n_groups]
+            parts.append((key, part, size - len(part)))
+    return "hybrid", parts, size
+
+
+def _stage_block_bytes(mode: str, parts: list[tuple[tuple[Any, ...], list[int], int]],
+                       keys: dict[int, tuple[Any, ...]], stage: range) -> int:
+    """Bytes one block costs on a rank of ``stage`` (``get_kv_cache_config_from_groups``
+    on that worker's share of the global groups): ``uniform``: Σ of its layers' pages;
+    otherwise page × the largest number of its layers in one group."""
+    if mode == "uniform":
+        return sum(int(keys[i][3]) for i in keys if i in stage)
+    size = max(sum(1 for i in members if i in stage) for _, members, _ in parts)
+    return int(parts[0][0][3]) * size
+
+
+def _stages(lay: VLLM, n_layers: int, draft: int) -> list[range]:
+    """Each pipeline stage's layer indices; speculative draft layers (appended after the
+    model's) join the last stage, where vLLM builds the drafter."""
+    st = lay.stages(n_layers - draft)
+    if draft:
+        st[-1] = range(st[-1].start, n_layers)
+    return st
+
+
+def bottleneck_stage(lay: VLLM, g: Any, specs: list[Any]) -> range:
+    """The layer indices of the pipeline stage that sets the pool: the most bytes per
+    block, so the fewest blocks from equal budgets; on a tie, the stage whose layers hold
+    the most (full and MLA layers' pages first, as they grow with the sequence, then all
+    pages), then the first. ``lay`` is the bound layout, ``specs`` the whole model's
+    engine specs."""
+    draft = (g.model.config or {}).get(DRAFT_MARK) or 0
+    keys = {i: _spec_key(g, lay, s, 1) for i, s in enumerate(specs) if not isinstance(s, NoCache)}
+    stages = _stages(lay, len(specs), draft)
+    if not keys:
+        return stages[0]
+    mode, parts, _ = _plan(keys)
+
+    def rank(st: range) -> tuple[int, int, int]:
+        grows = sum(int(keys[i][3]) for i in keys if i in st and isinstance(specs[i], (FullAttention, MLAAttention)))
+        return _stage_block_bytes(mode, parts, keys, st), grows, sum(int(keys[i][3]) for i in keys if i in st)
+
+    ranks = [rank(st) for st in stages]
+    return stages[ranks.index(max(ranks))]
+
+
+def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_len: int, *,
+                         stage_available: list[int] | None = None) -> dict[str, Any]:
     """The KV pool vLLM builds from ``available_bytes`` ("Available KV cache memory" in its
     log, per rank) and the two figures it logs, computed as the layout's release does.
+
+    Pipeline parallel (the layout's ``pipeline_parallel_size``): every stage gets the
+    whole model's groups with its own layers in them and its own ``num_blocks``; vLLM
+    keeps the least (``get_kv_cache_configs``). ``available_bytes`` is each stage's
+    budget unless ``stage_available`` gives one per stage. Context parallel: see
+    :mod:`kvgate.geometry.vllm`.
 
     Returns a dict: ``groups`` (kind, layers, padding layers, block size, page bytes,
     blocks per request), ``num_blocks``, ``max_concurrency`` (float, vLLM prints %.2f),
     ``gpu_kv_cache_tokens`` (what the layout's release prints),
     ``gpu_kv_cache_tokens_concurrency`` (int(max_concurrency × L), ≥ 0.20.1),
-    ``gpu_kv_cache_tokens_blocks`` (num_blocks // groups × min block, ≤ 0.20.0; also
-    under its 0.1.0 name ``gpu_kv_cache_tokens_v0_10``), ``request_bytes``,
-    ``draft_layers`` (speculative layers added), ``log_lines``.
+    ``gpu_kv_cache_tokens_blocks`` (num_blocks // groups × min block × cp, ≤ 0.20.0; also
+    under its 0.1.0 name ``gpu_kv_cache_tokens_v0_10``), ``pool_bytes_per_block`` (of the
+    stage that sets the pool), ``stages`` (per stage: layers, bytes per block, its own
+    blocks), ``request_bytes``, ``draft_layers`` (speculative layers added), ``log_lines``.
 
     Raises:
         GeometryError: the geometry's layout is not ``vllm``, or bad inputs.
@@ -133,54 +215,38 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     g = _pool_geometry(geometry)
     lay: VLLM = g.layout  # type: ignore[assignment]
     draft = (g.model.config or {}).get(DRAFT_MARK) or 0
-    idx = [i for i, s in enumerate(g.engine_specs) if not isinstance(s, NoCache)]
+    specs = [lay.engine_spec(s) for s in g.specs]  # the whole model's, every stage's
+    idx = [i for i, s in enumerate(specs) if not isinstance(s, NoCache)]
     if not idx:
         return {"groups": [], "num_blocks": 1, "max_concurrency": None, "gpu_kv_cache_tokens": None,
                 "gpu_kv_cache_tokens_concurrency": None, "gpu_kv_cache_tokens_blocks": None,
                 "gpu_kv_cache_tokens_v0_10": None, "request_bytes": 0, "draft_layers": draft, "log_lines": []}
-    keys = {i: _spec_key(g, lay, i, max_model_len) for i in idx}
-    buckets: dict[tuple[Any, ...], list[int]] = {}
-    for i in idx:
-        buckets.setdefault(keys[i], []).append(i)
-    pages = {k[3] for k in buckets}
-    kinds = {k[0] for k in buckets}
-    groups: list[dict[str, Any]] = []
-    if len(buckets) == 1:
-        (key, members), = buckets.items()
-        size, page = len(members), key[3]
-        num_blocks = available_bytes // page // size
-        groups.append(_group(lay, g, key, members, 0, max_model_len))
-        pool_block = page * size
-    elif len(kinds) == 1 and len({k[1] for k in buckets}) == 1 and RecurrentState.kind not in kinds:
-        # UniformTypeKVCacheSpecs: one type, different page sizes -> one group
-        total_page = sum(keys[i][3] for i in idx)
-        num_blocks = available_bytes // total_page
-        grp = _group(lay, g, next(iter(buckets)), idx, 0, max_model_len)
-        grp["page_bytes"] = total_page
-        groups.append(grp)
-        pool_block = total_page
-    else:
-        if len(pages) != 1:
-            raise GeometryError(f"vllm layout: hybrid groups with different page sizes {sorted(pages)}")
-        counts = [len(m) for m in buckets.values()]
-        size = min(counts)
-        if max(counts) < size * 1.5:
-            size = max(counts)
-        for key, members in buckets.items():
-            n_groups = cdiv(len(members), size)
-            for j in range(n_groups):
-                part = members[j::n_groups]
-                groups.append(_group(lay, g, key, part, size - len(part), max_model_len))
-        page = pages.pop()
-        num_blocks = available_bytes // page // size
-        pool_block = page * size
+    keys = {i: _spec_key(g, lay, specs[i], max_model_len) for i in idx}
+    mode, parts, _ = _plan(keys)
+    stages = _stages(lay, len(specs), draft)
+    if stage_available is not None and len(stage_available) != len(stages):
+        raise GeometryError(f"stage_available has {len(stage_available)} budgets for {len(stages)} pipeline stages")
+    budgets = stage_available if stage_available is not None else [available_bytes] * len(stages)
+    rows: list[dict[str, Any]] = []
+    held: list[tuple[int, int]] = []  # (num_blocks, bytes per block) of the stages holding KV layers
+    for p, (st, avail) in enumerate(zip(stages, budgets)):
+        per = _stage_block_bytes(mode, parts, keys, st)
+        rows.append({"stage": p, "first_layer": st.start, "layers": len(st), "bytes_per_block": per,
+                     "available_bytes": avail, "num_blocks": avail // per if per else None})
+        if per:
+            held.append((avail // per, per))
+    num_blocks = min(nb for nb, _ in held)
+    pool_block = max(per for _, per in held)
+    groups = [_group(lay, specs, key, members, pad, max_model_len) for key, members, pad in parts]
+    if mode == "uniform":
+        groups[0]["page_bytes"] = sum(keys[i][3] for i in idx)
     per_request = sum(grp["blocks_per_request"] for grp in groups)
     conc = num_blocks / per_request if per_request else None
     min_block = min(grp["block_size"] for grp in groups)
     by_conc = int(conc * max_model_len) if conc is not None else None
-    by_blocks = num_blocks // len(groups) * min_block
+    by_blocks = num_blocks // len(groups) * min_block * lay.cp  # _report_kv_cache_config: num_tokens *= pcp × dcp
     tokens = by_conc if lay.prints_concurrency_tokens() else by_blocks
-    return {
+    out = {
         "groups": groups,
         "num_blocks": num_blocks,
         "pool_bytes_per_block": pool_block,
@@ -198,9 +264,22 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
             f"Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x" if conc is not None else "",
         ],
     }
+    if len(stages) > 1:
+        out["stages"] = rows
+    if lay.cp > 1:
+        out["cp_world_size"] = lay.cp
+        if not lay.prints_concurrency_tokens():
+            # _report_kv_cache_config: 0.11 names dcp alone, 0.12 … 0.20.0 pcp × dcp
+            v = lay._version
+            out["log_lines"].insert(0, f"Multiplying the GPU KV cache size by the dcp_world_size {lay.cp}."
+                                    if v is not None and v < (0, 12) else
+                                    f"Multiplying the GPU KV cache size by the cp_world_size {lay.cp} "
+                                    f"(pcp_world_size {lay.prefill_context_parallel_size} * dcp_world_size "
+                                    f"{lay.decode_context_parallel_size}).")
+    return out
 
 
-def _group(lay: VLLM, g: KVGeometry, key: tuple[Any, ...], members: list[int], padding: int, L: int) -> dict[str, Any]:
+def _group(lay: VLLM, specs: list[Any], key: tuple[Any, ...], members: list[int], padding: int, L: int) -> dict[str, Any]:
     return {
         "kind": key[0],
         "window": key[1],
@@ -209,5 +288,5 @@ def _group(lay: VLLM, g: KVGeometry, key: tuple[Any, ...], members: list[int], p
         "padding_layers": padding,
         "block_size": key[2],
         "page_bytes": key[3],
-        "blocks_per_request": lay.blocks(g.engine_specs[members[0]], L),
+        "blocks_per_request": lay.blocks(specs[members[0]], L),
     }
