@@ -99,10 +99,12 @@ class WhatIfAnswer:
     log: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """``kvgate fit``'s payload plus ``what_if`` (``changes``, ``carried_terms``, ``log``)."""
+        """``kvgate fit``'s payload (schema ``kvgate.fit/1``) plus ``changes`` (from the log's
+        settings), ``carried_terms`` (each ``{name, how, detail}``, ``how`` one of carried /
+        re-split / re-estimated / estimated / held / recomputed) and ``from_log`` (what the
+        log said)."""
         d = self.answer.to_dict()
-        d["what_if"] = {"changes": list(self.changes), "carried_terms": [c.to_dict() for c in self.carried],
-                        "log": self.log}
+        d.update(changes=list(self.changes), carried_terms=[c.to_dict() for c in self.carried], from_log=self.log)
         return d
 
 
@@ -322,13 +324,14 @@ class _VllmFromLog:
         a = fit_vllm(self.model, Term("weights", wv, wsrc), self.gpu, self.flags, self.release, pool_for=self.pool_for)
         s = self._settings(self.flags, self.gpu)
         _, how = self.terms(s, model_widths(self.model.config, s.tensor_parallel_size))
-        if self.held(s):
+        lp = self.logged_pool
+        if lp is not None and self.held(s):
             how.append(CarriedTerm("KV cache pool", "held",
-                                   f"the log's Available KV cache memory ({self.logged_pool.low / GiB:.2f} … "  # type: ignore[union-attr]
-                                   f"{self.logged_pool.high / GiB:.2f} GiB): same GPU, utilization, TP and profile run"))
+                                   f"the log's Available KV cache memory ({lp.low / GiB:.2f} … {lp.high / GiB:.2f} "
+                                   "GiB): same GPU, utilization, TP and profile run"))
         else:
             how.append(CarriedTerm("KV cache pool", "recomputed",
-                                   f"{self.gpu.name} total × {s.gpu_memory_utilization} − the terms above"))
+                                   f"{self.gpu.name}: CUDA total × {s.gpu_memory_utilization} − the terms above"))
         a.notes[:0] = self.notes
         changes = _changes_vllm(self.base, self.flags, self.w, self.log_gpu)
         log = {"engine": "vllm", "release": self.release.text, "gpu": self.log_gpu.to_dict(),
@@ -367,13 +370,23 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
     fl = pool.flags
     log_tp = pool.tp or 1
     mfs = float(fl["mem_fraction_static"]) if fl.get("mem_fraction_static") else None
+    notes = []
+    avail = pool.parsed.get("avail_after_weights")
+    if mfs is None and pool.pool_bytes is not None and pool.weights is not None and avail is not None:
+        # sglang_fit's rule read backwards: KV pool + weights = mem_fraction_static × free at start,
+        # free at start = the "avail mem" after loading + the weights' "mem usage"
+        free = avail.bytes + pool.weights.bytes
+        mfs = round((pool.pool_bytes.bytes + pool.weights.bytes) / free, 3)
+        notes.append(f"the log does not print --mem-fraction-static: (KV pool {pool.pool_bytes.bytes / GiB:.2f} GiB + "
+                     f"weights {pool.weights.bytes / GiB:.2f} GiB) / free at start {free / GiB:.2f} GiB = {mfs}, "
+                     "as the log implies")
     base = SglangFlags(mem_fraction_static=mfs, context_length=pool.max_model_len, tp_size=log_tp,
                        kv_cache_dtype=str(fl.get("kv_cache_dtype") or "auto"), page_size=int(fl.get("page_size") or 1))
     kw: dict[str, Any] = {}
-    for k, v in (("mem_fraction_static", w.utilization), ("context_length", w.max_model_len), ("tp_size", w.tp),
-                 ("kv_cache_dtype", w.kv_cache_dtype)):
-        if v is not None:
-            kw[k] = v
+    for k, given in (("mem_fraction_static", w.utilization), ("context_length", w.max_model_len), ("tp_size", w.tp),
+                     ("kv_cache_dtype", w.kv_cache_dtype)):
+        if given is not None:
+            kw[k] = given
     new = replace(base, **kw)
     how: list[CarriedTerm] = []
     if pool.weights is not None:
@@ -394,7 +407,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
     rel = _release("sglang", pool, w.release, None)
     a = fit_sglang(model, weights, gpu, new, rel)
     if mfs is None and w.utilization is None:
-        a.notes.insert(0, "the log does not print --mem-fraction-static: SGLang's default by TP presumed")
+        notes.append("the log does not print --mem-fraction-static: SGLang's default by TP presumed")
+    a.notes[:0] = notes
     changes = [f"GPU: the log's → {gpu.name}"]
     for flag, k in (("--mem-fraction-static", "mem_fraction_static"), ("--context-length", "context_length"),
                     ("--tp-size", "tp_size"), ("--kv-cache-dtype", "kv_cache_dtype")):
@@ -436,10 +450,11 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
         kw["cache_type_v"] = w.cache_type_v
     new = replace(base, **kw)
     how: list[CarriedTerm] = []
-    if weights_ref:
-        b, exact, src = _model_weights(weights_ref, "weights")
+    file = _model_weights(weights_ref, "weights") if weights_ref else None
+    if file is not None and (file[1] or t.model_buffer is None):
+        b, exact, src = file
         how.append(CarriedTerm("model buffer (weights on the GPU)", "estimated", f"llama.cpp's rule on {src}"))
-    elif t.model_buffer is not None:
+    elif t.model_buffer is not None:  # measured beats a config's estimate
         b, exact, src = t.model_buffer.high, True, f"the log's CUDA0 model buffer size {t.printed['model_buffer']}"
         how.append(CarriedTerm("model buffer (weights on the GPU)", "carried",
                                f"{t.printed['model_buffer']}, under llama.cpp's band for the GPU's share"))
