@@ -200,3 +200,25 @@ def printed_mib(text: str) -> tuple[int, int]:
 def test_bad_what_ifs_are_input_errors(capsys, argv):
     assert main(["import-log", V0_LOG, "--model", "qwen3-0.6b", *argv]) == 2
     assert "ERROR:" in capsys.readouterr().err
+
+
+def test_gate_target_alone_is_no_what_if(capsys):
+    """In ``gate --engine-log`` the length and sequences are the target: without another
+    GPU, share, TP or KV dtype there is no what-if (and no GPU is needed)."""
+    doc = _json(capsys, ["gate", "--engine-log", V0_LOG, "--model", "qwen3-0.6b", "--max-num-seqs", "8",
+                         "--max-model-len", "16384", "--kv-format", "bf16", "--no-record"])
+    assert "what_if" not in doc and doc["demand_bytes"] == 8 * 16384 * 114_688
+
+
+def test_llamacpp_gate_target_alone_is_no_what_if():
+    from argparse import Namespace
+
+    from kvgate.commands._engine_log import whatif_from_args
+    from kvgate.engines import read_engine_log
+
+    pool = read_engine_log(DATA / "fit_logs" / "llamacpp_b4343_pythia-2.8b-f16_v100_1.log")
+    args = Namespace(lcpp_parallel=4, lcpp_ctx_size=8192, whatif_gpu=None, total=None)
+    assert not whatif_from_args(args, pool, kv_format="fp16", tp=1, gate=True).asked()
+    args.total = "16GiB"
+    w = whatif_from_args(args, pool, kv_format="fp16", tp=1, gate=True)
+    assert w.asked() and (w.max_model_len, w.parallel) == (8192, 4)

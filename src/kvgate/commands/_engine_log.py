@@ -96,11 +96,13 @@ def _stated_tp(pool: EnginePool) -> int | None:
 
 
 def whatif_from_args(args: argparse.Namespace, pool: EnginePool, *, kv_format: str | None = None,
-                     tp: int | None = None) -> WhatIf:
+                     tp: int | None = None, gate: bool = False) -> WhatIf:
     """The what-if settings of the command line (:class:`kvgate.fit.whatif.WhatIf`).
 
     ``kv_format`` / ``tp`` (gate): the engine options' values; they are what-ifs only when
-    the log states its own and they differ.
+    the log states its own and they differ. ``gate``: the length and sequences are the
+    gate's target, not a what-if by themselves; they join one that another GPU, share, TP
+    or KV dtype starts.
 
     Raises:
         KvgateError: ``--gpu`` and ``--total`` together; an unknown GPU.
@@ -135,9 +137,10 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, *, kv_format: s
     if kv_format is not None and (pool.kv_format is None or kv_format == pool.kv_format):
         kv = None
     ctv = getattr(args, "lcpp_cache_type_v", None) if pool.engine == "llama.cpp" else None
+    if gate and gpu is None and util is None and tp is None and kv is None and ctv is None:
+        L = np_ = None  # the target alone: the gate answers it on the logged pool
     return WhatIf(gpu=gpu, utilization=util, max_model_len=L, tp=tp, kv_cache_dtype=kv, cache_type_v=ctv,
-                  parallel=np_,
-                  release=getattr(args, "vllm_version", None))
+                  parallel=np_, release=getattr(args, "vllm_version", None))
 
 
 def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup: int | None,
@@ -187,7 +190,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
     kv_format = engine.formats_for(model)[0] if given_k else None  # vLLM's auto: the model's dtype
-    w = whatif_from_args(args, pool, kv_format=kv_format or pool.kv_format, tp=given_tp or _stated_tp(pool))
+    w = whatif_from_args(args, pool, kv_format=kv_format or pool.kv_format, tp=given_tp or _stated_tp(pool), gate=True)
     if w.tp is not None:
         given_tp = None  # a what-if TP, not the log's
     if w.kv_cache_dtype is not None:
