@@ -142,7 +142,7 @@ def vllm_logged_terms(lines: list[Line], weights: Logged | None = None) -> Logge
         hit = _first(lines, pats)
         if hit:
             setattr(t, name, _iv(logged(hit[0], GIB, "GiB")))
-            t.printed[name] = f"{hit[0]} GiB (line {hit[1].number})"
+            t.printed[name] = f"{hit[0]} GiB at line {hit[1].number}"
     if t.weights is None and weights is not None:
         t.weights, t.printed["weights"] = _iv(weights), weights.text
     if t.activation is None and t.weights is not None:
@@ -150,7 +150,7 @@ def vllm_logged_terms(lines: list[Line], weights: Logged | None = None) -> Logge
         if hit:  # V0 0.6.4 prints the absolute torch peak, weights included
             peak = _iv(logged(hit[0], GIB, "GiB"))
             t.activation = peak - t.weights
-            t.printed["activation"] = f"peak_torch_memory {hit[0]} GiB − weights (line {hit[1].number})"
+            t.printed["activation"] = f"peak_torch_memory {hit[0]} GiB − weights at line {hit[1].number}"
     text = "\n".join(ln.text for ln in lines)
     t.v1 = True if _V1.search(text) else (False if _V0.search(text) else None)
     return t
@@ -163,5 +163,5 @@ def llamacpp_logged_terms(lines: list[Line]) -> LoggedTerms:
         hit = _first(lines, (pat,))
         if hit:
             setattr(t, name, _iv(logged(hit[0], MIB, "MiB")))
-            t.printed[name] = f"{hit[0]} MiB (line {hit[1].number})"
+            t.printed[name] = f"{hit[0]} MiB at line {hit[1].number}"
     return t
