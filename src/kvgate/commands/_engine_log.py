@@ -56,8 +56,7 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     from kvgate.commands._fit_args import _human_int  # noqa: PLC0415
     from kvgate.commands._types import nonneg_int, positive_int  # noqa: PLC0415
 
-    g = p.add_argument_group("what if (the engine's answer for other settings than the log's; its non-KV terms "
-                             "carried over; engine flags: kvgate help engine-flags)")
+    g = p.add_argument_group("what if (the engine's answer for other settings; the log's non-KV terms carried)")
     g.add_argument("--gpu", dest="whatif_gpu", metavar="NAME", default=None,
                    help="another GPU by name (H100, H200, A100-80GB, L40S, RTX-4090, ...)")
     if not gate:
@@ -70,6 +69,8 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
                    help="SGLang's tokens per request")
     if gate:
+        g.description = ("  with --engine-log; --total then names another GPU too, and -tp, --kv-cache-dtype or -ctk/-ctv\n"
+                         "  that differ from what the log states are what-ifs as well")
         return
     g.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=_human_int("--max-model-len"),
                    default=None, help="vLLM's tokens per request (32k = 32,000, 32K = 32,768)")
