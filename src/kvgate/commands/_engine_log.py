@@ -69,8 +69,8 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
                    help="SGLang's tokens per request")
     if gate:
-        g.description = ("  with --engine-log; --total then names another GPU too, and -tp, --kv-cache-dtype or -ctk/-ctv\n"
-                         "  that differ from what the log states are what-ifs as well")
+        g.description = ("with --engine-log; --total then names another GPU too, and -tp, --kv-cache-dtype or -ctk/-ctv\n"
+                         "that differ from what the log states are what-ifs as well")
         return
     g.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=_human_int("--max-model-len"),
                    default=None, help="vLLM's tokens per request (32k = 32,000, 32K = 32,768)")
