@@ -166,7 +166,7 @@ def test_sglang_what_if_carries_weights_and_the_implied_fraction(capsys):
     w = doc["what_if"]
     assert w["settings"]["mem_fraction_static"] == 0.836
     assert _how(w)["weights"] == "carried"
-    assert "--context-length: None → 32768" in w["changes"] and w["fits"] == "yes"
+    assert "--context-length: not logged (default) → 32768" in w["changes"] and w["fits"] == "yes"
 
 
 def test_sglang_what_if_needs_a_gpu(capsys):

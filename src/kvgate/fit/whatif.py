@@ -349,8 +349,13 @@ def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu) -> list[str]:
     for flag, k in (("--gpu-memory-utilization", "gpu_memory_utilization"), ("--max-model-len", "max_model_len"),
                     ("-tp", "tensor_parallel_size"), ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
-            out.append(f"{flag}: {getattr(base, k)} → {getattr(new, k)}")
+            out.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return out
+
+
+def _shown(v: Any) -> str:
+    """A log's setting for the changes list (``None``: not logged, the default applies)."""
+    return "not logged (default)" if v is None else str(v)
 
 
 def _need_gpu(w: WhatIf, engine: str) -> Gpu:
@@ -413,7 +418,7 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
     for flag, k in (("--mem-fraction-static", "mem_fraction_static"), ("--context-length", "context_length"),
                     ("--tp-size", "tp_size"), ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
-            changes.append(f"{flag}: {getattr(base, k)} → {getattr(new, k)}")
+            changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "sglang", "release": rel.text, "tp": log_tp,
                                           "mem_fraction_static": mfs})
 
@@ -468,7 +473,7 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
     changes = [f"GPU: the log's → {gpu.name}"]
     for flag, k in (("-c", "ctx_size"), ("-np", "parallel"), ("-ctk", "cache_type_k"), ("-ctv", "cache_type_v")):
         if getattr(base, k) != getattr(new, k):
-            changes.append(f"{flag}: {getattr(base, k)} → {getattr(new, k)}")
+            changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "llama.cpp", "release": rel.text, "terms": t.to_dict()})
 
 
