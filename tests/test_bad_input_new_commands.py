@@ -121,6 +121,8 @@ def test_fit_refuses_parallel_sizes_vllm_refuses(capsys, argv, needle):
 
 
 def test_engine_log_gate_refuses_a_measurement_it_would_not_use(capsys):
+    """A peak beside --engine-log would be silently unused (--total there names another GPU
+    for a what-if: tests/test_whatif.py)."""
     code, doc = run_json(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--slots", "32", "--max-seq", "8192",
-                          "--kv-format", "bf16", "--tp", "4", "--total", "24GiB", "--no-record"], capsys)
-    assert code == 2 and "--total" in doc["error"]
+                          "--kv-format", "bf16", "--tp", "4", "--peak", "20GiB", "--no-record"], capsys)
+    assert code == 2 and "--peak" in doc["error"]

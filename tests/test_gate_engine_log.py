@@ -20,9 +20,12 @@ BASE = ["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--kv-format", 
 def test_engine_log_gate_with_kvgate_flags(capsys):
     assert main(BASE + ["--slots", "32", "--max-seq", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "pool C = 4,885,315,584 B" in out
-    assert "32 × 201,326,592 = 6,442,450,944 B (does not fit)" in out
-    assert "24 slot(s) of 8,192 tokens fit" in out
+    assert "KV cache pool 4,885,315,584 B per GPU" in out
+    assert "32 sequences of 8,192 tokens need 32 × 201,326,592 = 6,442,450,944 B (does not fit)" in out
+    assert "24 sequences of 8,192 tokens fit at once" in out
+    # vLLM's words, not the write-up's: vLLM already pages, so no slots, mirror or paging verdict
+    for word in ("slot", "mirror", "paging", "max_seq", "pays"):
+        assert word not in out.lower(), word
 
 
 def test_engine_log_gate_with_vllm_flags_is_the_same(capsys):

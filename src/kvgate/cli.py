@@ -151,10 +151,41 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         mod.add_arguments(p)
+        if mod.NAME != "fit":
+            compact_engine_groups(p)
         if not any("--json" in a.option_strings for a in p._actions):
             p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
         p.set_defaults(_run=mod.run)
     return parser
+
+
+#: argument groups of engine spellings shown as one pointer in ``--help`` (every command but
+#: ``fit``, whose flags are the engines'); ``kvgate help engine-flags`` documents them once
+_ENGINE_GROUPS = {"vLLM flags": "vllm", "SGLang flags": "sglang", "llama.cpp flags": "llama.cpp"}
+
+
+def compact_engine_groups(p: argparse.ArgumentParser) -> None:
+    """Show each engine-flag group of ``p`` as its spellings on a few lines and a pointer to
+    ``kvgate help engine-flags ENGINE``, instead of one help entry per flag (the flags still
+    parse; only their ``--help`` lines go)."""
+    import textwrap  # noqa: PLC0415
+
+    for g in p._action_groups:
+        engine = next((e for t, e in _ENGINE_GROUPS.items() if (g.title or "").startswith(t)), None)
+        if engine is None or not g._group_actions:
+            continue
+        names = []
+        for a in g._group_actions:
+            a.help = argparse.SUPPRESS
+            names.append(min(a.option_strings, key=len) if a.option_strings[0].startswith("--") and any(
+                not o.startswith("--") for o in a.option_strings) else a.option_strings[0])
+        text = f"{', '.join(names)}: as the engine means them; defaults and what each changes: kvgate help engine-flags {engine}"
+        g.description = textwrap.fill(text, 78, break_on_hyphens=False, break_long_words=False)
+    shown = [a for a in p._actions if a.option_strings and a.help is not argparse.SUPPRESS]
+    if len(shown) > 20:  # a usage line per option would fill a screen: the options follow anyway
+        pos = " ".join(str(a.metavar or a.dest) for a in p._actions if not a.option_strings
+                       and a.help is not argparse.SUPPRESS)
+        p.usage = "%(prog)s [OPTIONS]" + (f" {pos}" if pos else "")
 
 
 def _only(argv: Sequence[str]) -> str | None:

@@ -12,36 +12,46 @@ from kvgate.output import emit
 NAME = "fit"
 HELP = "will it fit? vLLM's, SGLang's or llama.cpp's KV cache, tokens and concurrency before launch, a verdict, flip points"
 DESCRIPTION = """\
-Will it fit? Answered before launch, in your engine's own words.
+Will it fit? Before launch, kvgate fit answers in your engine's words: the KV cache pool
+vLLM would make, the "GPU KV cache size" and "Maximum concurrency" lines it would print,
+whether it starts (with the error it would stop with if not), and where the answer flips
+in vLLM's own flags. Flags are `vllm serve`'s, with its defaults for the release
+(--max-model-len 32k is 32,000 and 32K is 32,768, as vLLM reads them). The KV bytes are
+exact; the other terms (weights, the profile run's activation peak, non-torch memory, the
+CUDA graph pool) are intervals calibrated on real vLLM startup logs:
 
-vLLM sizes its KV cache pool per GPU as
-  total × --gpu-memory-utilization − (weights + activation peak + non-torch memory)
-  [− CUDA graph pool, from vLLM 0.21]
-and divides it into blocks. The KV bytes are exact; the other terms are intervals
-calibrated on real vLLM startup logs, so the answer is an interval too: the pool, the
-"GPU KV cache size: N tokens" and "Maximum concurrency" lines vLLM would print, and
-  fits / does not fit (with the error vLLM would stop with) / can't tell (then measure).
-Flip points: the largest --max-model-len that fits, the --max-num-seqs beyond which
-full-length requests queue, the --gpu-memory-utilization needed.
+  KV cache pool = total × --gpu-memory-utilization
+                  − (weights + activation peak + non-torch memory) [− CUDA graph pool, 0.21+]
 
-  kvgate fit llama-3.1-8b --gpu H100 --max-model-len 32k --max-num-seqs 16 --release 0.11.0
-  kvgate fit ./Qwen3-8B --gpu L40S -tp 2 --kv-cache-dtype fp8 --json
+When the interval straddles the line the answer is "can't tell", with how to measure
+(kvgate run -- vllm serve ..., or kvgate import-log on its log). The GPU comes from
+--gpu NAME (a table of common cards), --total BYTES, or this machine through NVML;
+weights are exact from a model directory's safetensors headers, estimated from a preset
+or config (and said so), or given with --weights-bytes.
 
-Weights are exact from a model directory's safetensors headers; from a preset or a
-config.json they are estimated (and said so) unless --weights-bytes gives them.
-SGLang (its flags select it, or --engine sglang): max_total_num_tokens as an interval
-from --mem-fraction-static × free memory − weights (the 0.4 series' rule).
-llama.cpp (its flags select it): the KV buffer to the byte, model and compute buffers as
-intervals, the largest -c with every layer on the GPU, and the layers to keep on the CPU
-otherwise.
+  kvgate fit llama-3.1-8b --gpu H100 --max-model-len 32768 --max-num-seqs 16 --release 0.11.0
 
-  kvgate fit llama-3.1-8b --gpu H100 --context-length 32768 --mem-fraction-static 0.85
-  kvgate fit model.gguf --gpu RTX-4090 -c 65536 -np 4 -ctk q8_0 -ctv q8_0 -fa on
+SGLang's flags select SGLang (max_total_num_tokens from --mem-fraction-static, 0.4 rule):
+  kvgate fit llama-3.1-8b --gpu H200 --context-length 32768 --mem-fraction-static 0.85
+llama.cpp's flags select llama.cpp (the KV buffer to the byte, -c as the whole context
+split over -np, the largest -c with every layer on the GPU, the layers to keep on the CPU
+otherwise):
+  kvgate fit model.gguf --gpu RTX-4090 -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -fa on
+
+--json carries engine, release, kv_pool_bytes, tokens, max_concurrency (each {low, high}),
+fits (yes/no/unknown), terms (name, low, high, source) and flip_points. Each engine flag's
+default per release and what it changes: kvgate help engine-flags. From a startup log
+instead (what if another GPU, length, TP or KV dtype): kvgate import-log LOG --gpu ...
 """
 
 
 def add_arguments(p: Any) -> None:
     add_fit_flags(p)
+    p.usage = "%(prog)s MODEL [--gpu NAME | --total BYTES] [the engine's flags: vLLM's, SGLang's or llama.cpp's]"
+    for g in p._action_groups:  # one pointer per engine to the flags' defaults per release
+        for title, engine in (("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp", "llama.cpp")):
+            if (g.title or "").startswith(title + " flags"):
+                g.description = f"defaults per release and what each changes: kvgate help engine-flags {engine}"
 
 
 def run(args: Any) -> int:

@@ -152,11 +152,12 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "engine_log", None):
         from kvgate.commands._engine_log import run_engine_gate
 
-        given = [f for f, v in (("--measurement", args.measurement), ("--smi", args.smi), ("--total", args.total),
+        given = [f for f, v in (("--measurement", args.measurement), ("--smi", args.smi),
                                 ("--idle", args.idle), ("--peak", args.peak)) if v is not None]
         if given:  # the pool comes from the log: a measurement beside it would be silently unused
             raise KvgateError(f"--engine-log takes the KV pool from the log; {', '.join(given)} cannot be used with it",
-                              hint="drop them, or gate a measurement without --engine-log")
+                              hint="drop them, or gate a measurement without --engine-log (with it, --total "
+                                   "names another GPU for a what-if)")
         return run_engine_gate(args)
     if not getattr(args, "model", None):
         raise KvgateError("the gate needs --model (config.json, model directory, GGUF file or preset)",

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import replace
 
 from kvgate.atomicio import check_writable, write_json_atomic
-from kvgate.commands._engine_log import add_startup_flags
+from kvgate.commands._engine_log import add_startup_flags, add_whatif_flags, answer_whatif, whatif_from_args
 from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
 from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
@@ -31,6 +31,16 @@ With --model (or when the log names a local model directory / GGUF), kvgate reco
 pool from the model under that engine's rules and says "agrees to the block/cell/token"
 or shows the difference and its likely cause. --requested-kv-format names the cache type
 you asked for (e.g. q4_0) so a request the engine silently did not apply is reported.
+
+What if: another GPU (--gpu NAME / --total BYTES), --gpu-memory-utilization or
+--mem-fraction-static, --max-model-len / --context-length / -c, -tp, --kv-cache-dtype or
+-ctk/-ctv: the engine's own answer (kvgate fit's: fits / does not fit / can't tell, the KV
+cache pool, tokens, concurrency, flip points) with the non-KV terms the log printed
+(weights, non-torch memory, activation peak, CUDA graph pool) carried over, and a list of
+which were carried, re-split or re-estimated.
+
+  kvgate import-log vllm.log --model qwen3-0.6b --gpu H200
+  kvgate import-log vllm.log --model gpt-oss-20b --kv-cache-dtype fp8 --max-model-len 64k
 """
 
 
@@ -39,14 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default=None, help="the engine (default: detected)")
     p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
     p.add_argument("--kv-format", default=None, help="KV format when the log does not say (vLLM: bf16, fp8 …)")
-    p.add_argument("--tp", type=positive_int, default=None, help="tensor-parallel size when the log does not say")
-    p.add_argument("--pipeline-parallel-size", "-pp", "--pp", dest="pp", type=positive_int, default=None,
-                   help="vLLM pipeline-parallel size when the log does not say")
+    p.add_argument("--tp", type=positive_int, default=None, help="the log's tensor-parallel size when it does not say it")
+    p.add_argument("--pp", dest="pp", type=positive_int, default=None,
+                   help="the log's vLLM pipeline-parallel size when it does not say it")
     p.add_argument("--block-size", type=positive_int, default=None, help="vLLM block size when not the default 16")
     p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
     p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
     p.add_argument("--force", action="store_true", help="overwrite --out")
     add_startup_flags(p)
+    add_whatif_flags(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     if args.pp is not None:
         pool = replace(pool, pp=args.pp)
     model = model_from_log(pool, args.model)
+    w = whatif_from_args(args, pool)
+    if w.asked() and model is None:
+        raise KvgateError("a what-if needs the model to size the KV cache",
+                          hint="pass --model (config.json, model directory, .gguf or preset)")
     check = None
     if model is not None:
         check = crosscheck(pool, model, kv_format=args.kv_format, tp=args.tp, block_size=args.block_size,
@@ -83,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
         text += f"\npool (exact, from the model): {exact:,} B per rank"
     if args.out:
         text += f"\nwrote {args.out}"
+    if w.asked():
+        from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
+
+        wa = answer_whatif(args.log, pool, model, w, startup=args.startup, service=args.service,
+                           weights_ref=args.model)
+        payload["what_if"] = wa.to_dict()
+        text += "\n\n" + render_whatif(wa)
     emit(args.json, payload, text)
     from kvgate.errors import EXIT_CHANGED, EXIT_OK
 

@@ -67,8 +67,9 @@ def kv_format_for(flag: str, model: ModelSpec) -> str:
 class _Predictor:
     """Pool, report and verdict inputs for one model/GPU/release; re-evaluated at other flag values."""
 
-    def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release) -> None:
+    def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release, pool_for: Any = None) -> None:
         self.model, self.weights, self.gpu, self.release = model, weights, gpu, release
+        self.pool_for = pool_for  # (settings, widths) -> (terms, budget, pool): kvgate.fit.whatif's log-carried terms
 
     def settings(self, flags: VllmFlags) -> VllmSettings:
         return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low,
@@ -84,6 +85,8 @@ class _Predictor:
 
     def pool(self, s: VllmSettings) -> tuple[list[Term], Interval, Interval]:
         w = model_widths(self.model.config, s.tensor_parallel_size)
+        if self.pool_for is not None:
+            return self.pool_for(s, w)  # type: ignore[no-any-return]
         terms = vllm_terms(s, w, self.weights)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
@@ -108,7 +111,7 @@ class _Predictor:
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
-             multimodal: bool = False) -> FitAnswer:
+             multimodal: bool = False, pool_for: Any = None) -> FitAnswer:
     """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
     would it log?
 
@@ -120,6 +123,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         release: the :class:`Release` modelled.
         multimodal: the model has a vision/audio encoder (:func:`kvgate.fit.widths.is_multimodal`):
             vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
+        pool_for: ``(settings, widths) -> (terms, budget, pool)`` replacing the calibrated
+            terms (:func:`kvgate.fit.whatif.whatif_vllm`: the terms a startup log printed).
 
     Returns:
         a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
@@ -129,8 +134,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     """
     check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
     if flags.max_model_len == -1:
-        return _fit_auto(model, weights, gpu, flags, release, multimodal)
-    pr = _Predictor(model, weights, gpu, release)
+        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for)
+    pr = _Predictor(model, weights, gpu, release, pool_for)
     s = pr.settings(flags)
     terms, budget, pool = pr.pool(s)
     L = s.max_model_len
@@ -221,16 +226,17 @@ def check_parallel(model: ModelSpec, tp: int, pp: int, dcp: int = 1) -> None:
 
 
 def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
-              multimodal: bool) -> FitAnswer:
+              multimodal: bool, pool_for: Any = None) -> FitAnswer:
     """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
     request of (at most the model's); kvgate answers at the length that fits for sure and
     gives the range."""
-    probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal)
+    probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal,
+                     pool_for=pool_for)
     ml = probe.flip_points["max_model_len"]
     L = ml.get("sure") or ml.get("possible")
     if L is None:
         return probe
-    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal)
+    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for)
     a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
     a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
                       f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")

@@ -252,3 +252,77 @@ def render_markdown(rec: dict[str, Any]) -> str:
     if rec.get("notes"):
         out += ["", "## Notes", ""] + [f"- {n}" for n in rec["notes"]]
     return "\n".join(out) + "\n"
+
+
+# -- the engine-log gate, in the engine's words ------------------------------------------
+
+#: each engine's flag for: a smaller KV dtype, the length per request, the requests at once,
+#: host KV offload, more tensor parallelism
+_ENGINE_WORDS = {
+    "vllm": {"quant": "--kv-cache-dtype {q}", "len": "--max-model-len", "seqs": "--max-num-seqs",
+             "offload": "CPU KV offload", "tp": "-tp {t}"},
+    "sglang": {"quant": "--kv-cache-dtype {q}", "len": "--context-length", "seqs": "--max-running-requests",
+               "offload": "host KV cache (HiCache)", "tp": "--tp-size {t}"},
+    "llama.cpp": {"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np",
+                  "offload": "KV on the host", "tp": "more GPUs"},
+}
+#: the gate's verdicts as a user of a paging engine reads them
+_ENGINE_VERDICT = {"not-a-bottleneck": "not needed", "pays": "fits", "pays-if": "fits if enough",
+                   "insufficient": "does not fit", "no-verdict": "can't tell"}
+
+
+def render_engine_log_gate(res: dict[str, Any], engine: str, *, slots: int, max_seq: int) -> list[str]:
+    """The engine-log gate (:func:`kvgate.engines.candidates.gate_from_engine_log`'s result)
+    in the engine's words: the KV cache pool, sequences of tokens, maximum concurrency,
+    and each change in the engine's own flag, with "fits / does not fit / fits if enough /
+    not needed". No slots, mirror or paging: these engines already page.
+
+    Args:
+        res: the gate's result dict (``pool_bytes``, ``slot_bytes``, ``demand_bytes``,
+            ``candidates``).
+        engine: ``vllm``, ``sglang`` or ``llama.cpp``.
+        slots, max_seq: the target N sequences of L tokens.
+    """
+    words = _ENGINE_WORDS.get(engine, _ENGINE_WORDS["vllm"])
+    C, S, D = res["pool_bytes"], res["slot_bytes"], res["demand_bytes"]
+    fit_n = C // S if S else None
+    out = [f"KV cache pool {C:,} B per GPU ({fmt_gib(C)})",
+           f"{slots} sequences of {max_seq:,} tokens need {slots} × {S:,} = {D:,} B "
+           f"({'fits' if D <= C else 'does not fit'}); maximum concurrency at {max_seq:,} tokens: "
+           f"{fit_n:,} sequences" if fit_n is not None else "",
+           "what would make them fit (the other settings held):" if D > C else
+           "changes (not needed: the pool already holds them):"]
+    rows = []
+    for c in res["candidates"]:
+        v = _ENGINE_VERDICT.get(c["verdict"], c["verdict"])
+        name = c["name"]
+        if name.startswith("kv-quant:"):
+            flag = words["quant"].format(q=name.split(":", 1)[1])
+            text = f"{slots} sequences need {c['demand_bytes']:,} B"
+        elif name == "max-model-len cut":
+            flag = words["len"]
+            L = c.get("max_seq_fits")
+            text = (f"{slots} sequences fit at up to {L:,} tokens each" if L
+                    else f"{slots} sequences do not fit at any length")
+        elif name == "fewer slots":
+            flag = words["seqs"]
+            n = c.get("slots_fit")
+            text = (f"{n:,} sequences of {max_seq:,} tokens fit at once; more wait in the queue" if n
+                    else f"not one sequence of {max_seq:,} tokens fits")
+        elif name == "host offload":
+            flag = words["offload"]
+            need = c.get("reclaim_bytes") or 0
+            host = c.get("host_bytes")
+            text = (f"the trace's peak {c['trace_paged_peak_bytes']:,} B leaves {need:,} B for the host" if c.get("measured")
+                    else f"needs {need:,} B of host memory at {slots} full-length sequences")
+            text += "" if host is not None else " (host size unknown: --host-bytes)"
+        elif name.startswith("more TP"):
+            t2 = name.split("→")[-1].rstrip(")") if "→" in name else "2"
+            flag = words["tp"].format(t=t2)
+            text = (f"per GPU {c['demand_bytes']:,} B needed vs {c['capacity_bytes']:,} B"
+                    + (" (the pool + half the weights, an estimate)" if c["capacity_bytes"] != C else " (pool held)")
+                    if "demand_bytes" in c else c.get("text", ""))
+        else:
+            flag, text = name, c.get("text", "")
+        rows.append(f"  {flag:<26} {v:<15} {text}")
+    return [ln for ln in out if ln] + rows

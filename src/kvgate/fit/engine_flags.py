@@ -1,0 +1,134 @@
+"""The engine flags kvgate accepts, documented once: each engine's spelling, its default
+per release, what it changes, and which kvgate commands take it (``kvgate help
+engine-flags [vllm|sglang|llama.cpp]``).
+
+The defaults are the ones the rules use, with their sources: :mod:`kvgate.fit.vllm_flags`
+(vLLM, per release), :mod:`kvgate.fit.sglang_flags` (SGLang 0.4 series),
+:mod:`kvgate.fit.llamacpp_fit` (llama.cpp), :mod:`kvgate.geometry.vllm` (the block size).
+Commands: ``fit`` (before launch), ``layout`` (``geometry``, ``gate``, ``run``, ``replay``:
+the engine's KV layout, kvgate's ``--max-seq``/``--slots``/``--kv-format``/``--tp`` by their
+engine names), ``what-if`` (``import-log`` and ``gate --engine-log``: the engine's answer
+for settings other than the log's).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from kvgate.errors import KvgateError
+
+
+@dataclass(frozen=True)
+class EngineFlag:
+    """One engine flag: ``spellings`` as the engine takes them, the ``default`` (per
+    release where it changed), what it ``changes``, and the kvgate ``commands`` taking it."""
+
+    spellings: str
+    default: str
+    changes: str
+    commands: str
+
+
+ENGINES = {"vllm": "vLLM (vllm serve)", "sglang": "SGLang (python -m sglang.launch_server)",
+           "llama.cpp": "llama.cpp (llama-server, llama-cli)"}
+
+FLAGS: dict[str, list[EngineFlag]] = {
+    "vllm": [
+        EngineFlag("--gpu-memory-utilization U", "0.9 (every release)",
+                   "the share of the GPU's CUDA total vLLM takes; the KV cache pool is what is left after weights, "
+                   "the profile run's activation peak, non-torch memory and (0.21+) the CUDA graph pool",
+                   "fit, what-if"),
+        EngineFlag("--max-model-len L", "the model's max_position_embeddings; 32k = 32,000, 32K = 32,768, auto = "
+                   "the largest that fits", "tokens per request: one request must fit the pool; \"Maximum "
+                   "concurrency\" is counted at L", "fit, layout (= --max-seq), what-if"),
+        EngineFlag("--max-num-seqs N", "256; V1 (0.8+) on GPUs of 70 GiB or more other than A100: 1024",
+                   "sequences per step: the sampler's share of the activation peak; requests beyond the pool's "
+                   "concurrency wait in the queue", "fit, layout (= --slots)"),
+        EngineFlag("--max-num-batched-tokens N", "V0: max(L, 2048), or 2048 with chunked prefill above L = 32,768 "
+                   "(512 before 0.6.4); V1: 2048, or 8192 on GPUs of 70 GiB or more other than A100",
+                   "tokens per step: the profile run's activation peak; sliding-window blocks", "fit, layout"),
+        EngineFlag("-tp, --tensor-parallel-size N", "1", "KV heads and weights split over N GPUs (MLA latents are "
+                   "not split)", "fit, layout (= --tp), what-if"),
+        EngineFlag("-pp, --pipeline-parallel-size N", "1", "layers split over N stages", "fit"),
+        EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8, fp8_e4m3, fp8_e5m2",
+                   "bytes per cached K/V element", "fit, layout (= --kv-format), what-if"),
+        EngineFlag("--kv-cache-memory-bytes B", "not set", "the KV pool per GPU, bypassing "
+                   "--gpu-memory-utilization", "fit"),
+        EngineFlag("--enforce-eager", "off", "no CUDA graphs: their pool is 0", "fit"),
+        EngineFlag("--block-size N", "16 on CUDA", "tokens per KV block: the pool is whole blocks", "fit, layout, "
+                   "import-log"),
+        EngineFlag("--disable-hybrid-kv-cache-manager", "off", "sliding-window layers kept at full length", "layout"),
+        EngineFlag("--[no-]enable-prefix-caching", "on (V1)", "Mamba state pages of hybrid models", "layout"),
+        EngineFlag("--speculative-config JSON", "not set", "a draft model's KV beside the target's", "layout"),
+        EngineFlag("--mamba-ssm-dtype, --mamba-cache-dtype", "the model's", "recurrent state bytes", "layout"),
+        EngineFlag("--vllm-version, --release X.Y.Z", "the installed vLLM, else the newest modelled (0.24.0)",
+                   "which release's defaults and rules apply (V0 up to 0.7, V1 from 0.8; the CUDA graph pool "
+                   "subtracted from 0.21)", "fit, layout, what-if"),
+    ],
+    "sglang": [
+        EngineFlag("--mem-fraction-static F", "0.4 series, by TP: 0.88 (1), 0.87 (2+), 0.85 (4+), 0.81 (8+), "
+                   "0.79 (16+), × 0.95 for multimodal models; computed from the GPU from 0.4.7 (give the logged value)",
+                   "the share of free memory at start for weights + KV pool: max_total_num_tokens", "fit, what-if"),
+        EngineFlag("--context-length L", "the model's max_position_embeddings", "tokens per request; requests are "
+                   "capped at max_total_num_tokens − 1", "fit, what-if"),
+        EngineFlag("--max-running-requests N", "computed by SGLang", "requests at once (the pool is unchanged; "
+                   "more than fit wait in the queue)", "fit"),
+        EngineFlag("--tp-size, --tp N", "1", "KV heads and weights split over N GPUs", "fit (what-if: -tp)"),
+        EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8_e4m3, fp8_e5m2", "bytes per cached "
+                   "K/V element", "fit, what-if"),
+        EngineFlag("--page-size N", "1", "max_total_num_tokens rounded down to whole pages", "fit"),
+        EngineFlag("--chunked-prefill-size N", "by GPU", "prefill chunk (the pool is unchanged)", "fit"),
+    ],
+    "llama.cpp": [
+        EngineFlag("-c, --ctx-size N", "0 = the model's context (n_ctx_train)", "the WHOLE context of all "
+                   "sequences: each of -np gets -c / -np cells, padded to 256", "fit, layout, what-if"),
+        EngineFlag("-np, --parallel N", "1", "parallel sequences (streams) sharing -c", "fit, layout (= --slots), "
+                   "what-if"),
+        EngineFlag("-ctk, --cache-type-k TYPE", "f16; q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, bf16, f32", "bytes "
+                   "per cached K row (ggml blocks)", "fit, layout, what-if"),
+        EngineFlag("-ctv, --cache-type-v TYPE", "f16 (a quantized V needs -fa)", "bytes per cached V row",
+                   "fit, layout, what-if"),
+        EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds)", "layers (and their KV) on the GPU",
+                   "fit"),
+        EngineFlag("-fa, --flash-attn on|off|auto", "auto", "off pads V to the KV block; the compute buffer's "
+                   "KQ scores", "fit, layout"),
+        EngineFlag("-ub, --ubatch-size N", "512", "the compute buffer; iSWA cache cells", "fit, layout"),
+        EngineFlag("-b, --batch-size N", "2048", "the logical batch (-ub is clamped to it)", "fit, layout"),
+        EngineFlag("-kvu, --kv-unified", "off", "one KV cache for all sequences instead of one stream each",
+                   "fit, layout"),
+        EngineFlag("--swa-full", "off", "sliding-window layers at full size", "layout"),
+    ],
+}
+
+COMMANDS_NOTE = ("commands: fit = kvgate fit (before launch); layout = geometry, gate, run, replay (the engine's "
+                 "KV layout; \"= --max-seq\": kvgate's own name for the same); what-if = import-log LOG and gate --engine-log LOG "
+                 "(the engine's answer for other settings than the log's, its non-KV terms carried over)")
+
+
+def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
+    """The flags of ``engine`` (``vllm``, ``sglang``, ``llama.cpp``; ``None``: all three)
+    as text: one block per flag (spellings; default; what it changes; commands).
+
+    Raises:
+        KvgateError: an unknown engine name.
+    """
+    if engine is not None and engine not in FLAGS:
+        raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
+    out = ["Engine flags kvgate accepts, spelled as each engine spells them (one engine at a time).", ""]
+    out += textwrap.wrap(COMMANDS_NOTE, width)
+    for e in [engine] if engine else list(FLAGS):
+        out += ["", ENGINES[e]]
+        for f in FLAGS[e]:
+            out.append(f"  {f.spellings}")
+            for label, text in (("default", f.default), ("changes", f.changes), ("commands", f.commands)):
+                out += textwrap.wrap(f"{label}: {text}", width, initial_indent="      ", subsequent_indent="        ")
+    return "\n".join(out)
+
+
+def engine_flags_dict(engine: str | None = None) -> dict[str, list[dict[str, str]]]:
+    """The ``--json`` form: ``{engine: [{spellings, default, changes, commands}, ...]}``."""
+    if engine is not None and engine not in FLAGS:
+        raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
+    return {e: [{"spellings": f.spellings, "default": f.default, "changes": f.changes, "commands": f.commands}
+                for f in FLAGS[e]] for e in ([engine] if engine else FLAGS)}
