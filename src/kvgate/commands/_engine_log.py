@@ -224,7 +224,6 @@ def run_engine_gate(args: argparse.Namespace) -> int:
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 
         if pool.engine == "vllm" and w.max_model_len is None and max_seq != pool.max_model_len:
-
             w = replace(w, max_model_len=max_seq)  # the target length is the what-if's --max-model-len
         wa = answer_whatif(args.engine_log, pool, model, w, startup=args.startup, service=args.service,
                            weights_ref=engine.model)
