@@ -20,7 +20,7 @@ the context: failed to allocate buffer for kv cache`` or ``… compute buffers``
   = ``n × n_embd × 4``: attention with ``-fa off`` keeps the f32 KQ scores
   ``A = n × n_kv × n_head × 4`` and their f32 mask (``+ 5.5..7 E``); with ``-fa on`` (and
   ``auto``, which resolves to on where the backend has the kernel) no KQ matrix exists,
-  only the f16 mask; the FFN ``3 × n × n_ff × 4 + mask + 4E``; the logits
+  only the f16 mask; the FFN ``2..3 × n × n_ff × 4 + mask + 2..4 E``; the logits
   ``rows × n_vocab × 4 + E``, ``rows`` = ``-ub`` up to b7000 and ``-np`` in llama-server
   at 0c1e57098bba (``tools/server/server-context.cpp`` ``server_output_limits``; builds
   in between: both ends); with the output layer on the CPU (``-ngl`` ≤ layers) the
@@ -146,7 +146,16 @@ def _width(cfg: dict[str, Any], *keys: str) -> int:
 def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Release | None = None,
                    ngl: int | None = None, weights_bytes: int | None = None) -> Interval:
     """The ``CUDA0 compute buffer size`` band at ``-c ctx`` with ``ngl`` layers offloaded
-    (default ``f.n_gpu_layers``), bytes (module docstring: phases and calibration).
+    (default ``f.n_gpu_layers``), bytes: :func:`compute_phases` × [0.9, 1.15] (module
+    docstring: phases and calibration)."""
+    lo, hi = compute_phases(model, f, ctx, release=release, ngl=ngl, weights_bytes=weights_bytes)
+    return Interval(int(lo * LOW), int(-(-hi * HIGH // 1)))
+
+
+def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Release | None = None,
+                   ngl: int | None = None, weights_bytes: int | None = None) -> tuple[int, int]:
+    """``(low, high)`` bytes of the largest phase of the graph reserve (module docstring),
+    before the band's factors.
 
     ``weights_bytes`` (the file's) sizes the output matrix copied in when the output layer
     stays on the CPU: its share ``vocab × n_embd / params`` of the file, bytes per weight
@@ -165,10 +174,9 @@ def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     fa = flash_attn_on(f, release)
     e = n * n_embd * 4
     mask = n * n_kv * (2 if fa else 4)
-    ffn = 3 * n * n_ff * 4 + mask + 4 * e
     r_lo, r_hi = logits_rows(f, release)
-    lo = [ffn, r_lo * vocab * 4 + e]
-    hi = [ffn, r_hi * vocab * 4 + e]
+    lo = [2 * n * n_ff * 4 + mask + 2 * e, r_lo * vocab * 4 + e]
+    hi = [3 * n * n_ff * 4 + mask + 4 * e, r_hi * vocab * 4 + e]
     ngl = f.n_gpu_layers if ngl is None else ngl
     if not fa and ngl > 0:
         a = n * n_kv * n_head * 4
@@ -185,7 +193,7 @@ def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
             w_lo, w_hi = Fraction(out, 2), Fraction(out * 2)
         lo.append(int(w_lo) + r_lo * vocab * 4 + e)
         hi.append(int(w_hi) + r_hi * vocab * 4 + e)
-    return Interval(int(max(lo) * LOW), int(-(-max(hi) * HIGH // 1)))
+    return max(lo), max(hi)
 
 
 def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weights_source: str, gpu: Gpu,
