@@ -62,6 +62,9 @@ def main(argv: list[str]) -> int:
     print(f"- mean absolute error of the interval's midpoint: {sum(errs) / len(errs):.1f}% "
           f"(median {sorted(errs)[len(errs) // 2]:.1f}%).")
     print(f"- not checked: {len(cases) - len(checked)} vLLM logs (reason in the table).")
+    from fit_logs_other import report  # SGLang and llama.cpp sections: benchmarks/fit_logs_other.py
+
+    print("\n" + report(folder))
     return 0
 
 
