@@ -158,6 +158,10 @@ def main(argv: list[str]) -> int:
     _comparison(checked, lchk, avail, folder)
     print()
     _bands_table(folder)
+    print()
+    from fit_logs_other import report  # SGLang and llama.cpp sections: benchmarks/fit_logs_other.py
+
+    print(report(folder))
     return 0
 
 

@@ -101,11 +101,11 @@ def test_sglang_gemma3_h200_log_inside():
     assert a.tokens["low"] <= 834_615 <= a.tokens["high"]
 
 
-@pytest.mark.parametrize("config,ctx,kv_mib,compute_mib", [
-    ("pythia-2.8b.json", 2048, "640.00", "162.00"),       # llamacpp_b4343 / b4459 (V100, FA off)
-    ("qwen3-0.6b", 4096, "448.00", "422.92"),             # llamacpp_b5489 (Jetson Orin, FA off)
+@pytest.mark.parametrize("config,ctx,kv_mib,compute_mib,ngl", [
+    ("pythia-2.8b.json", 2048, "640.00", "162.00", 99),   # llamacpp_b4343 / b4459 (V100, FA off)
+    ("qwen3-0.6b", 4096, "448.00", "422.92", 0),          # llamacpp_b5489 (Jetson Orin, FA off, 0/29 offloaded)
 ])
-def test_llamacpp_logs_kv_exact_and_compute_inside(config, ctx, kv_mib, compute_mib):
+def test_llamacpp_logs_kv_exact_and_compute_inside(config, ctx, kv_mib, compute_mib, ngl):
     """The llama.cpp logs that print their KV and compute buffers: the KV buffer to the
     byte, the compute buffer inside its band (in-sample: these two logs set it)."""
     from kvgate.fit.llamacpp_fit import LlamaCppFlags, compute_buffer, kv_geometry
@@ -115,5 +115,5 @@ def test_llamacpp_logs_kv_exact_and_compute_inside(config, ctx, kv_mib, compute_
     flags = LlamaCppFlags(ctx_size=ctx, flash_attn="off")
     g = kv_geometry(model, flags)
     assert g.layout.cache_bytes(g, ctx) == int(float(kv_mib) * 2**20)
-    band = compute_buffer(model, flags, ctx)
+    band = compute_buffer(model, flags, ctx, ngl=ngl)
     assert band.contains(float(compute_mib) * 2**20)

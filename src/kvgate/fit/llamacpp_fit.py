@@ -13,12 +13,21 @@ the context: failed to allocate buffer for kv cache`` or ``… compute buffers``
   [0.70, 1.00] (embeddings and output are up to 30% of a small model);
 - **KV buffer**: exact, :class:`kvgate.geometry.LlamaCpp` (``-c``, ``-np``, ``-ctk/-ctv``,
   ``-fa``, ``-ub``, ``-kvu``), for the offloaded layers (KV follows its layer);
-- **compute buffer** (``CUDA0 compute buffer size``): ``[max(Lg, A), 1.05 × (Lg + A)]`` with
-  ``Lg = n_ubatch × vocab × 4`` (f32 logits) and ``A = n_ubatch × n_ctx_seq × n_head × 4``
-  (the KQ scores, flash attention off; with ``-fa`` on the band is ``[Lg, 1.05 × (Lg + A)]``:
-  no log with flash attention prints its compute buffer). Calibrated on two logs of
-  ``tests/data/fit_logs``: Pythia-2.8B, ``-c 2048``, ub 512, FA off: 162.00 MiB in [128.0, 237.6];
-  Qwen3-0.6B, ``-c 4096``, ub 512, FA off: 422.92 MiB in [296.8, 446.0].
+- **compute buffer** (``CUDA0 compute buffer size``): :func:`compute_buffer`, the peak of
+  the graph reserve's phases (``src/llama-context.cpp`` ``sched_reserve`` /
+  ``graph_reserve``, llama.cpp 0c1e57098bba as vendored by llama-cpp-python 0.3.36), each
+  with ``n`` = ``min(-c, -ub)`` tokens, ``n_kv`` the cells one stream reserves, ``E``
+  = ``n × n_embd × 4``: attention with ``-fa off`` keeps the f32 KQ scores
+  ``A = n × n_kv × n_head × 4`` and their f32 mask (``+ 5.5..7 E``); with ``-fa on`` (and
+  ``auto``, which resolves to on where the backend has the kernel) no KQ matrix exists,
+  only the f16 mask; the FFN ``2..3 × n × n_ff × 4 + mask + 2..4 E``; the logits
+  ``rows × n_vocab × 4 + E``, ``rows`` = ``-ub`` up to b7000 and ``-np`` in llama-server
+  at 0c1e57098bba (``tools/server/server-context.cpp`` ``server_output_limits``; builds
+  in between: both ends); with the output layer on the CPU (``-ngl`` ≤ layers) the
+  offloaded matmul copies the output matrix in (+ its bytes). The band is
+  ``[0.9 × max(lows), 1.15 × max(highs)]``, calibrated on 20 CPU reserves of tiny GGUFs
+  (``benchmarks/results/llamacpp_compute_buffer.json``, FA on/off) and the logs of
+  ``tests/data/fit_logs`` (``benchmarks/fit_logs_other.py`` prints each inside or not).
 - **CUDA context and cuBLAS**: 300–700 MiB (not printed by llama.cpp; the CUDA context
   alone is 0.49–0.59 GiB in the vLLM and SGLang logs).
 """
@@ -35,18 +44,18 @@ from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry, LlamaCpp
-from kvgate.model import ModelSpec
+from kvgate.model import ModelSpec, text_config
 
 MiB = 2**20
 CONTEXT = Interval(300 * MiB, 700 * MiB)
-HI = Fraction(105, 100)
 
 
 @dataclass(frozen=True)
 class LlamaCppFlags:
     """``llama-server`` / ``llama-cli`` memory flags: ``-c`` (whole context, 0 = the
     model's), ``-np``, ``-ctk``/``-ctv``, ``-ngl`` (default 999 = all, as recent builds),
-    ``-fa`` (auto/on/off), ``-ub``, ``-b``, ``-kvu``."""
+    ``-fa`` (auto/on/off), ``-ub``, ``-b``, ``-kvu``; ``n_outputs_max`` the logits rows the
+    graph reserve keeps (``None``: by release, :func:`logits_rows`)."""
 
     ctx_size: int | None = None
     parallel: int = 1
@@ -57,6 +66,7 @@ class LlamaCppFlags:
     ubatch_size: int = 512
     batch_size: int = 2048
     kv_unified: bool = False
+    n_outputs_max: int | None = None
 
     def __post_init__(self) -> None:
         if self.flash_attn not in ("auto", "on", "off"):
@@ -64,6 +74,8 @@ class LlamaCppFlags:
         for k in ("parallel", "ubatch_size", "batch_size"):
             if getattr(self, k) <= 0:
                 raise KvgateError(f"{k} must be positive")
+        if self.n_outputs_max is not None and self.n_outputs_max <= 0:
+            raise KvgateError("n_outputs_max must be positive")
         if self.n_gpu_layers < 0 or (self.ctx_size is not None and self.ctx_size < 0):
             raise KvgateError("-ngl and -c must not be negative")
 
@@ -93,18 +105,95 @@ def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int) -> tuple[int, int]
     return on, whole
 
 
-def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int) -> Interval:
-    """The ``CUDA0 compute buffer size`` band at ``-c ctx`` (module docstring), bytes."""
-    cfg = model.config or {}
-    vocab = int(cfg.get("vocab_size") or 0)
-    heads = max((l.num_kv_heads for l in model.layers), default=0)
-    n_head = int(cfg.get("num_attention_heads") or heads or 0)
+#: last build whose graph reserve keeps logits for every token of the ubatch (``n_outputs
+#: = n_tokens`` in ``graph_reserve``); the newest build modelled, :data:`kvgate.fit.release.NEWEST`
+ALL_ROWS_UP_TO = (7000,)
+#: last build whose ``-fa`` was a switch, off unless given (no ``auto``)
+FA_SWITCH_UP_TO = (6000,)
+LOW, HIGH = Fraction(9, 10), Fraction(115, 100)
+
+
+def flash_attn_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
+    """Whether the graph has flash attention: ``on``; ``auto`` where the backend has the
+    kernel (CUDA, Metal; ``llama-context.cpp`` ``resolve_fused_ops`` probes it) except in
+    builds up to b6000, where ``-fa`` was a switch, off by default; ``off``."""
+    if f.flash_attn == "auto":
+        return not (release is not None and release.version <= FA_SWITCH_UP_TO)
+    return f.flash_attn == "on"
+
+
+def logits_rows(f: LlamaCppFlags, release: Release | None = None) -> tuple[int, int]:
+    """``(low, high)`` rows of f32 logits the graph reserve keeps: ``n_outputs_max`` when
+    given; every ubatch token up to b7000; at 0c1e57098bba llama-server keeps ``-np``
+    (``server_output_limits``), llama-cli the ubatch; unknown builds: both ends."""
     ub = min(f.ubatch_size, f.batch_size)
-    lg = ub * vocab * 4
-    n_ctx_seq = _per_seq(ctx, f.parallel) if not f.kv_unified else ctx
-    a = ub * n_ctx_seq * n_head * 4
-    low = lg if f.flash_attn != "off" else max(lg, a)
-    return Interval(low, int(-(-(lg + a) * HI // 1)))
+    if f.n_outputs_max is not None:
+        r = min(ub, f.n_outputs_max)
+        return r, r
+    if release is not None and release.version <= ALL_ROWS_UP_TO:
+        return ub, ub
+    return min(ub, f.parallel), ub
+
+
+def _width(cfg: dict[str, Any], *keys: str) -> int:
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 0
+
+
+def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Release | None = None,
+                   ngl: int | None = None, weights_bytes: int | None = None) -> Interval:
+    """The ``CUDA0 compute buffer size`` band at ``-c ctx`` with ``ngl`` layers offloaded
+    (default ``f.n_gpu_layers``), bytes: :func:`compute_phases` × [0.9, 1.15] (module
+    docstring: phases and calibration)."""
+    lo, hi = compute_phases(model, f, ctx, release=release, ngl=ngl, weights_bytes=weights_bytes)
+    return Interval(int(lo * LOW), int(-(-hi * HIGH // 1)))
+
+
+def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Release | None = None,
+                   ngl: int | None = None, weights_bytes: int | None = None) -> tuple[int, int]:
+    """``(low, high)`` bytes of the largest phase of the graph reserve (module docstring),
+    before the band's factors.
+
+    ``weights_bytes`` (the file's) sizes the output matrix copied in when the output layer
+    stays on the CPU: its share ``vocab × n_embd / params`` of the file, bytes per weight
+    between the file's average and q6_K's 0.8203 (or the average × 1.5 when higher).
+    """
+    cfg = text_config(model.config or {})
+    vocab = _width(cfg, "vocab_size")
+    n_embd = _width(cfg, "hidden_size", "n_embd", "d_model")
+    n_head = _width(cfg, "num_attention_heads", "n_head") or max((l.num_kv_heads for l in model.layers), default=0)
+    top_k = _width(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    n_ff = (top_k * _width(cfg, "moe_intermediate_size", "intermediate_size") if top_k
+            else _width(cfg, "intermediate_size", "ffn_dim", "n_inner"))
+    n_seq = _per_seq(ctx, f.parallel) if not f.kv_unified else ctx
+    n = min(f.ubatch_size, f.batch_size, ctx)
+    n_kv = -(-n_seq // 256) * 256  # the cache's cells, padded to 256 (llama-kv-cache.cpp)
+    fa = flash_attn_on(f, release)
+    e = n * n_embd * 4
+    mask = n * n_kv * (2 if fa else 4)
+    r_lo, r_hi = logits_rows(f, release)
+    lo = [2 * n * n_ff * 4 + mask + 2 * e, r_lo * vocab * 4 + e]
+    hi = [3 * n * n_ff * 4 + mask + 4 * e, r_hi * vocab * 4 + e]
+    ngl = f.n_gpu_layers if ngl is None else ngl
+    if not fa and ngl > 0:
+        a = n * n_kv * n_head * 4
+        lo.append(a + mask + e * 11 // 2)
+        hi.append(a + mask + 7 * e)
+    if ngl <= model.num_layers:  # output layer on the CPU: its matrix is copied in for the matmul
+        out = vocab * n_embd
+        if weights_bytes:
+            from kvgate.model.weights import estimate_params  # noqa: PLC0415
+
+            per = Fraction(weights_bytes, max(1, estimate_params(model.config or {})))
+            w_lo, w_hi = out * min(per, Fraction(8203, 10000)), out * max(per * 3 / 2, Fraction(8203, 10000))
+        else:
+            w_lo, w_hi = Fraction(out, 2), Fraction(out * 2)
+        lo.append(int(w_lo) + r_lo * vocab * 4 + e)
+        hi.append(int(w_hi) + r_hi * vocab * 4 + e)
+    return max(lo), max(hi)
 
 
 def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weights_source: str, gpu: Gpu,
@@ -122,7 +211,8 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     if not ctx:
         raise KvgateError("-c 0 (the model's context) but the model states no context length", hint="give -c N")
     g = kv_geometry(model, flags)
-    terms, kv_gpu, kv_whole = _terms(model, g, flags, ctx, weights_bytes, weights_exact, weights_source)
+    terms, kv_gpu, kv_whole = _terms(model, g, flags, ctx, weights_bytes, weights_exact, weights_source,
+                                     release=release)
     budget = gpu.cuda_total
     used = total(terms)
     left = budget - used
@@ -135,7 +225,7 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         fits, reason, err = "unknown", "the buffers' interval straddles the GPU's memory", None
     else:
         fits, reason, err = "yes", f"{_gib(left.low)} of the GPU stays free at least", None
-    flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu)
+    flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
     kv_mib = kv_whole / MiB
     lines = [f"llama_context: n_ctx = {n_ctx}, n_ctx_seq = {n_ctx_seq}, n_seq_max = {flags.parallel}",
              f"CUDA0 KV buffer size = {kv_gpu / MiB:.2f} MiB",
@@ -157,7 +247,7 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
 
 
 def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
-           ngl: int | None = None) -> tuple[list[Term], int, int]:
+           ngl: int | None = None, release: Release | None = None) -> tuple[list[Term], int, int]:
     n = model.num_layers
     ngl = f.n_gpu_layers if ngl is None else ngl
     layers = min(ngl, n)
@@ -172,17 +262,19 @@ def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
         Term("model buffer (weights on the GPU)", w,
              f"{src}: {layers}/{n} layers offloaded (-ngl {ngl})" + ("" if exact else ", ESTIMATE ×[0.85, 1.15]")),
         Term("KV buffer", Interval.point(kv_gpu), "kvgate.geometry LlamaCpp (exact)"),
-        Term("compute buffer", compute_buffer(model, f, ctx), "[max(logits, KQ), 1.05 × (logits + KQ)]; two logs"),
+        Term("compute buffer", compute_buffer(model, f, ctx, release=release, ngl=ngl, weights_bytes=wb),
+             "graph reserve phases (FA " + ("on" if flash_attn_on(f, release) else "off") + ") × [0.9, 1.15]; "
+             "tiny-GGUF reserves and tests/data/fit_logs"),
         Term("CUDA context and cuBLAS", CONTEXT, "band: not printed by llama.cpp"),
     ]
     return terms, kv_gpu, kv_whole
 
 
 def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
-           gpu: Gpu) -> dict[str, Any]:
+           gpu: Gpu, release: Release | None = None) -> dict[str, Any]:
     """Largest ``-c`` (multiple of 256 × -np) with every layer on the GPU; CPU layers needed at ``-c``."""
     def left(c: int, ngl: int) -> Interval:
-        terms, _, _ = _terms(model, g, f, c, wb, exact, src, ngl)
+        terms, _, _ = _terms(model, g, f, c, wb, exact, src, ngl, release)
         return gpu.cuda_total - total(terms)
 
     step = 256 * f.parallel

@@ -15,13 +15,18 @@ left over. ``max_total_num_tokens <= 0`` stops the server: "Not enough memory. P
 to increase --mem-fraction-static." A request longer than the pool is not refused at
 start; SGLang caps requests at ``max_total_num_tokens − 1`` tokens.
 
-Memory at start outside the model: 0.59 GiB on an H200 at TP 1 (139.80 GiB CUDA total,
-139.21 GiB free before load, ``sglang_2025-03_gemma-3-4b_h200_1.log``); the band
-0.45–1.0 GiB at TP 1, 0.45–2.0 GiB with TP (NCCL buffers: no log prints them alone).
+Memory at start outside the model (CUDA total − ``Load weight begin. avail mem``), seen in
+the SGLang logs of ``tests/data/fit_logs`` (``benchmarks/fit_logs_other.py`` prints each):
+231–439 MiB (H100, docs notebook), 452–669 MiB (H100, FA3 test), 595–615 MiB (H200),
+644–851 MiB (RTX 3090 under WSL2), 1005–1223 MiB (24 GB card, Docker Desktop), at TP 4
+259–466 MiB (L4). The band spans them: 230–1230 MiB at TP 1; with TP up to 2 GiB (NCCL
+buffers, which no CUDA log prints beyond 0.47 GiB at TP 4). ROCm is not modelled (MI355X at
+TP 8 took 3.9–4.1 GiB).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from kvgate.fit.answer import FitAnswer
@@ -29,14 +34,15 @@ from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
 from kvgate.fit.sglang_flags import SglangFlags, resolve_sglang_flags
+from kvgate.fit.sglang_memfrac import default_mem_fraction
 from kvgate.geometry import KVGeometry
 from kvgate.geometry.sglang import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.model import ModelSpec
 
 GiB = 2**30
 MiB = 2**20
-INIT_TP1 = Interval(460 * MiB, 1024 * MiB)
-INIT_TP = Interval(460 * MiB, 2048 * MiB)
+INIT_TP1 = Interval(230 * MiB, 1230 * MiB)
+INIT_TP = Interval(230 * MiB, 2048 * MiB)
 
 
 def _kv_format(flag: str, model: ModelSpec) -> str:
@@ -46,6 +52,30 @@ def _kv_format(flag: str, model: ModelSpec) -> str:
     if f.startswith("fp8"):
         return "fp8"
     return f
+
+
+def init_band(tp: int) -> Interval:
+    """Memory taken at start before the weights (CUDA context, NCCL at TP > 1): the
+    module's band, calibrated on tests/data/fit_logs (``benchmarks/fit_logs_other.py``)."""
+    return INIT_TP1 if tp == 1 else INIT_TP
+
+
+def budget_fraction(given: float | None, release: Release, gpu: Gpu, tp: int, multimodal: bool = False,
+                    chunked_prefill_size: int | None = None) -> tuple[Fraction, Fraction]:
+    """``(low, high)`` of ``--mem-fraction-static``: the given value, else the release's
+    default (:func:`kvgate.fit.sglang_memfrac.default_mem_fraction`)."""
+    if given is not None:
+        f = Fraction(str(given))
+        return f, f
+    lo, hi, _ = default_mem_fraction(release, gpu, tp, multimodal=multimodal, chunked_prefill_size=chunked_prefill_size)
+    return lo, hi
+
+
+def sglang_budget(gpu: Gpu, init: Interval, f_lo: Fraction, f_hi: Fraction) -> Interval:
+    """``mem_fraction_static × (CUDA total − init)``: what SGLang gives the weights and the
+    KV pool (``model_runner.py`` ``profile_max_num_token``), bytes."""
+    free = gpu.cuda_total - init
+    return Interval(int(free.low * f_lo), int(free.high * f_hi))
 
 
 def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, release: Release, *,
@@ -62,12 +92,17 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     """
     s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=model.max_position_embeddings,
                              dsa=is_dsa(model), gpu_name=gpu.name)
-    f = Fraction(str(s.mem_fraction_static))
-    init = INIT_TP1 if s.tp_size == 1 else INIT_TP
+    f_lo, f_hi = budget_fraction(s.mem_fraction_static if flags.mem_fraction_static is not None else None,
+                                 release, gpu, s.tp_size, multimodal, flags.chunked_prefill_size)
+    if flags.mem_fraction_static is None:
+        _, _, why = default_mem_fraction(release, gpu, s.tp_size, multimodal=multimodal,
+                                         chunked_prefill_size=flags.chunked_prefill_size)
+        s = replace(s, mem_fraction_static=float(f_hi), defaults={**s.defaults, "mem_fraction_static": why})
+    init = init_band(s.tp_size)
     free = gpu.cuda_total - init
-    budget = Interval(int(free.low * f), int(free.high * f))
+    budget = sglang_budget(gpu, init, f_lo, f_hi)
     terms = [weights, Term("CUDA context and NCCL at start (free = total − this)", init,
-                           "H200 TP 1: 0.59 GiB (tests/data/fit_logs); band", counted=False)]
+                           "band over the SGLang logs of tests/data/fit_logs", counted=False)]
     pool = budget - weights.value
     geo = KVGeometry(model, _kv_format(s.kv_cache_dtype, model), tp=s.tp_size,
                      layout=SGLang(page_size=s.page_size, version=release.text))
