@@ -2,7 +2,8 @@
 
 A model is a list of layers, each a :class:`LayerSpec` record of one **layer kind**
 (DESIGN.md §2): ``full``, ``sliding``, ``mla``, ``linear`` (recurrent state), ``shared``
-(no cache). The record is what readers write and decision records store; the geometry
+(no cache), ``cross`` (cross-attention to image positions, Llama-3.2-Vision). The
+record is what readers write and decision records store; the geometry
 turns each into its spec type, which owns the bytes (:mod:`kvgate.geometry.specs`).
 
 Fields come from Hugging Face ``config.json`` names, resolved through transformers'
@@ -20,7 +21,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 
-LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared")
+LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared", "cross")
 
 class ConfigError(KvgateError):
     """A model config is missing a needed field, or has a value kvgate cannot use."""
@@ -55,6 +56,14 @@ class LayerSpec:
         chunked: a ``sliding`` layer that is chunked-local attention (Llama-4
             ``chunked_attention``, window = ``attention_chunk_size``): vLLM sizes it
             without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
+            ``index_dim`` on a ``full`` layer: MiniMax-M3's lightning-index keys
+            ``idx_keys [B, 1, L, index_head_dim]`` beside its K and V.
+        image_positions: ``cross`` only: vision positions one image gives its
+            cross-attention K and V (mllama: ``max_num_tiles × ((image_size //
+            patch_size)² + 1)``, transformers ``MllamaForConditionalGeneration.
+            _prepare_static_cache``).
+        images: ``cross`` only: images one sequence holds (0: text only, the layer is
+            skipped and holds nothing).
     """
 
     kind: str
@@ -71,6 +80,8 @@ class LayerSpec:
     mixer: str | None = None
     chunked: bool = False
     index_dim: int = 0
+    image_positions: int = 0
+    images: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
@@ -78,7 +89,8 @@ class LayerSpec:
         # Every size is a non-negative int: a string, float, bool or negative value from a
         # config or a hand-edited record is an error here, never a wrong byte count later.
         for name in ("num_kv_heads", "head_dim", "v_head_dim", "latent_dim", "state_values", "state_heads",
-                     "conv_dim", "conv_kernel", "ssm_values", "index_dim"):
+                     "conv_dim", "conv_kernel", "ssm_values", "index_dim",
+                     "image_positions", "images"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{_FIELD_NAMES.get(name, name)} must be a non-negative integer, got {v!r}")
@@ -86,7 +98,7 @@ class LayerSpec:
                                         or self.window <= 0):
             raise ConfigError(f"sliding window (sliding_window / attention_chunk_size) must be a positive "
                               f"integer, got {self.window!r}")
-        if self.kind in ("full", "sliding") and (self.num_kv_heads <= 0 or self.head_dim <= 0):
+        if self.kind in ("full", "sliding", "cross") and (self.num_kv_heads <= 0 or self.head_dim <= 0):
             raise ConfigError(f"{self.kind} attention layer needs positive num_key_value_heads and head_dim, "
                               f"got {self.num_kv_heads} and {self.head_dim}")
         if self.kind == "sliding" and self.window is None:
