@@ -230,7 +230,31 @@ class ChunkedLocal(SlidingWindow):
 
 
 @dataclass(frozen=True, kw_only=True)
-class IndexedAttention(AttentionKV):
+class _HeadRows(LayerKind):
+    """Per-head K and V rows (as :class:`AttentionKV`) for kinds that engine layouts other
+    than ``contiguous`` do not size: not an ``AttentionKV``, so a layout's attention rules
+    (vLLM's page unification, llama.cpp's V padding) never take it for one, and
+    :func:`kvgate.geometry.base.rule_for` refuses it by name."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+
+    def kv_heads(self, tp: int) -> int:
+        return kv_heads_per_rank(self.num_kv_heads, tp)
+
+    def v_width(self, tp: int) -> int:
+        return self.kv_heads(tp) * self.v_head_dim
+
+    def k_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return fmt.row_bytes(self.kv_heads(tp), self.head_dim)
+
+    def v_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return fmt.row_bytes(self.kv_heads(tp), self.v_head_dim)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexedAttention(_HeadRows):
     """Full attention whose layer also keeps lightning-index keys: MiniMax-M3's
     ``minimax_m3_sparse`` layers (transformers 5.24 ``modeling_minimax_m3_vl.py``,
     ``MiniMaxM3VLSparseStaticCacheLayer``: K, V ``[B, kv_heads, L, head_dim]`` plus
@@ -248,7 +272,7 @@ class IndexedAttention(AttentionKV):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(AttentionKV):
+class CrossAttention(_HeadRows):
     """Cross-attention to image positions (Llama-3.2-Vision ``mllama``): K and V rows of
     ``num_kv_heads × head_dim`` for each of ``images × image_positions`` vision positions,
     a fixed amount per sequence that does not grow with the text. Without an image the

@@ -373,4 +373,5 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str, images: int
         model_type=cfg.get("model_type"),
         config=cfg,
         notes=notes,
+        defaulted=dict(res.defaulted),
     )

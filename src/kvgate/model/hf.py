@@ -59,6 +59,10 @@ class Resolved:
             each layer's own config dict (its head_dim, KV heads, …); else ``None``.
         config_class: the transformers class name, or ``None``.
         notes: what was assumed (shown to users in ``ModelSpec.notes``).
+        image_positions: vision positions per image of mllama's cross-attention layers,
+            else ``None``.
+        defaulted: cache- and weight-shaping fields (``CACHE_FIELDS``, ``WEIGHT_FIELDS``)
+            the file does not state, with the value the class filled in.
     """
 
     config: dict[str, Any]
@@ -67,6 +71,7 @@ class Resolved:
     config_class: str | None = None
     notes: list[str] = field(default_factory=list)
     image_positions: int | None = None
+    defaulted: dict[str, Any] = field(default_factory=dict)
 
 
 # Remote-code model types whose text model transformers has under another name: the flat
@@ -79,6 +84,7 @@ TEXT_CLASS_ALIASES = {"minimax_m3": "minimax_m3_vl_text"}
 
 _NESTED = ("text_config", "llm_config", "language_config")
 _LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEAD_COUNT_KEYS = ("num_attention_heads", "num_key_value_heads", "n_head")
 
 
 # Cache-shaping fields: when the config leaves one out and the class fills it, the note
@@ -90,6 +96,16 @@ CACHE_FIELDS = (
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "num_kv_shared_layers",
     "global_head_dim", "num_global_key_value_heads",
+)
+
+
+# Weight-shaping fields a weights estimate reads (``kvgate.model.weights.estimate_params``):
+# when the class fills one, the estimate says so.
+WEIGHT_FIELDS = (
+    "hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "tie_word_embeddings", "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+    "n_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 )
 
 
@@ -224,8 +240,9 @@ def resolve(raw: dict[str, Any]) -> Resolved:
 
 
 def check_layer_counts(raw: dict[str, Any]) -> None:
-    """Refuse a layer count above ``MAX_LAYERS`` at the top level or in a nested text
-    config, before any transformers class sees it (see the module doc).
+    """Refuse, before any transformers class sees the config (see the module doc), a layer
+    count above ``MAX_LAYERS`` and a head count ≤ 0, at the top level or in a nested text
+    config (transformers would hang building per-layer lists, or divide by zero).
 
     Raises:
         ConfigError: naming the field.
@@ -236,6 +253,10 @@ def check_layer_counts(raw: dict[str, Any]) -> None:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and not -1 < v <= MAX_LAYERS:
                 raise ConfigError(f"model config field '{where}{key}' is {v!r:.40}: not a plausible layer count "
                                   f"(0 to {MAX_LAYERS:,})")
+        for key in _HEAD_COUNT_KEYS:
+            v = d.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise ConfigError(f"model config field '{where}{key}' must be a positive integer, got {v!r}")
 
 
 def _nested_known(raw: dict[str, Any], mapping: Any) -> tuple[str, dict[str, Any]] | None:
@@ -317,8 +338,9 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
             d["model_type"] = cfg["model_type"]
     given = _given_text_fields(raw)
     unused = {"head_dim"} if cfg.get("kv_lora_rank") is not None else set()  # MLA sizes by its latent
-    filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS
-              if k not in given and k not in unused and not _aliased(text, k, given) and cfg.get(k) is not None]
+    defaulted = {k: cfg[k] for k in dict.fromkeys(CACHE_FIELDS + WEIGHT_FIELDS)
+                 if k not in given and not _aliased(text, k, given) and cfg.get(k) is not None}
+    filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS if k in defaulted and k not in unused]
     if "layer_types" not in given and "layers_block_type" not in given and len(set(types)) > 1:
         counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
         filled.append(f"layer_types ({counts})")
@@ -326,7 +348,7 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
         notes.append(f"{', '.join(filled)} from transformers' {type(text).__name__} defaults or derived "
                      "fields (the file does not state them under these names)")
     return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__,
-                    image_positions=_image_positions(obj, text))
+                    image_positions=_image_positions(obj, text), defaulted=defaulted)
 
 
 def _image_positions(obj: Any, text: Any) -> int | None:

@@ -128,6 +128,8 @@ class ModelSpec:
         dtype: the config's ``torch_dtype`` / ``dtype`` (e.g. ``bfloat16``), or ``None``.
         config: the (text) config dict, kept for weight estimates.
         notes: assumptions made while reading the config (shown to users).
+        defaulted: fields the file does not state that transformers' config class filled
+            (name → value); a weights estimate lists the ones it used.
     """
 
     name: str
@@ -138,6 +140,7 @@ class ModelSpec:
     model_type: str | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)
+    defaulted: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def num_layers(self) -> int:
