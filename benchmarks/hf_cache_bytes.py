@@ -128,7 +128,7 @@ def cache_bytes_per_layer(cache, n_layers: int) -> list[dict]:
     rows = []
     layers = getattr(cache, "layers", None)
     if isinstance(layers, list) and layers:
-        for i, layer in enumerate(layers[:n_layers]):
+        for layer in layers[:n_layers]:
             ts = _tensors(layer)
             rows.append({"bytes": int(sum(t.numel() * t.element_size() for t in ts)),
                          "shapes": [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in ts],
