@@ -135,3 +135,20 @@ def test_minimax_m3_sparse_layers_keep_kv_and_index_keys() -> None:
     assert g.slot_bytes(L) == 137_472 * L
     with pytest.raises(KvgateError, match="IndexedAttention"):
         KVGeometry(m, "bf16", layout=get_layout("vllm")).slot_bytes(L)
+
+
+def test_records_keep_cross_layers_and_leave_other_layers_as_before() -> None:
+    """A decision record stores a cross layer's ``images`` and ``image_positions``; other
+    layers are dumped without those keys, so the digests of records written before them
+    stay the same (tests/test_records.py recomputes the H200 example records)."""
+    from dataclasses import asdict
+
+    from kvgate.gate.schema import Layer
+    from kvgate.model import LayerSpec
+
+    m = spec_from_config(_raw(MLLAMA), name="m", source="t", images=2)
+    cross = Layer(**asdict(m.layers[3])).model_dump()
+    assert (cross["kind"], cross["images"], cross["image_positions"]) == ("cross", 2, IMAGE_POSITIONS)
+    assert LayerSpec(**cross) == m.layers[3]
+    full = Layer(**asdict(m.layers[0])).model_dump()
+    assert "images" not in full and "image_positions" not in full

@@ -131,7 +131,9 @@ def _model_from_dataclass(cls: type, name: str, *, overrides: dict[str, Any] | N
 def _layer_model() -> type[BaseModel]:
     from kvgate.model.spec import LayerSpec
 
-    return _model_from_dataclass(LayerSpec, "Layer")
+    from kvgate.model.spec import LATE_LAYER_FIELDS
+
+    return _model_from_dataclass(LayerSpec, "Layer", omit_when_none=LATE_LAYER_FIELDS)
 
 
 Layer = _layer_model()

@@ -366,7 +366,7 @@ def spec_of(layer: LayerSpec | LayerKind) -> LayerKind:
     if layer.kind == "cross":
         return CrossAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                               v_head_dim=layer.v_head_dim or layer.head_dim,
-                              image_positions=layer.image_positions, images=layer.images)
+                              image_positions=layer.image_positions or 0, images=layer.images or 0)
     if layer.kind == "full" and layer.index_dim:
         return IndexedAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                                 v_head_dim=layer.v_head_dim or layer.head_dim, index_dim=layer.index_dim)

@@ -141,7 +141,7 @@ _CROSS_NOTE = "cross-attention layers"
 
 
 def _cross_note(count: int, layer: LayerSpec, images: int) -> str:
-    per = layer.image_positions
+    per = layer.image_positions or 0
     if images == 0:
         return (f"{_CROSS_NOTE} ({count}) hold image positions only: sized text only (0 images), 0 bytes each; "
                 f"each image adds {per:,} positions to each (max_num_tiles × (patches + 1))")

@@ -23,6 +23,12 @@ from kvgate.errors import KvgateError
 
 LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared", "cross")
 
+# LayerSpec fields added after decision records were first written: ``None`` (not a cross-
+# attention layer) is left out of a record (``kvgate.gate.schema``), so the digests of
+# records written before them do not change.
+LATE_LAYER_FIELDS = ("image_positions", "images")
+
+
 class ConfigError(KvgateError):
     """A model config is missing a needed field, or has a value kvgate cannot use."""
 
@@ -58,12 +64,12 @@ class LayerSpec:
             without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
             ``index_dim`` on a ``full`` layer: MiniMax-M3's lightning-index keys
             ``idx_keys [B, 1, L, index_head_dim]`` beside its K and V.
-        image_positions: ``cross`` only: vision positions one image gives its
+        image_positions: ``cross`` only (``None`` elsewhere): vision positions one image gives its
             cross-attention K and V (mllama: ``max_num_tiles × ((image_size //
             patch_size)² + 1)``, transformers ``MllamaForConditionalGeneration.
             _prepare_static_cache``).
-        images: ``cross`` only: images one sequence holds (0: text only, the layer is
-            skipped and holds nothing).
+        images: ``cross`` only (``None`` elsewhere): images one sequence holds (0: text
+            only, the layer is skipped and holds nothing).
     """
 
     kind: str
@@ -80,8 +86,8 @@ class LayerSpec:
     mixer: str | None = None
     chunked: bool = False
     index_dim: int = 0
-    image_positions: int = 0
-    images: int = 0
+    image_positions: int | None = None
+    images: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
@@ -89,9 +95,10 @@ class LayerSpec:
         # Every size is a non-negative int: a string, float, bool or negative value from a
         # config or a hand-edited record is an error here, never a wrong byte count later.
         for name in ("num_kv_heads", "head_dim", "v_head_dim", "latent_dim", "state_values", "state_heads",
-                     "conv_dim", "conv_kernel", "ssm_values", "index_dim",
-                     "image_positions", "images"):
+                     "conv_dim", "conv_kernel", "ssm_values", "index_dim", *LATE_LAYER_FIELDS):
             v = getattr(self, name)
+            if v is None and name in LATE_LAYER_FIELDS:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{_FIELD_NAMES.get(name, name)} must be a non-negative integer, got {v!r}")
         if self.window is not None and (not isinstance(self.window, int) or isinstance(self.window, bool)
