@@ -59,11 +59,11 @@ class LayerSpec:
         index_dim: DeepSeek sparse-attention indexer key width per position
             (``index_head_dim``; ``mla`` layers of ``deepseek_v32`` / ``glm_moe_dsa``):
             transformers keeps ``indexer_keys [B, L, index_head_dim]`` in the model dtype.
+            On a ``full`` layer: MiniMax-M3's lightning-index keys ``idx_keys [B, 1, L,
+            index_head_dim]`` beside its K and V.
         chunked: a ``sliding`` layer that is chunked-local attention (Llama-4
             ``chunked_attention``, window = ``attention_chunk_size``): vLLM sizes it
             without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
-            ``index_dim`` on a ``full`` layer: MiniMax-M3's lightning-index keys
-            ``idx_keys [B, 1, L, index_head_dim]`` beside its K and V.
         image_positions: ``cross`` only (``None`` elsewhere): vision positions one image gives its
             cross-attention K and V (mllama: ``max_num_tiles × ((image_size //
             patch_size)² + 1)``, transformers ``MllamaForConditionalGeneration.
