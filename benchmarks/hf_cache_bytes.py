@@ -13,6 +13,15 @@ Usage (from the repository root; the device has torch 2.11 + transformers 5.17):
 
     PYTHONPATH=src python3 benchmarks/hf_cache_bytes.py --out $OUT/hf_cache_bytes.json
 
+Full size without memory, on the meta device (no weights, no cache data: shapes and
+dtypes only), appended to the recorded fixture (existing records untouched; mllama and
+wrapped configs, whose layer count is nested, are checked by
+tests/test_conformance_transformers.py instead):
+
+    PYTHONPATH=src python3 benchmarks/hf_cache_bytes.py --device meta \
+        --models glm-5.2 minimax-m3 falcon-h1-0.5b \
+        --append-to tests/data/hf_cache_bytes.json --out /tmp/hf_cache_bytes.json
+
 CPU smoke run (a few layers per model):
 
     PYTHONPATH=src python3 benchmarks/hf_cache_bytes.py --device cpu --max-layers 8 \
@@ -55,7 +64,20 @@ MODELS = {
                                                                   "vocab_size": 2048}, 4),
     "jamba-v0.1": (TESTCFG / "jamba-v0.1.json", {"num_experts": 2, "num_experts_per_tok": 1, "intermediate_size": 512,
                                                   "vocab_size": 2048, "use_mamba_kernels": False}, 8),
+    # recorded on the meta device (``--device meta --append-to``): no weights, full size
+    "glm-5.2": (TESTCFG / "glm-5.2.json", {}, 8),
+    "minimax-m3": (TESTCFG / "minimax-m3.json", {}, 4),
+    "falcon-h1-0.5b": (TESTCFG / "falcon-h1-0.5b-reconstructed.json", {}, 1),
 }
+
+# Remote-code model types transformers runs under its text model's class (as kvgate reads
+# them: kvgate.model.hf.TEXT_CLASS_ALIASES).
+TEXT_CLASS = {"minimax_m3": "minimax_m3_vl_text"}
+
+
+def _layers(cfg: dict) -> int:
+    """The layer count, from the top level or the nested text config."""
+    return cfg["num_hidden_layers"] if "num_hidden_layers" in cfg else cfg["text_config"]["num_hidden_layers"]
 
 
 def _reduce(cfg: dict, overrides: dict, max_layers: int | None, min_layers: int) -> dict:
@@ -106,7 +128,7 @@ def cache_bytes_per_layer(cache, n_layers: int) -> list[dict]:
     rows = []
     layers = getattr(cache, "layers", None)
     if isinstance(layers, list) and layers:
-        for i, layer in enumerate(layers[:n_layers]):
+        for layer in layers[:n_layers]:
             ts = _tensors(layer)
             rows.append({"bytes": int(sum(t.numel() * t.element_size() for t in ts)),
                          "shapes": [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in ts],
@@ -134,6 +156,11 @@ def build_model(cfg: dict, device: str, dtype):
     import transformers
 
     model_type = cfg["model_type"]
+    if model_type not in transformers.CONFIG_MAPPING and isinstance(cfg.get("text_config"), dict):
+        # a wrapper transformers does not know: its text model is what runs (and caches)
+        cfg = {"torch_dtype": cfg.get("torch_dtype"), **cfg["text_config"]}
+        model_type = cfg["model_type"]
+    model_type = TEXT_CLASS.get(model_type, model_type)
     kw = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "transformers_version")}
     config = transformers.AutoConfig.for_model(model_type, **kw)
     for attr in ("_attn_implementation",):
@@ -147,6 +174,8 @@ def build_model(cfg: dict, device: str, dtype):
             model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
         except TypeError:
             model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+        except ValueError:  # composite configs: the base model takes input_ids too
+            model = transformers.AutoModel.from_config(config, dtype=dtype)
     return model.to(device=device, dtype=dtype).eval()
 
 
@@ -161,8 +190,8 @@ def measure_one(name: str, args) -> dict:
     raw = json.loads(path.read_text())
     cfg = _reduce(raw, overrides, args.max_layers, min_layers)
     dtype = getattr(torch, args.dtype)
-    rec = {"name": name, "config": str(path.relative_to(REPO)), "layers": cfg["num_hidden_layers"],
-           "layers_in_config": raw["num_hidden_layers"], "overrides": overrides, "ok": False}
+    rec = {"name": name, "config": str(path.relative_to(REPO)), "layers": _layers(cfg),
+           "layers_in_config": _layers(raw), "overrides": overrides, "ok": False}
     t0 = time.time()
     try:
         model = build_model(cfg, args.device, dtype)
@@ -175,7 +204,8 @@ def measure_one(name: str, args) -> dict:
             rec["cache_class"] = "StaticCache"
         except Exception as exc:  # hybrid models on some versions
             rec["static_cache_error"] = f"{type(exc).__name__}: {exc}"
-        ids = torch.randint(0, cfg["vocab_size"], (args.batch, args.prompt), device=args.device)
+        vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
+        ids = torch.randint(0, vocab, (args.batch, args.prompt), device=args.device)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
             before = torch.cuda.memory_allocated()
@@ -195,7 +225,7 @@ def measure_one(name: str, args) -> dict:
             torch.cuda.synchronize()
             rec["cuda_allocated_delta_bytes"] = int(torch.cuda.memory_allocated() - before)
         del out
-        hf = cache_bytes_per_layer(cache, cfg["num_hidden_layers"])
+        hf = cache_bytes_per_layer(cache, _layers(cfg))
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
         rec["traceback"] = traceback.format_exc()[-2000:]
@@ -226,6 +256,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--max-layers", type=int, default=None, help="keep at most N layers (pattern minimum kept)")
+    ap.add_argument("--append-to", default=None,
+                    help="a recorded fixture: add these models' records to it (same max_cache_len, batch, dtype, "
+                         "max_layers; names not yet in it), each with its own basis; existing records untouched")
     args = ap.parse_args(argv)
     import torch
     import transformers
@@ -241,7 +274,9 @@ def main(argv=None) -> int:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor() or "cpu",
+        "device": (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
+                   else "meta (shapes and dtypes only, nothing allocated)" if args.device == "meta"
+                   else platform.processor() or "cpu"),
         "device_kind": args.device,
         "dtype": args.dtype,
         "max_cache_len": args.max_cache_len,
@@ -249,8 +284,19 @@ def main(argv=None) -> int:
         "max_layers": args.max_layers,
         "models": [],
     }
+    base = None
+    if args.append_to:
+        base = json.loads(Path(args.append_to).read_text())
+        for k in ("max_cache_len", "batch", "dtype", "max_layers"):
+            if base[k] != doc[k]:
+                ap.error(f"--append-to: the fixture's {k} is {base[k]!r}, this run's {doc[k]!r}")
+        dup = [m["name"] for m in base["models"] if m["name"] in args.models]
+        if dup:
+            ap.error(f"--append-to: already recorded (records are never overwritten): {dup}")
     for name in args.models:
         rec = measure_one(name, args)
+        if base is not None:
+            rec["basis"] = {k: doc[k] for k in ("date", "python", "torch", "transformers", "device", "device_kind")}
         doc["models"].append(rec)
         status = "ok" if rec.get("ok") else "ERROR"
         match = rec.get("match")
@@ -258,6 +304,9 @@ def main(argv=None) -> int:
               f"match={match} {rec.get('error', '')}", flush=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, indent=1))
+    if base is not None:
+        base["models"] += doc["models"]
+        Path(args.out).write_text(json.dumps(base, indent=1))
     return 0
 
 

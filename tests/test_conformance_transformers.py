@@ -52,6 +52,11 @@ NOT_COMPARED: dict[str, tuple[str, str]] = {
 }
 
 
+# Remote-code model types transformers runs under its own name for the text model:
+# MiniMax-M3's flat ``minimax_m3`` file is ``MiniMaxM3VLTextConfig`` (MiniMaxAI/MiniMax-M3).
+TRANSFORMERS_CLASS = {"minimax_m3": "minimax_m3_vl_text"}
+
+
 def all_configs() -> list[tuple[str, Path]]:
     """(name, path) of every conformance config: test data first, then presets."""
     out = [(p.stem, p) for p in sorted(CONFIGS.glob("*.json"))]
@@ -93,7 +98,12 @@ def transformers_layer_bytes(raw: dict[str, Any], max_cache_len: int = MAX_CACHE
     import transformers
 
     cfg_dict = {k: v for k, v in raw.items() if k != "quantization_config"}
-    config = transformers.CONFIG_MAPPING[cfg_dict["model_type"]].from_dict(cfg_dict)
+    mt = cfg_dict["model_type"]
+    if mt not in transformers.CONFIG_MAPPING and isinstance(cfg_dict.get("text_config"), dict):
+        # a wrapper transformers does not know: its text model is what runs (and caches)
+        cfg_dict = {"torch_dtype": cfg_dict.get("torch_dtype"), **cfg_dict["text_config"]}
+        mt = cfg_dict["model_type"]
+    config = transformers.CONFIG_MAPPING[TRANSFORMERS_CLASS.get(mt, mt)].from_dict(cfg_dict)
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         try:

@@ -129,9 +129,9 @@ def _model_from_dataclass(cls: type, name: str, *, overrides: dict[str, Any] | N
 
 
 def _layer_model() -> type[BaseModel]:
-    from kvgate.model.spec import LayerSpec
+    from kvgate.model.spec import LATE_LAYER_FIELDS, LayerSpec
 
-    return _model_from_dataclass(LayerSpec, "Layer")
+    return _model_from_dataclass(LayerSpec, "Layer", omit_when_none=LATE_LAYER_FIELDS)
 
 
 Layer = _layer_model()

@@ -10,7 +10,9 @@ from kvgate.geometry.base import Geometry, Layout, rule_for
 from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
 from kvgate.geometry.specs import (
     ChunkedLocal,
+    CrossAttention,
     FullAttention,
+    IndexedAttention,
     LayerKind,
     MLAAttention,
     NoCache,
@@ -40,7 +42,14 @@ class Contiguous(Layout):
       kvgate's latent). transformers 4.x cached the decompressed K (192 per head) and V
       (128 per head) for all heads, 25× more; kvgate reports what MLA engines store.
     - DeepSeek sparse attention (deepseek_v32, glm_moe_dsa): ``StaticIndexedLayer`` adds
-      ``indexer_keys [B, L, index_head_dim]`` in the model dtype: counted per position.
+      ``indexer_keys [B, L, index_head_dim]`` in the model dtype: counted per position, on
+      the layers that run their own indexer only (GLM-5.2 ``indexer_types`` "shared"
+      layers reuse another layer's selection and never allocate theirs).
+    - MiniMax-M3 ``minimax_m3_sparse`` layers (:class:`IndexedAttention`): K, V and
+      ``idx_keys [B, 1, L, index_head_dim]``, all L positions.
+    - mllama cross-attention layers (:class:`CrossAttention`): no text positions; a fixed
+      ``images × image_positions`` K and V per sequence (``state_bytes``), nothing for a
+      text-only sequence.
     - linear layers (Qwen3-Next, Qwen3.5, Jamba, Mamba, LFM2 conv): transformers'
       ``LinearAttentionLayer`` keeps ``conv_kernel`` convolution columns in the model
       dtype and the recurrent state in float32; this layout does the same (conv in the
@@ -71,6 +80,8 @@ class Contiguous(Layout):
         # states (the model dtype) and the recurrent state ``zeros_like`` the state the
         # mixer computes (float32 for the gated delta net and Mamba-2 scans). All
         # ``conv_kernel`` columns (vLLM and llama.cpp keep ``conv_kernel - 1``).
+        if isinstance(spec, CrossAttention):
+            return spec.fixed_bytes(geometry.fmt_k, geometry.fmt_v, geometry.tp)
         st = spec.recurrent
         if st is None or not (st.conv_dim or st.ssm_values):  # none, or a record of state_values alone
             return super().state_bytes(geometry, spec)
@@ -97,6 +108,8 @@ def _window(spec: LayerKind, L: int, sliding_full: bool) -> int:
 # positions one sequence of L reserves, per spec type (sliding_full: sliding at full length)
 _POSITIONS: dict[type[LayerKind], Callable[[Any, int, bool], int]] = {
     FullAttention: lambda spec, L, sf: L,
+    IndexedAttention: lambda spec, L, sf: L,
+    CrossAttention: lambda spec, L, sf: 0,  # vision positions: fixed bytes (state_bytes)
     MLAAttention: lambda spec, L, sf: L,
     SlidingWindow: _window,
     ChunkedLocal: _window,

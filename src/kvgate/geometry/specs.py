@@ -230,6 +230,77 @@ class ChunkedLocal(SlidingWindow):
 
 
 @dataclass(frozen=True, kw_only=True)
+class _HeadRows(LayerKind):
+    """Per-head K and V rows (as :class:`AttentionKV`) for kinds that engine layouts other
+    than ``contiguous`` do not size: not an ``AttentionKV``, so a layout's attention rules
+    (vLLM's page unification, llama.cpp's V padding) never take it for one, and
+    :func:`kvgate.geometry.base.rule_for` refuses it by name."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+
+    def kv_heads(self, tp: int) -> int:
+        return kv_heads_per_rank(self.num_kv_heads, tp)
+
+    def v_width(self, tp: int) -> int:
+        return self.kv_heads(tp) * self.v_head_dim
+
+    def k_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return fmt.row_bytes(self.kv_heads(tp), self.head_dim)
+
+    def v_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return fmt.row_bytes(self.kv_heads(tp), self.v_head_dim)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexedAttention(_HeadRows):
+    """Full attention whose layer also keeps lightning-index keys: MiniMax-M3's
+    ``minimax_m3_sparse`` layers (transformers 5.24 ``modeling_minimax_m3_vl.py``,
+    ``MiniMaxM3VLSparseStaticCacheLayer``: K, V ``[B, kv_heads, L, head_dim]`` plus
+    ``idx_keys [B, 1, L, index_head_dim]``, all in the model dtype; the indexer's
+    ``k_proj`` has one head of ``index_head_dim``). The index keys are counted in the K
+    format, one head, not split by tensor parallelism. Only the ``contiguous`` layout has a
+    rule for it; the others refuse it by name.
+    """
+
+    kind: ClassVar[str] = "indexed"
+    index_dim: int
+
+    def k_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return super().k_bytes(fmt, tp) + fmt.vector_bytes(self.index_dim)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossAttention(_HeadRows):
+    """Cross-attention to image positions (Llama-3.2-Vision ``mllama``): K and V rows of
+    ``num_kv_heads × head_dim`` for each of ``images × image_positions`` vision positions,
+    a fixed amount per sequence that does not grow with the text. Without an image the
+    layer is skipped and holds nothing (transformers 5.24 ``modeling_mllama.py``:
+    ``MllamaTextModel.forward`` skips a cross-attention layer with no
+    ``cross_attention_states`` and an empty cache;
+    ``MllamaForConditionalGeneration._prepare_static_cache`` sizes the layer at
+    ``num_images × max_num_tiles × ((image_size // patch_size)² + 1)`` positions).
+
+    ``position_bytes`` is 0 (a text token adds nothing here); :meth:`fixed_bytes` is the
+    per-sequence amount a layout adds as fixed state.
+    """
+
+    kind: ClassVar[str] = "cross"
+    image_positions: int
+    images: int = 0
+
+    def position_bytes(self, fmt_k: KVFormat, fmt_v: KVFormat, tp: int) -> int:
+        self.k_bytes(fmt_k, tp)  # the TP split is still checked
+        return 0
+
+    def fixed_bytes(self, fmt_k: KVFormat, fmt_v: KVFormat, tp: int) -> int:
+        """K + V bytes of every vision position one sequence holds, on one rank:
+        ``images × image_positions × (K row + V row)``."""
+        return self.images * self.image_positions * (self.k_bytes(fmt_k, tp) + self.v_bytes(fmt_v, tp))
+
+
+@dataclass(frozen=True, kw_only=True)
 class MLAAttention(LayerKind):
     """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2; vLLM ``MLAAttentionSpec``):
     one latent of ``latent_dim`` = ``kv_lora_rank + qk_rope_head_dim`` values per
@@ -280,7 +351,9 @@ def spec_of(layer: LayerSpec | LayerKind) -> LayerKind:
     """The spec of a reader's layer record (a spec passes through).
 
     ``full``/``sliding`` records with ``conv_dim``/``ssm_values``/``state_values`` keep
-    that state (Falcon-H1). ``v_head_dim`` 0 means ``head_dim``.
+    that state (Falcon-H1); a ``full`` record with ``index_dim`` is
+    :class:`IndexedAttention` (MiniMax-M3); ``cross`` is :class:`CrossAttention`.
+    ``v_head_dim`` 0 means ``head_dim``.
     """
     if isinstance(layer, LayerKind):
         return layer
@@ -290,6 +363,13 @@ def spec_of(layer: LayerSpec | LayerKind) -> LayerKind:
         return state
     if layer.kind == "mla":
         return MLAAttention(latent_dim=layer.latent_dim, index_dim=layer.index_dim)
+    if layer.kind == "cross":
+        return CrossAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
+                              v_head_dim=layer.v_head_dim or layer.head_dim,
+                              image_positions=layer.image_positions or 0, images=layer.images or 0)
+    if layer.kind == "full" and layer.index_dim:
+        return IndexedAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
+                                v_head_dim=layer.v_head_dim or layer.head_dim, index_dim=layer.index_dim)
     if layer.kind in ("full", "sliding"):
         has_state = layer.conv_dim or layer.ssm_values or layer.state_values
         full = FullAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,

@@ -294,7 +294,7 @@ _EXPLICIT_PATTERN = (
 )
 
 
-def _hf_layers(res: Resolved, notes: list[str]) -> tuple[dict[str, Any], list[LayerSpec]]:
+def _hf_layers(res: Resolved, notes: list[str], images: int = 0) -> tuple[dict[str, Any], list[LayerSpec]]:
     cfg = res.config
     types = res.layer_types or []
     n = cfg.get("num_hidden_layers")
@@ -303,7 +303,7 @@ def _hf_layers(res: Resolved, notes: list[str]) -> tuple[dict[str, Any], list[La
     if n != len(types):
         raise _pattern_error(cfg, f"transformers' {res.config_class} lists {len(types)} layer types for "
                                   f"num_hidden_layers {n}")
-    layers = layers_from_types(cfg, types, notes, res.per_layer)
+    layers = layers_from_types(cfg, types, notes, res.per_layer, image_positions=res.image_positions, images=images)
     return cfg, apply_kv_sharing(cfg, layers, notes)
 
 
@@ -333,7 +333,7 @@ def _raw_layers(cfg: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], 
     return cfg, apply_kv_sharing(cfg, layers, notes)
 
 
-def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
+def spec_from_config(cfg: dict[str, Any], *, name: str, source: str, images: int = 0) -> ModelSpec:
     """Build a :class:`ModelSpec` from a config.json dict.
 
     A ``model_type`` transformers knows is resolved through its config class
@@ -341,6 +341,9 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
     Otherwise the raw JSON is read by the detectors above, with a note; an unknown
     ``model_type`` whose config states no layer pattern is refused. A config without
     ``model_type`` is read raw (hand-written test configs).
+
+    ``images``: images per sequence held by cross-attention layers (mllama); 0, the
+    default, is a text-only sequence (those layers hold nothing; a note says so).
 
     Raises:
         ConfigError: a needed field is missing or invalid, an unknown model type or
@@ -352,10 +355,12 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
         mt = where.get("model_type")
         if mt is not None and not isinstance(mt, str):
             raise ConfigError(f"model config field 'model_type' must be a string, got {mt!r}")
+    if not isinstance(images, int) or isinstance(images, bool) or images < 0:
+        raise ConfigError(f"images must be a non-negative integer, got {images!r}")
     res = resolve(cfg)
     notes: list[str] = list(res.notes)
     if res.layer_types is not None:
-        cfg, layers = _hf_layers(res, notes)
+        cfg, layers = _hf_layers(res, notes, images)
     else:
         cfg, layers = _raw_layers(cfg, notes)
     mpe = cfg.get("max_position_embeddings")
@@ -368,4 +373,5 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
         model_type=cfg.get("model_type"),
         config=cfg,
         notes=notes,
+        defaulted=dict(res.defaulted),
     )

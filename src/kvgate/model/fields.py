@@ -64,15 +64,40 @@ def head_dims(cfg: dict[str, Any]) -> tuple[int, int]:
         hd = hidden // heads
     elif not isinstance(hd, int) or isinstance(hd, bool) or hd <= 0:
         raise ConfigError(f"model config field 'head_dim' must be a positive integer, got {hd!r}")
-    vd = cfg.get("v_head_dim") or hd
+    vd = _optional_dim(cfg, "v_head_dim", hd)
     return hd, vd
 
 
+def _optional_dim(cfg: dict[str, Any], key: str, default: int) -> int:
+    """``cfg[key]`` when set (a positive integer), else ``default``. A 0 is refused, never
+    read as "same as head_dim": no engine makes a V row of 0 values the K width."""
+    if cfg.get(key) is None:
+        return default
+    return _positive_int(cfg, key)
+
+
 def num_kv_heads(cfg: dict[str, Any]) -> int:
-    """``num_key_value_heads``; when absent, ``num_attention_heads`` (MHA), as transformers does."""
-    if cfg.get("num_key_value_heads") is not None:
-        return _positive_int(cfg, "num_key_value_heads")
-    return _positive_int(cfg, "num_attention_heads")
+    """``num_key_value_heads``; when absent, ``num_attention_heads`` (MHA), as transformers does.
+
+    Grouped-query attention shares each KV head among ``num_attention_heads /
+    num_key_value_heads`` query heads, so the KV heads must divide the attention heads
+    (transformers ``repeat_kv`` uses ``num_attention_heads // num_key_value_heads``; vLLM's
+    ``Attention`` asserts ``num_heads % num_kv_heads == 0``).
+
+    Raises:
+        ConfigError: a head count that is not a positive integer, or KV heads that exceed
+            or do not divide the attention heads (the message names both fields).
+    """
+    heads = _positive_int(cfg, "num_attention_heads") if cfg.get("num_attention_heads") is not None else None
+    if cfg.get("num_key_value_heads") is None:
+        return _positive_int(cfg, "num_attention_heads")
+    kv = _positive_int(cfg, "num_key_value_heads")
+    if heads is not None and (kv > heads or heads % kv):
+        raise ConfigError(f"model config field 'num_key_value_heads' ({kv}) must divide 'num_attention_heads' "
+                          f"({heads}): each KV head serves a whole group of query heads",
+                          hint="grouped-query attention needs num_attention_heads % num_key_value_heads == 0 "
+                               "(transformers repeat_kv, vLLM Attention)")
+    return kv
 
 
 def _attention(cfg: dict[str, Any], kind: str, window: int | None = None) -> LayerSpec:
@@ -89,7 +114,7 @@ def _attention(cfg: dict[str, Any], kind: str, window: int | None = None) -> Lay
             kv = _positive_int(cfg, "swa_num_key_value_heads")
         if cfg.get("swa_head_dim") is not None:
             hd = _positive_int(cfg, "swa_head_dim")
-            vd = cfg.get("swa_v_head_dim") or hd
+            vd = _optional_dim(cfg, "swa_v_head_dim", hd)
     if kind == "full":
         if cfg.get("global_head_dim") is not None:
             hd = vd = _positive_int(cfg, "global_head_dim")

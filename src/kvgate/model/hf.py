@@ -17,8 +17,16 @@ config's ``layer_types``; else per layer ``sliding_attention`` when ``sliding_wi
 set, ``chunked_attention`` when ``attention_chunk_size`` is, else ``full_attention``;
 ``kv_sharing_modes == "reuse"`` and ``moe`` / ``mlp`` layers become ``dummy`` (no cache).
 
-A ``model_type`` transformers does not have (remote code) is returned unresolved, and the
-caller reads the raw JSON (with a note saying so).
+A ``model_type`` transformers does not have (remote code) is resolved through the class
+of its nested text config when transformers knows that one (a wrapper around a
+``kimi_linear`` text config: its ``linear_attn_config`` decides which layers are KDA), or
+through the text class named in ``TEXT_CLASS_ALIASES`` (MiniMax-M3's flat ``minimax_m3``
+file is ``MiniMaxM3VLTextConfig``'s text model), with a note; otherwise it is returned
+unresolved, and the caller reads the raw JSON (with a note saying so).
+
+Layer counts are bounded **before** a config reaches a transformers class: several
+classes build per-layer lists in ``__post_init__`` (``GlmMoeDsaConfig.indexer_types``),
+so a ``num_hidden_layers`` of 10^30 would hang there.
 
 No torch: every use of transformers' config classes goes through
 :func:`kvgate.model.torchless.with_config_classes`, so reading a config.json does not import
@@ -51,6 +59,10 @@ class Resolved:
             each layer's own config dict (its head_dim, KV heads, …); else ``None``.
         config_class: the transformers class name, or ``None``.
         notes: what was assumed (shown to users in ``ModelSpec.notes``).
+        image_positions: vision positions per image of mllama's cross-attention layers,
+            else ``None``.
+        defaulted: cache- and weight-shaping fields (``CACHE_FIELDS``, ``WEIGHT_FIELDS``)
+            the file does not state, with the value the class filled in.
     """
 
     config: dict[str, Any]
@@ -58,6 +70,21 @@ class Resolved:
     per_layer: list[dict[str, Any]] | None = None
     config_class: str | None = None
     notes: list[str] = field(default_factory=list)
+    image_positions: int | None = None
+    defaulted: dict[str, Any] = field(default_factory=dict)
+
+
+# Remote-code model types whose text model transformers has under another name: the flat
+# file is read by that text class (which reads the same fields), with a note.
+# MiniMax-M3 (``"model_type": "minimax_m3"``, ``MiniMaxM3ForCausalLM``): transformers 5.24
+# ``MiniMaxM3VLTextConfig`` (checkpoint MiniMaxAI/MiniMax-M3) reads its
+# ``sparse_attention_config`` (``sparse_attention_freq``, ``sparse_index_dim``) and
+# ``moe_layer_freq``.
+TEXT_CLASS_ALIASES = {"minimax_m3": "minimax_m3_vl_text"}
+
+_NESTED = ("text_config", "llm_config", "language_config")
+_LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEAD_COUNT_KEYS = ("num_attention_heads", "num_key_value_heads", "n_head")
 
 
 # Cache-shaping fields: when the config leaves one out and the class fills it, the note
@@ -69,6 +96,16 @@ CACHE_FIELDS = (
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "num_kv_shared_layers",
     "global_head_dim", "num_global_key_value_heads",
+)
+
+
+# Weight-shaping fields a weights estimate reads (``kvgate.model.weights.estimate_params``):
+# when the class fills one, the estimate says so.
+WEIGHT_FIELDS = (
+    "hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "tie_word_embeddings", "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+    "n_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 )
 
 
@@ -202,10 +239,64 @@ def resolve(raw: dict[str, Any]) -> Resolved:
     return with_config_classes(lambda: _resolve(raw))
 
 
+def check_layer_counts(raw: dict[str, Any]) -> None:
+    """Refuse, before any transformers class sees the config (see the module doc), a layer
+    count above ``MAX_LAYERS`` and a head count ≤ 0, at the top level or in a nested text
+    config (transformers would hang building per-layer lists, or divide by zero).
+
+    Raises:
+        ConfigError: naming the field.
+    """
+    for where, d in [("", raw)] + [(f"{k}.", raw[k]) for k in _NESTED if isinstance(raw.get(k), dict)]:
+        for key in _LAYER_COUNT_KEYS:
+            v = d.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not -1 < v <= MAX_LAYERS:
+                raise ConfigError(f"model config field '{where}{key}' is {v!r:.40}: not a plausible layer count "
+                                  f"(0 to {MAX_LAYERS:,})")
+        for key in _HEAD_COUNT_KEYS:
+            v = d.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise ConfigError(f"model config field '{where}{key}' must be a positive integer, got {v!r}")
+
+
+def _nested_known(raw: dict[str, Any], mapping: Any) -> tuple[str, dict[str, Any]] | None:
+    """``(key, text config)`` of a wrapper transformers does not know whose nested text
+    config has a ``model_type`` it does know; ``None`` otherwise."""
+    if raw.get("num_hidden_layers") is not None:
+        return None
+    for key in _NESTED:
+        sub = raw.get(key)
+        if isinstance(sub, dict) and isinstance(sub.get("model_type"), str) and sub["model_type"] in mapping:
+            return key, sub
+    return None
+
+
 def _resolve(raw: dict[str, Any]) -> Resolved:
+    check_layer_counts(raw)
     model_type = raw.get("model_type")
     mapping = _config_mapping()
-    if not isinstance(model_type, str) or mapping is None or model_type not in mapping:
+    if mapping is None:  # pragma: no cover - transformers is a core dependency
+        return Resolved(config=raw)
+    if isinstance(model_type, str) and model_type not in mapping:
+        nested = _nested_known(raw, mapping)
+        if nested is not None:
+            key, sub = nested
+            inner = dict(sub)
+            for k in ("torch_dtype", "dtype"):
+                if k not in inner and k in raw:
+                    inner[k] = raw[k]
+            res = _resolve(inner)
+            res.notes.insert(0, f"model_type {model_type!r} is not in transformers {transformers_version()}: its "
+                                f"{key} (model_type {sub['model_type']!r}) was read through transformers' "
+                                f"{res.config_class}")
+            return res
+        alias = TEXT_CLASS_ALIASES.get(model_type)
+        if alias is not None and alias in mapping:
+            res = _resolve({**raw, "model_type": alias})
+            res.notes.insert(0, f"model_type {model_type!r} is not in transformers {transformers_version()} (remote "
+                                f"code): read through transformers' {res.config_class}, the class of its text model")
+            return res
+    if not isinstance(model_type, str) or model_type not in mapping:
         return Resolved(config=raw)
     cls = mapping[model_type]
     notes: list[str] = []
@@ -247,12 +338,35 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
             d["model_type"] = cfg["model_type"]
     given = _given_text_fields(raw)
     unused = {"head_dim"} if cfg.get("kv_lora_rank") is not None else set()  # MLA sizes by its latent
-    filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS
-              if k not in given and k not in unused and not _aliased(text, k, given) and cfg.get(k) is not None]
+    defaulted = {k: cfg[k] for k in dict.fromkeys(CACHE_FIELDS + WEIGHT_FIELDS)
+                 if k not in given and not _aliased(text, k, given) and cfg.get(k) is not None}
+    filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS if k in defaulted and k not in unused]
     if "layer_types" not in given and "layers_block_type" not in given and len(set(types)) > 1:
         counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
         filled.append(f"layer_types ({counts})")
     if filled:
         notes.append(f"{', '.join(filled)} from transformers' {type(text).__name__} defaults or derived "
                      "fields (the file does not state them under these names)")
-    return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__)
+    return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__,
+                    image_positions=_image_positions(obj, text), defaulted=defaulted)
+
+
+def _image_positions(obj: Any, text: Any) -> int | None:
+    """Vision positions one image gives a cross-attention layer (mllama), or ``None``
+    when the text config has no cross-attention layers.
+
+    transformers 5.24 ``modeling_mllama.py``, ``MllamaForConditionalGeneration.
+    _prepare_static_cache``: ``max_num_tiles × ((image_size // patch_size)² + 1)`` per
+    image. 0 when the config has cross-attention layers but no vision config to size them.
+    """
+    if not getattr(text, "cross_attention_layers", None):
+        return None
+    vision = getattr(obj, "vision_config", None)
+    try:
+        tiles, size, patch = vision.max_num_tiles, vision.image_size, vision.patch_size
+    except AttributeError:
+        return 0
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (tiles, size, patch)):
+        raise ConfigError(f"vision_config max_num_tiles, image_size, patch_size must be positive integers, "
+                          f"got {tiles!r}, {size!r}, {patch!r}")
+    return int(tiles * ((size // patch) ** 2 + 1))

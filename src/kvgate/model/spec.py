@@ -2,7 +2,8 @@
 
 A model is a list of layers, each a :class:`LayerSpec` record of one **layer kind**
 (DESIGN.md §2): ``full``, ``sliding``, ``mla``, ``linear`` (recurrent state), ``shared``
-(no cache). The record is what readers write and decision records store; the geometry
+(no cache), ``cross`` (cross-attention to image positions, Llama-3.2-Vision). The
+record is what readers write and decision records store; the geometry
 turns each into its spec type, which owns the bytes (:mod:`kvgate.geometry.specs`).
 
 Fields come from Hugging Face ``config.json`` names, resolved through transformers'
@@ -20,7 +21,13 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 
-LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared")
+LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared", "cross")
+
+# LayerSpec fields added after decision records were first written: ``None`` (not a cross-
+# attention layer) is left out of a record (``kvgate.gate.schema``), so the digests of
+# records written before them do not change.
+LATE_LAYER_FIELDS = ("image_positions", "images")
+
 
 class ConfigError(KvgateError):
     """A model config is missing a needed field, or has a value kvgate cannot use."""
@@ -52,9 +59,17 @@ class LayerSpec:
         index_dim: DeepSeek sparse-attention indexer key width per position
             (``index_head_dim``; ``mla`` layers of ``deepseek_v32`` / ``glm_moe_dsa``):
             transformers keeps ``indexer_keys [B, L, index_head_dim]`` in the model dtype.
+            On a ``full`` layer: MiniMax-M3's lightning-index keys ``idx_keys [B, 1, L,
+            index_head_dim]`` beside its K and V.
         chunked: a ``sliding`` layer that is chunked-local attention (Llama-4
             ``chunked_attention``, window = ``attention_chunk_size``): vLLM sizes it
             without the sliding window's −1/+1 (``ChunkedLocalAttentionSpec``).
+        image_positions: ``cross`` only (``None`` elsewhere): vision positions one image gives its
+            cross-attention K and V (mllama: ``max_num_tiles × ((image_size //
+            patch_size)² + 1)``, transformers ``MllamaForConditionalGeneration.
+            _prepare_static_cache``).
+        images: ``cross`` only (``None`` elsewhere): images one sequence holds (0: text
+            only, the layer is skipped and holds nothing).
     """
 
     kind: str
@@ -71,6 +86,8 @@ class LayerSpec:
     mixer: str | None = None
     chunked: bool = False
     index_dim: int = 0
+    image_positions: int | None = None
+    images: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:
@@ -78,15 +95,17 @@ class LayerSpec:
         # Every size is a non-negative int: a string, float, bool or negative value from a
         # config or a hand-edited record is an error here, never a wrong byte count later.
         for name in ("num_kv_heads", "head_dim", "v_head_dim", "latent_dim", "state_values", "state_heads",
-                     "conv_dim", "conv_kernel", "ssm_values", "index_dim"):
+                     "conv_dim", "conv_kernel", "ssm_values", "index_dim", *LATE_LAYER_FIELDS):
             v = getattr(self, name)
+            if v is None and name in LATE_LAYER_FIELDS:
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"{_FIELD_NAMES.get(name, name)} must be a non-negative integer, got {v!r}")
         if self.window is not None and (not isinstance(self.window, int) or isinstance(self.window, bool)
                                         or self.window <= 0):
             raise ConfigError(f"sliding window (sliding_window / attention_chunk_size) must be a positive "
                               f"integer, got {self.window!r}")
-        if self.kind in ("full", "sliding") and (self.num_kv_heads <= 0 or self.head_dim <= 0):
+        if self.kind in ("full", "sliding", "cross") and (self.num_kv_heads <= 0 or self.head_dim <= 0):
             raise ConfigError(f"{self.kind} attention layer needs positive num_key_value_heads and head_dim, "
                               f"got {self.num_kv_heads} and {self.head_dim}")
         if self.kind == "sliding" and self.window is None:
@@ -116,6 +135,8 @@ class ModelSpec:
         dtype: the config's ``torch_dtype`` / ``dtype`` (e.g. ``bfloat16``), or ``None``.
         config: the (text) config dict, kept for weight estimates.
         notes: assumptions made while reading the config (shown to users).
+        defaulted: fields the file does not state that transformers' config class filled
+            (name → value); a weights estimate lists the ones it used.
     """
 
     name: str
@@ -126,6 +147,7 @@ class ModelSpec:
     model_type: str | None = None
     config: dict[str, Any] = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)
+    defaulted: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def num_layers(self) -> int:

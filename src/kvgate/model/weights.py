@@ -364,9 +364,23 @@ def _d_state(cfg: dict[str, Any]) -> int:
     return 1
 
 
-def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None) -> WeightBytes:
+# Fields :func:`estimate_params` reads: a note lists those a config class filled in.
+_ESTIMATE_FIELDS = (
+    "hidden_size", "vocab_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "tie_word_embeddings", "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+    "n_shared_experts", "shared_expert_intermediate_size", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_hidden_layers",
+)
+
+
+def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None, *,
+                          defaulted: dict[str, Any] | None = None) -> WeightBytes:
     """:func:`estimate_params` × bytes of ``dtype`` (default: the config's
     ``torch_dtype``/``dtype``, else bf16). Labelled ``exact=False``.
+
+    ``defaulted``: fields the file did not state that transformers' config class filled
+    (``ModelSpec.defaulted``); those the estimate reads are listed in a note, with their
+    values, so a number built on a class default says so.
 
     Raises:
         ConfigError: missing fields; WeightsError: a dtype kvgate has no size for.
@@ -381,6 +395,10 @@ def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None) -> Weig
     notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads not counted"]
     if cfg.get("quantization_config") or tc.get("quantization_config"):
         notes.append("the config declares quantization_config: the real checkpoint is smaller than this estimate")
+    used = {k: v for k, v in (defaulted or {}).items() if k in _ESTIMATE_FIELDS}
+    if used:
+        notes.append("not in the file, filled from transformers' config class defaults: "
+                     + ", ".join(f"{k} {v}" for k, v in used.items()))
     return WeightBytes(bytes=params * _DTYPE_BYTES[name], exact=False, source="config", params=params, notes=notes)
 
 
@@ -442,4 +460,4 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     from kvgate.model import load_model
 
     spec = load_model(ref)
-    return estimate_weight_bytes(spec.config)
+    return estimate_weight_bytes(spec.config, defaulted=spec.defaulted)
