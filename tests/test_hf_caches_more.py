@@ -152,3 +152,20 @@ def test_records_keep_cross_layers_and_leave_other_layers_as_before() -> None:
     assert LayerSpec(**cross) == m.layers[3]
     full = Layer(**asdict(m.layers[0])).model_dump()
     assert "images" not in full and "image_positions" not in full
+
+
+def test_geometry_images_flag_sizes_the_cross_attention_layers(capsys):
+    """``kvgate geometry --images N``: each image adds 8 cross layers × 6,404 positions × 2 (K, V) ×
+    8 KV heads × 128 × 2 B (bf16) = 209,846,272 B to the 32 full layers' 32 × 4,096 × 2 × 8 × 128 × 2
+    = 536,870,912 B; a model without cross-attention refuses the flag."""
+    from kvgate.cli import main
+
+    cfg = str(Path(__file__).parent / "data" / "configs" / "llama-3.2-11b-vision-assembled.json")
+    per_image = 8 * 6_404 * 2 * 8 * 128 * 2
+    full = 32 * 4_096 * 2 * 8 * 128 * 2
+    for images in (0, 1, 3):
+        assert main(["geometry", cfg, "--max-seq", "4096", "--images", str(images), "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["slot_bytes"] == full + images * per_image
+    assert main(["geometry", "qwen3-4b", "--max-seq", "16", "--images", "1"]) == 2
+    assert "no cross-attention layers" in capsys.readouterr().err

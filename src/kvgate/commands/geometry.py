@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import add_engine_flags, engine_options_from_args
+from kvgate.commands._types import nonneg_int
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_human, fmt_mib
 
@@ -34,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                   "--max-model-len; llama.cpp -c, whole context / -np)",
                      slots_help="concurrent slots (default 1; vLLM --max-num-seqs; llama.cpp -np)")
     p.add_argument("--by-layer", action="store_true", help="per-layer breakdown")
+    p.add_argument("--images", type=nonneg_int, default=None, metavar="N",
+                   help="images per sequence held by cross-attention layers (Llama-3.2-Vision mllama: "
+                        "tiles x (patches + 1) positions each); default 0, text only")
     p.add_argument("--kv-available", default=None,
                    help="with --layout vllm: vLLM's 'Available KV cache memory' (per rank); prints the "
                         "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
@@ -78,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
     engine = engine_options_from_args(args)
     model = load_model(args.model)
+    if args.images is not None:
+        from kvgate.model.layer_types import with_images
+
+        model = with_images(model, args.images)
     max_seq = engine.max_seq_for(model) or model.max_position_embeddings
     if not max_seq:
         from kvgate.errors import KvgateError
