@@ -227,20 +227,28 @@ def _gpu_buffers(lines: Any, kind: str) -> Interval | None:
     return None
 
 
-def _measured_points() -> list[tuple[int, int, int]]:
-    """(observed, phase low, phase high) bytes of every tiny-GGUF reserve."""
+def tiny_llama_reserve(r: dict[str, Any]) -> tuple[ModelSpec, LlamaCppFlags]:
+    """The tiny Llama and the llama-server flags of one row of
+    ``benchmarks/results/llamacpp_compute_buffer.json`` (``benchmarks/llamacpp_compute_buffer.py``
+    wrote and ran that GGUF): ``(ModelSpec, LlamaCppFlags)``."""
     from kvgate.model import spec_from_config  # noqa: PLC0415
 
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": r["n_embd"],
+           "num_attention_heads": r["n_head"], "num_key_value_heads": r["n_head_kv"], "head_dim": r["head_dim"],
+           "intermediate_size": r["n_ff"], "num_hidden_layers": 2, "vocab_size": r["n_vocab"],
+           "max_position_embeddings": 32768}
+    m = spec_from_config(cfg, name=r["shape"], source="benchmarks/llamacpp_compute_buffer.py")
+    f = LlamaCppFlags(ctx_size=r["ctx"], parallel=r["parallel"], flash_attn=r["flash_attn"], ubatch_size=r["ubatch"],
+                      batch_size=max(2048, r["ubatch"]), n_outputs_max=r["parallel"])
+    return m, f
+
+
+def _measured_points() -> list[tuple[int, int, int]]:
+    """(observed, phase low, phase high) bytes of every tiny-GGUF reserve."""
     rows = read_json(MEASURED, what="llama.cpp compute buffer measurements")["rows"]
     pts = []
     for r in rows:
-        cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": r["n_embd"],
-               "num_attention_heads": r["n_head"], "num_key_value_heads": r["n_head_kv"], "head_dim": r["head_dim"],
-               "intermediate_size": r["n_ff"], "num_hidden_layers": 2, "vocab_size": r["n_vocab"],
-               "max_position_embeddings": 32768}
-        m = spec_from_config(cfg, name=r["shape"], source="benchmarks/llamacpp_compute_buffer.py")
-        f = LlamaCppFlags(ctx_size=r["ctx"], parallel=r["parallel"], flash_attn=r["flash_attn"], ubatch_size=r["ubatch"],
-                          batch_size=max(2048, r["ubatch"]), n_outputs_max=r["parallel"])
+        m, f = tiny_llama_reserve(r)
         lo, hi = compute_phases(m, f, r["ctx"])
         pts.append((int(r["compute_buffer_mib"]["CPU"] * MiB), lo, hi))
     return pts

@@ -21,7 +21,7 @@ from kvgate.fit.gpus import gpu_from_total, lookup_gpu
 from kvgate.fit.llamacpp_fit import LlamaCppFlags, compute_buffer, flash_attn_on, logits_rows
 from kvgate.fit.release import resolve_release
 from kvgate.fit.sglang_memfrac import default_mem_fraction, heuristic, tp_table
-from kvgate.model import load_model, load_preset, spec_from_config
+from kvgate.model import load_model, load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "tests" / "data" / "fit_logs"
@@ -71,13 +71,7 @@ def test_compute_buffer_inside_for_every_tiny_gguf_reserve():
     rows = json.loads(MEASURED.read_text())["rows"]
     assert {r["flash_attn"] for r in rows} == {"on", "off"}
     for r in rows:
-        cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": r["n_embd"],
-               "num_attention_heads": r["n_head"], "num_key_value_heads": r["n_head_kv"], "head_dim": r["head_dim"],
-               "intermediate_size": r["n_ff"], "num_hidden_layers": 2, "vocab_size": r["n_vocab"],
-               "max_position_embeddings": 32768}
-        m = spec_from_config(cfg, name=r["shape"], source="test")
-        f = LlamaCppFlags(ctx_size=r["ctx"], parallel=r["parallel"], flash_attn=r["flash_attn"],
-                          ubatch_size=r["ubatch"], batch_size=max(2048, r["ubatch"]), n_outputs_max=r["parallel"])
+        m, f = fit_logs_other.tiny_llama_reserve(r)
         assert compute_buffer(m, f, r["ctx"]).contains(r["compute_buffer_mib"]["CPU"] * MiB), r
 
 
