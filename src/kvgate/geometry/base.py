@@ -92,3 +92,8 @@ def check_len(value: int, what: str = "max_seq") -> None:
     """Raises GeometryError unless ``value`` is a positive int."""
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise GeometryError(f"{what} must be a positive integer, got {value!r}")
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative ints (vLLM ``cdiv``)."""
+    return -(-a // b)

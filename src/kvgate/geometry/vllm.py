@@ -67,7 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvgate.geometry.base import Geometry, GeometryError, Layout, rule_for
+from kvgate.geometry.base import Geometry, GeometryError, Layout, cdiv, rule_for
 from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
 from kvgate.geometry.specs import (
     AttentionKV,
@@ -80,6 +80,7 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
+from kvgate.geometry.vllm_groups import bottleneck_stage
 from kvgate.model.spec import LayerSpec
 
 #: vLLM's default ``--block-size`` (``CacheConfig.block_size``): tokens per block
@@ -91,11 +92,6 @@ TOKEN_LINE_CHANGED = (0, 20, 1)
 MAMBA_CACHE_MODES = ("none", "align", "all")
 # mixers whose vLLM model class has SupportsMambaPrefixCaching (models/*.py, 0.17.1)
 _PREFIX_ALL_MIXERS = ("mamba", "mamba2")
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of non-negative ints (vLLM ``cdiv``)."""
-    return -(-a // b)
 
 
 def parse_version(v: str | None) -> tuple[int, ...] | None:
@@ -389,8 +385,6 @@ class VLLM(Layout):
                                 "vLLM asserts 'DCP not support sliding window.'",
                                 hint="--decode-context-parallel-size 1, or --disable-hybrid-kv-cache-manager")
         if self.pipeline_parallel_size > 1:
-            from kvgate.geometry.vllm_pool import bottleneck_stage  # noqa: PLC0415 - vllm_pool imports this module
-
             b._stage = bottleneck_stage(b, geometry, specs)
         return b
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.geometry.core import KVGeometry
-from kvgate.geometry.specs import FullAttention, GeometryError, MLAAttention, NoCache, RecurrentState, spec_of
-from kvgate.geometry.vllm import VLLM, cdiv
+from kvgate.geometry.specs import FullAttention, GeometryError, MLAAttention, NoCache, spec_of
+from kvgate.geometry.vllm import VLLM
+from kvgate.geometry.vllm_groups import DRAFT_MARK, plan_groups, pp_stages, spec_key, stage_block_bytes
 from kvgate.model.spec import ModelSpec
 
-DRAFT_MARK = "vllm_speculative_layers"
 _NO_KV_METHODS = ("ngram", "suffix", "medusa", "mlp_speculator", "ngram_gpu")
 _DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
 
@@ -98,91 +98,6 @@ def _pool_geometry(g: KVGeometry) -> KVGeometry:
                       conv_format=g.fmt_conv, ssm_format=g.fmt_ssm)
 
 
-def _spec_key(g: Any, lay: VLLM, spec: Any, L: int) -> tuple[Any, ...]:
-    """``(kind, window, block size, page bytes)``: layers with equal keys share a group
-    (vLLM groups layers by equal ``KVCacheSpec``)."""
-    if isinstance(spec, RecurrentState):
-        page = lay._mamba_page if lay._mamba_page is not None else lay._mamba_raw(g, spec)
-        block = lay.block_of(spec) if lay._mode != "none" else L  # mamba_block_size
-        return (spec.kind, None, block, page)
-    return (spec.kind, spec.window, lay.block_of(spec), lay.block_of(spec) * spec.position_bytes(g.fmt_k, g.fmt_v, g.tp))
-
-
-def _plan(keys: dict[int, tuple[Any, ...]]) -> tuple[str, list[tuple[tuple[Any, ...], list[int], int]], int]:
-    """vLLM's grouping of the whole model (``get_kv_cache_groups``): ``(mode, parts,
-    group_size)``; mode ``single`` (one spec), ``uniform`` (``UniformTypeKVCacheSpecs``:
-    one type, several page sizes, one group) or ``hybrid`` (groups of ``group_size``
-    layers, the last of a kind padded); each part is ``(key, layer indices, padding)``.
-
-    Raises:
-        GeometryError: hybrid groups whose page sizes differ.
-    """
-    buckets: dict[tuple[Any, ...], list[int]] = {}
-    for i, k in keys.items():
-        buckets.setdefault(k, []).append(i)
-    kinds = {k[0] for k in buckets}
-    if len(buckets) == 1:
-        (key, members), = buckets.items()
-        return "single", [(key, members, 0)], len(members)
-    if len(kinds) == 1 and len({k[1] for k in buckets}) == 1 and RecurrentState.kind not in kinds:
-        return "uniform", [(next(iter(buckets)), sorted(keys), 0)], 0
-    pages = {k[3] for k in buckets}
-    if len(pages) != 1:
-        raise GeometryError(f"vllm layout: hybrid groups with different page sizes {sorted(pages)}")
-    counts = [len(m) for m in buckets.values()]
-    size = min(counts)
-    if max(counts) < size * 1.5:
-        size = max(counts)
-    parts = []
-    for key, members in buckets.items():
-        n_groups = cdiv(len(members), size)
-        for j in range(n_groups):
-            part = members[j::n_groups]
-            parts.append((key, part, size - len(part)))
-    return "hybrid", parts, size
-
-
-def _stage_block_bytes(mode: str, parts: list[tuple[tuple[Any, ...], list[int], int]],
-                       keys: dict[int, tuple[Any, ...]], stage: range) -> int:
-    """Bytes one block costs on a rank of ``stage`` (``get_kv_cache_config_from_groups``
-    on that worker's share of the global groups): ``uniform``: Σ of its layers' pages;
-    otherwise page × the largest number of its layers in one group."""
-    if mode == "uniform":
-        return sum(int(keys[i][3]) for i in keys if i in stage)
-    size = max(sum(1 for i in members if i in stage) for _, members, _ in parts)
-    return int(parts[0][0][3]) * size
-
-
-def _stages(lay: VLLM, n_layers: int, draft: int) -> list[range]:
-    """Each pipeline stage's layer indices; speculative draft layers (appended after the
-    model's) join the last stage, where vLLM builds the drafter."""
-    st = lay.stages(n_layers - draft)
-    if draft:
-        st[-1] = range(st[-1].start, n_layers)
-    return st
-
-
-def bottleneck_stage(lay: VLLM, g: Any, specs: list[Any]) -> range:
-    """The layer indices of the pipeline stage that sets the pool: the most bytes per
-    block, so the fewest blocks from equal budgets; on a tie, the stage whose layers hold
-    the most (full and MLA layers' pages first, as they grow with the sequence, then all
-    pages), then the first. ``lay`` is the bound layout, ``specs`` the whole model's
-    engine specs."""
-    draft = (g.model.config or {}).get(DRAFT_MARK) or 0
-    keys = {i: _spec_key(g, lay, s, 1) for i, s in enumerate(specs) if not isinstance(s, NoCache)}
-    stages = _stages(lay, len(specs), draft)
-    if not keys:
-        return stages[0]
-    mode, parts, _ = _plan(keys)
-
-    def rank(st: range) -> tuple[int, int, int]:
-        grows = sum(int(keys[i][3]) for i in keys if i in st and isinstance(specs[i], (FullAttention, MLAAttention)))
-        return _stage_block_bytes(mode, parts, keys, st), grows, sum(int(keys[i][3]) for i in keys if i in st)
-
-    ranks = [rank(st) for st in stages]
-    return stages[ranks.index(max(ranks))]
-
-
 def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_len: int, *,
                          stage_available: list[int] | None = None) -> dict[str, Any]:
     """The KV pool vLLM builds from ``available_bytes`` ("Available KV cache memory" in its
@@ -221,16 +136,16 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
         return {"groups": [], "num_blocks": 1, "max_concurrency": None, "gpu_kv_cache_tokens": None,
                 "gpu_kv_cache_tokens_concurrency": None, "gpu_kv_cache_tokens_blocks": None,
                 "gpu_kv_cache_tokens_v0_10": None, "request_bytes": 0, "draft_layers": draft, "log_lines": []}
-    keys = {i: _spec_key(g, lay, specs[i], max_model_len) for i in idx}
-    mode, parts, _ = _plan(keys)
-    stages = _stages(lay, len(specs), draft)
+    keys = {i: spec_key(g, lay, specs[i], max_model_len) for i in idx}
+    mode, parts, _ = plan_groups(keys)
+    stages = pp_stages(lay, len(specs), draft)
     if stage_available is not None and len(stage_available) != len(stages):
         raise GeometryError(f"stage_available has {len(stage_available)} budgets for {len(stages)} pipeline stages")
     budgets = stage_available if stage_available is not None else [available_bytes] * len(stages)
     rows: list[dict[str, Any]] = []
     held: list[tuple[int, int]] = []  # (num_blocks, bytes per block) of the stages holding KV layers
     for p, (st, avail) in enumerate(zip(stages, budgets)):
-        per = _stage_block_bytes(mode, parts, keys, st)
+        per = stage_block_bytes(mode, parts, keys, st)
         rows.append({"stage": p, "first_layer": st.start, "layers": len(st), "bytes_per_block": per,
                      "available_bytes": avail, "num_blocks": avail // per if per else None})
         if per:
