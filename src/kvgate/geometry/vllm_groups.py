@@ -76,7 +76,7 @@ def stage_block_bytes(mode: str, parts: list[tuple[tuple[Any, ...], list[int], i
 def pp_stages(lay: Any, n_layers: int, draft: int) -> list[range]:
     """Each pipeline stage's layer indices; speculative draft layers (appended after the
     model's) join the last stage, where vLLM builds the drafter."""
-    st = lay.stages(n_layers - draft)
+    st: list[range] = lay.stages(n_layers - draft)
     if draft:
         st[-1] = range(st[-1].start, n_layers)
     return st
