@@ -89,7 +89,7 @@ class _Predictor:
 
     def pool(self, s: VllmSettings) -> tuple[list[Term], Interval, Interval]:
         w = model_widths(self.model.config, s.tensor_parallel_size)
-        terms = vllm_terms(s, w, self.weights)
+        terms = vllm_terms(s, w, self.weights, self.release, self.model.config)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)
