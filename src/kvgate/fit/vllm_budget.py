@@ -53,8 +53,11 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     ``[b + 26, b + 36]``; 0.13 … 0.18 not read: ``[b + 12, b + 36]``; 0.19 and later: Triton for 8 rows
     or more (FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
 
-  The gpt-oss-20b log of 0.12 (L40S, 2,048 tokens, 256 sequences, V = 201,088) prints
-  1.83 GiB; this rule gives 1.833 GiB (38 B × 51.5 M logits + the 2,048 hidden states).
+  Each tensor-parallel rank holds the full vocabulary's logits (gathered before sampling);
+  with pipeline parallelism only the last stage samples, and kvgate charges every stage
+  (an upper bound for the others). The gpt-oss-20b log of 0.12 (L40S, 2,048 tokens, 256
+  sequences, V = 201,088) prints 1.83 GiB; at ``b + 36`` this rule gives 1.83 GiB (38 B ×
+  51.5 M logits + the 2,048 hidden states).
 - **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator). V1 before 0.9.1
   (``determine_available_memory`` 0.7.0 … 0.9.0) counts everything the GPU has in use less
   torch's current allocation, the CUDA context included: those releases add
