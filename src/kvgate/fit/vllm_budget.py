@@ -43,7 +43,10 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     path sorts (``apply_top_k_top_p``): at the sort, fp32 values 4 + int64 indices 8 +
     PyTorch's int64 reverse indices 8 + cub's alternate key/value buffers 4 + 8
     (``aten/src/ATen/native/cuda/SortStable.cu`` ``segmented_sort_pairs``) on top of the
-    ``b + 4`` logits: ``β = b + 36``. FlashInfer's ``top_k_top_p_sampling_from_logits``
+    ``b + 4`` logits: ``β = b + 36`` (``benchmarks/v1_sampler_peak.py`` on an H200, torch
+    2.11: 38.02 B a logit for bf16 logits of 256 and 1,024 rows; 50.57 B for 64 rows, where
+    PyTorch sorts 2 … 127 rows by a full sort with two int2 buffers: ``β = b + 49`` there).
+    FlashInfer's ``top_k_top_p_sampling_from_logits``
     (a masked copy and its softmax) and the Triton top-k/top-p kernel of 0.19 (in place, then
     softmax, exponential noise and their quotient): ``β = b + 12`` … ``b + 16``. After the
     sort PyTorch's path still holds ``b + 26`` (sorted values and indices, the masks, the
@@ -200,16 +203,19 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
     if v is not None and v < (0, 8):
         return seqs, b, b, "0.7.3 profile_run: logits of the last token of max_num_seqs requests, no sampler"
     rows = min(seqs, T)
-    native, flash, post_sort, triton = b + 36, b + 12, b + 26, b + 16
+    # PyTorch's sort of 2 … 127 rows takes its full-sort path (two int2 buffers and a global
+    # cub sort): 48.5 B a logit measured with the fp32 input, against 36 for 128 rows or more
+    native = b + 36 if rows >= 128 or rows == 1 else b + 49
+    flash, post_sort, triton = b + 12, b + 26, b + 16
     if v is None:
         return rows, flash, native, "release not known: FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
     if v < (0, 12):
         return rows, flash, native, ("0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed "
-                                     "(b+12) or PyTorch's sort (b+36)")
+                                     "(b+12) or PyTorch's sort (b+36; b+49 for 2-127 rows)")
     if v < (0, 13):
-        return rows, post_sort, native, "0.12 _dummy_sampler_run, PyTorch's top-k/top-p sort (b+26 … b+36)"
+        return rows, post_sort, native, "0.12 _dummy_sampler_run, PyTorch's top-k/top-p sort (b+26 … b+36; b+49 for 2-127 rows)"
     if v < (0, 19) or rows < 8:
-        return rows, flash, native, "0.13-0.18 not read (or < 8 rows): FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
+        return rows, flash, native, "0.13-0.18 not read (or < 8 rows): FlashInfer/Triton (b+12) … PyTorch sort (b+36; b+49 for 2-127 rows)"
     return rows, flash, triton, "0.19+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
 
 
