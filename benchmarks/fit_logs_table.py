@@ -154,6 +154,12 @@ def main(argv: list[str]) -> int:
     errs = [abs(_err(c)) for c in checked]
     print(f"- midpoint error, all checked: mean abs {statistics.fmean(errs):.1f}%, median {statistics.median(errs):.1f}%.")
     print(f"- not checked: {len(cases) - n} vLLM logs (reason in the table).")
+    at_default = [c for c in cases if c.skip and "at vLLM's default" in c.skip]
+    if at_default:
+        print(f"- counting the {len(at_default)} not-checkable log(s) whose pool at vLLM's default utilization "
+              f"would be outside (reason in the table) as misses: {ins} of {n + len(at_default)} in-sample "
+              f"({ins / (n + len(at_default)):.1%}), {lins} of {n + len(at_default)} leave-one-out "
+              f"({lins / (n + len(at_default)):.1%}).")
     print()
     _comparison(checked, lchk, avail, folder)
     print()
@@ -198,7 +204,9 @@ def _bands_table(folder: Path) -> None:
     rows: list[tuple[str, Any, Any]] = [
         ("K (× T·w)", f"[{float(d.k[0]):.2f}, {float(d.k[1]):.2f}]", f"[{float(BANDS.k[0]):.2f}, {float(BANDS.k[1]):.2f}]"),
         ("C V0 (B / logit)", f"[{d.c_v0[0]}, {d.c_v0[1]}]", f"[{BANDS.c_v0[0]}, {BANDS.c_v0[1]}]"),
-        ("C V1 (B / logit)", f"[{d.c_v1[0]}, {d.c_v1[1]}]", f"[{BANDS.c_v1[0]}, {BANDS.c_v1[1]}]"),
+        ("V1 logits / sampler (B / logit)", "from the code per release (v1_logits_rule)",
+         "0.7.0-0.7.2: b × T rows; 0.7.3: b × seqs; 0.8-0.11: [b+12, b+36]; 0.12: [b+26, b+36]; "
+         "0.13-0.18: [b+12, b+36]; 0.19+: [b+12, b+16]"),
         ("non-torch V0 (GiB)", _iv(d.non_torch_v0), _iv(BANDS.non_torch_v0)),
         ("non-torch V1 (GiB)", _iv(d.non_torch_v1), _iv(BANDS.non_torch_v1)),
         ("CUDA graph pool < 0.21 (GiB)", _iv(d.cuda_graph), _iv(BANDS.cuda_graph)),

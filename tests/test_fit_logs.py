@@ -42,17 +42,30 @@ def test_every_vllm_log_is_checked_or_says_why(cases):
 def test_logged_pool_inside_the_interval(cases):
     checked = [c for c in cases if c.predicted is not None]
     inside = [c for c in checked if c.inside]
-    assert len(checked) == 15
-    # 12 of 15 (80%); the misses, each explained in benchmarks/RESULTS.md: utilization not
-    # printed (0.9 presumed); weights taken from another log of the same checkpoint; a V1 0.7
-    # start on an 80 GB card of unknown kind
-    assert len(inside) == 12
-    assert sorted(c.file for c in checked if not c.inside) == [
-        "vllm_0.11.0_gpt-oss-120b_h100_1.log", "vllm_0.7-v1_llama-3.1-70b-w8a8_unknown-gpu_1.log",
-        "vllm_0.8.5-dev_llama-3.1-8b_l40s_1.log"]
+    assert len(checked) == 14
+    # 14 of 14 in-sample; the 0.8.5-dev L40S log is not checkable (its utilization is neither
+    # printed nor on a command line, and at vLLM's default 0.9 it would be outside: its skip
+    # reason says so, benchmarks/RESULTS.md counts it both ways)
+    assert len(inside) == 14
+    skipped = {c.file: c.skip for c in cases if c.skip}
+    assert "0.9" in skipped["vllm_0.8.5-dev_llama-3.1-8b_l40s_1.log"]
     # every log checked with its own weights line, its printed utilization and a GPU of the table: inside
     own = [c for c in checked if not c.presumed and c.weights_from == "log"]
     assert len(own) == 9 and all(c.inside for c in own), [c.file for c in own if not c.inside]
+
+
+def test_v1_sampler_from_the_code_meets_the_printed_peaks(cases):
+    """gpt-oss-20b, 0.12, L40S: 2,048 tokens, 256 sequences, 201,088 vocab; vLLM prints a
+    1.83 GiB torch peak, the PyTorch top-k/top-p sort (b + 36 = 38 B per logit) and the kept
+    hidden states give 1.83 GiB; the old fitted band's additive K·T·w (0.21 GiB) is not there."""
+    by = {c.file: c for c in cases}
+    c = by["vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log"]
+    act, printed = c.terms["activation peak (profile run)"], c.terms["printed torch_peak"]
+    assert act["low"] <= printed["high"] and printed["low"] <= act["high"]
+    assert act["high"] - act["low"] < 0.5 * GiB  # code: [b+26, b+36] B × 51.5 M logits at 0.12 (0.48 GiB)
+    # gpt-oss-120b on H100 at 0.10.1 (defaults) and 0.11.0 (1,024 tokens): 1,024 sampler rows
+    for f in ("vllm_0.10.1_gpt-oss-120b_h100_1.log", "vllm_0.11.0_gpt-oss-120b_h100_1.log"):
+        assert by[f].inside and by[f].terms["profile"]["seqs"] == 1024, f
 
 
 def test_intervals_are_informative(cases):

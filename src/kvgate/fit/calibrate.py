@@ -12,10 +12,12 @@ Observations (one per printed term, with its printing precision: ``printed_bytes
 
 The rule (:func:`calibrate`): the smallest band that meets every observation.
 
+- the activation bands are fitted on the V0 logs only (V1's logits and sampler are the code's,
+  :func:`kvgate.fit.vllm_budget.v1_logits_rule`, and its peak is a max, not a sum);
 - ``K_HI`` = max over the logs whose sampler is small (``4·S ≤ T·w/10``) of
   ``(printed.low − C_LO·S) / T·w``, rounded up to 0.01; ``K_LO`` = min over all of
   ``(printed.high − C_LO·S) / T·w``, rounded down to 0.01 (at most ``K_HI``);
-- ``C_HI`` (V0, V1) = max of ``(printed.low − K_HI·T·w) / S``, rounded up to a byte, at
+- ``C_HI`` (V0) = max of ``(printed.low − K_HI·T·w) / S``, rounded up to a byte, at
   least ``C_LO`` (``C_LO`` is the code's floor, :data:`kvgate.fit.vllm_budget.C_LO`);
 - non-torch (V0, V1) and graph pool: ``[min printed.low, max printed.high]`` in whole MiB; the
   0.21+ graph band also holds the earlier graph pools (the same graphs);
@@ -105,18 +107,18 @@ def _ceil2(x: Fraction) -> Fraction:
 def calibrate(obs: list[Observation], prior: Bands = BANDS) -> Bands:
     """The data bands of ``obs`` by the module docstring's rule; ``prior`` where a band has
     no observation."""
-    act = [o for o in obs if o.term == "activation" and o.tw > 0]
+    act = [o for o in obs if o.term == "activation" and o.tw > 0 and not o.v1]
     light = [o for o in act if 4 * o.logits * 10 <= o.tw]
-    k_hi = max((_ceil2(Fraction(o.printed.low - C_LO[o.v1] * o.logits, o.tw)) for o in light), default=prior.k[1])
-    k_lo = min((_floor2(Fraction(o.printed.high - C_LO[o.v1] * o.logits, o.tw)) for o in act), default=prior.k[0])
+    k_hi = max((_ceil2(Fraction(o.printed.low - C_LO * o.logits, o.tw)) for o in light), default=prior.k[1])
+    k_lo = min((_floor2(Fraction(o.printed.high - C_LO * o.logits, o.tw)) for o in act), default=prior.k[0])
     k_lo = min(k_lo, k_hi)
 
-    def c_hi(v1: bool, old: tuple[int, int]) -> tuple[int, int]:
-        mine = [o for o in act if o.v1 == v1 and o.logits > 0]
+    def c_hi(old: tuple[int, int]) -> tuple[int, int]:
+        mine = [o for o in act if o.logits > 0]
         if not mine:
             return old
         need = max(math.ceil((o.printed.low - k_hi * o.tw) / o.logits) for o in mine)
-        return (C_LO[v1], max(C_LO[v1], need))
+        return (C_LO, max(C_LO, need))
 
     def hull(term: str, v1: bool | None, old: Interval) -> Interval:
         vals = [o.printed for o in obs if o.term == term and (v1 is None or o.v1 == v1)]
@@ -124,7 +126,7 @@ def calibrate(obs: list[Observation], prior: Bands = BANDS) -> Bands:
 
     nt1 = hull("non_torch", True, prior.non_torch_v1)
     nt1 = Interval(nt1.low, max(nt1.high, prior.non_torch_v1.high))
-    return Bands(k=(k_lo, k_hi), c_v0=c_hi(False, prior.c_v0), c_v1=c_hi(True, prior.c_v1),
+    return Bands(k=(k_lo, k_hi), c_v0=c_hi(prior.c_v0),
                  non_torch_v0=hull("non_torch", False, prior.non_torch_v0), non_torch_v1=nt1,
                  cuda_graph=hull("cuda_graph", False, prior.cuda_graph),
                  cuda_graph_021=hull("cuda_graph", None, prior.cuda_graph_021))
@@ -137,7 +139,6 @@ def contains(outer: Bands, inner: Bands) -> bool:
 
     return (outer.k[0] <= inner.k[0] and inner.k[1] <= outer.k[1]
             and outer.c_v0[0] <= inner.c_v0[0] and inner.c_v0[1] <= outer.c_v0[1]
-            and outer.c_v1[0] <= inner.c_v1[0] and inner.c_v1[1] <= outer.c_v1[1]
             and iv(outer.non_torch_v0, inner.non_torch_v0) and iv(outer.non_torch_v1, inner.non_torch_v1)
             and iv(outer.cuda_graph, inner.cuda_graph) and iv(outer.cuda_graph_021, inner.cuda_graph_021))
 

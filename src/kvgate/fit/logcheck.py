@@ -176,7 +176,30 @@ def _weights(folder: Path, e: dict[str, Any], inp: dict[str, Any], model: ModelS
             "estimate")
 
 
+def _hull(parts: list[Interval]) -> Interval:
+    return Interval(min(p.low for p in parts), max(p.high for p in parts))
+
+
 def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
+    """One case; a list of GPUs (a card known only by its class) is checked card by card and
+    the hull of the intervals kept, since vLLM's defaults depend on the card (its name or
+    total: :func:`kvgate.fit.vllm_flags.resolve_vllm_flags`)."""
+    names = inp.get("gpu")
+    if isinstance(names, list) and len(names) > 1 and not inp.get("cuda_total_printed"):
+        cases = [_check(folder, e, {**inp, "gpu": n}) for n in names]
+        c0 = cases[0]
+        assert c0.predicted is not None and c0.printed is not None
+        pred = _hull([c.predicted for c in cases if c.predicted is not None])
+        terms = dict(c0.terms)
+        for name in c0.terms:
+            if name != "profile" and not name.startswith("printed "):
+                terms[name] = _hull([Interval(c.terms[name]["low"], c.terms[name]["high"]) for c in cases]).to_dict()
+        return LogCase(e["file"], c0.release, c0.model, " or ".join(c.gpu for c in cases), c0.quantity, c0.printed,
+                       pred, pred.contains(c0.printed), terms=terms, presumed=c0.presumed, weights_from=c0.weights_from)
+    return _check_one(folder, e, inp)
+
+
+def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     ref = inp["model"]
     model = _model(folder, ref)
     gpu = _gpu(folder, e, inp)

@@ -19,16 +19,53 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
 (written below) and never narrower (``tests/test_fit_calibration.py`` checks it):
 
 - **Activation peak** ("torch peak memory increase"; V0 0.6.4's ``peak_torch_memory`` less
-  the weights): ``T·w`` is the profile run's tokens (``max_num_batched_tokens``) times the
-  per-token width of :mod:`kvgate.fit.widths`, ``S = max_num_seqs × vocab`` the sampler's
-  logits. Band ``[K_LO·T·w + C_LO·S, K_HI·T·w + C_HI·S]``. ``K`` from the logs whose sampler
-  is small (``4·S ≤ T·w/10``: Llama-3.1-8B 2.07 / 1.984 and 2.99 / 2.876 GiB, 0.6.4, RTX 3090)
-  and the low ends of all: data [1.04, 1.05], deployed [1.03, 1.05]. ``C_HI``, bytes per
-  logit above ``K_HI·T·w``: V0 25 (Qwen2.5-7B bitsandbytes, 0.7.3, 1.42 GiB at 4,096 tokens,
-  256 sequences; Llama-3-8B 0.6.5 needs 14), V1 34 (gpt-oss-20b, 0.12, 1.83 GiB: fp32 logits,
-  probabilities and a sort with int64 indices). ``C_LO`` is from the code,
-  not the logs: 0 in V0, 4 B in V1 (the fp32 logits of the sampler's dummy run must exist).
-- **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator): printed V0
+  the weights). ``T·w`` is the profile run's tokens (``max_num_batched_tokens``) times the
+  per-token width of :mod:`kvgate.fit.widths` (the forward pass), ``R`` the rows of logits the
+  profile run computes, ``V`` the vocabulary, ``b`` the model dtype's bytes.
+
+  *V0* (``vllm/worker/model_runner.py`` ``profile_run``, 0.6.4 … 0.10): the forward and the
+  sampler of ``max_num_seqs`` sequences, additive: ``[K_LO·T·w + C_LO·S, K_HI·T·w + C_HI·S]``,
+  ``S = max_num_seqs × V``. ``K`` from the logs whose sampler is small (``4·S ≤ T·w/10``:
+  Llama-3.1-8B 2.07 / 1.984 and 2.99 / 2.876 GiB, 0.6.4, RTX 3090) and the low ends of all:
+  data [1.04, 1.05], deployed [1.03, 1.05]. ``C_HI`` 25 B per logit (Qwen2.5-7B bitsandbytes,
+  0.7.3, 1.42 GiB at 4,096 tokens, 256 sequences); ``C_LO`` 0.
+
+  *V1*, from the code of ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` per release
+  (:func:`v1_logits_rule`), not fitted: the forward's temporaries are freed before the logits,
+  so the peak is ``max(K·T·w, T·hidden·b + R·V·β)`` with ``β`` bytes per logit:
+
+  - 0.7.0 … 0.7.2: ``compute_logits`` on every profiled token, no sampler: ``R = T``, ``β = b``;
+  - 0.7.3: the last token of each of ``max_num_seqs`` dummy requests, no sampler: ``R =
+    max_num_seqs``, ``β = b``;
+  - 0.8 and later (``_dummy_sampler_run``): ``R = min(max_num_seqs, T)`` logits in the model
+    dtype, their fp32 copy (``vllm/v1/sample/sampler.py``), and the top-k/top-p sampler with
+    ``top_k = V − 1``, ``top_p = 0.9`` (``vllm/v1/sample/ops/topk_topp_sampler.py``). PyTorch's
+    path sorts (``apply_top_k_top_p``): at the sort, fp32 values 4 + int64 indices 8 +
+    PyTorch's int64 reverse indices 8 + cub's alternate key/value buffers 4 + 8
+    (``aten/src/ATen/native/cuda/SortStable.cu`` ``segmented_sort_pairs``) on top of the
+    ``b + 4`` logits: ``β = b + 36`` (``benchmarks/v1_sampler_peak.py`` on an H200, torch
+    2.11: 38.02 B a logit for bf16 logits of 256 and 1,024 rows; 50.57 B for 64 rows, where
+    PyTorch sorts 2 … 127 rows by a full sort with two int2 buffers: ``β = b + 49`` there).
+    FlashInfer's ``top_k_top_p_sampling_from_logits``
+    (a masked copy and its softmax) and the Triton top-k/top-p kernel of 0.19 (in place, then
+    softmax, exponential noise and their quotient): ``β = b + 12`` … ``b + 16``. After the
+    sort PyTorch's path still holds ``b + 26`` (sorted values and indices, the masks, the
+    top-p softmax and the scatter), the lower end where only it runs. Which path a release
+    takes: 0.8 … 0.11 FlashInfer when installed (not a dependency of the wheel), else
+    PyTorch: ``[b + 12, b + 36]``; 0.12 PyTorch unless ``VLLM_USE_FLASHINFER_SAMPLER=1``:
+    ``[b + 26, b + 36]``; 0.13 … 0.18 not read: ``[b + 12, b + 36]``; 0.19 and later: Triton for 8 rows
+    or more (FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
+
+  Each tensor-parallel rank holds the full vocabulary's logits (gathered before sampling);
+  with pipeline parallelism only the last stage samples, and kvgate charges every stage
+  (an upper bound for the others). The gpt-oss-20b log of 0.12 (L40S, 2,048 tokens, 256
+  sequences, V = 201,088) prints 1.83 GiB; at ``b + 36`` this rule gives 1.83 GiB (38 B ×
+  51.5 M logits + the 2,048 hidden states).
+- **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator). V1 before 0.9.1
+  (``determine_available_memory`` 0.7.0 … 0.9.0) counts everything the GPU has in use less
+  torch's current allocation, the CUDA context included: those releases add
+  :data:`CUDA_CONTEXT` to the band; 0.9.1 and later (``memory_profiling``) count the growth
+  since the worker's first snapshot only. Printed V0
   0.03 … 1.79 GiB (0.03 GiB RTX 4060; 1.79 GiB on the 0.6.5 memory-profiling branch, H100;
   0.35 GiB RTX 3090; 0.25/0.30 GiB TP 2), V1 0.04 GiB. V1's upper end, 0.5 GiB, is not from a
   V1 log (only one prints the term) but V0's TP 1 values (0.16–0.35) with a margin (a prior).
@@ -58,8 +95,10 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.fit.interval import Interval, Term
+from kvgate.fit.release import Release
 from kvgate.fit.vllm_flags import VllmSettings
 from kvgate.fit.widths import Widths
+from kvgate.model import text_config
 
 GiB = 2**30
 MiB = 2**20
@@ -71,7 +110,8 @@ class Bands:
 
     Attributes:
         k: ``(K_LO, K_HI)``, multiples of the profile run's ``T·w`` bytes.
-        c_v0, c_v1: ``(C_LO, C_HI)``, bytes per sampler logit, V0 and V1.
+        c_v0: ``(C_LO, C_HI)``, bytes per sampler logit, V0 (V1's sampler is from the code:
+            :func:`v1_logits_rule`).
         non_torch_v0, non_torch_v1: non-torch memory, bytes.
         cuda_graph: the CUDA graph pool before 0.21 (not subtracted), bytes.
         cuda_graph_021: the CUDA graph pool from 0.21 (estimated and subtracted), bytes.
@@ -79,14 +119,13 @@ class Bands:
 
     k: tuple[Fraction, Fraction]
     c_v0: tuple[int, int]
-    c_v1: tuple[int, int]
     non_torch_v0: Interval
     non_torch_v1: Interval
     cuda_graph: Interval
     cuda_graph_021: Interval
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": [float(x) for x in self.k], "c_v0": list(self.c_v0), "c_v1": list(self.c_v1),
+        return {"k": [float(x) for x in self.k], "c_v0": list(self.c_v0),
                 "non_torch_v0": self.non_torch_v0.to_dict(), "non_torch_v1": self.non_torch_v1.to_dict(),
                 "cuda_graph": self.cuda_graph.to_dict(), "cuda_graph_021": self.cuda_graph_021.to_dict()}
 
@@ -96,16 +135,20 @@ class Bands:
 BANDS = Bands(
     k=(Fraction(103, 100), Fraction(105, 100)),
     c_v0=(0, 25),      # bytes per logit of the sampler in the profile run, V0
-    c_v1=(4, 34),      # V1: dummy_sampler_run
     non_torch_v0=Interval(25 * MiB, 1839 * MiB),   # 0.03 GiB − 5 MiB … 1.79 GiB + 5 MiB
     non_torch_v1=Interval(35 * MiB, 512 * MiB),    # 0.04 GiB − 5 MiB … V0's TP=1 RTX 3090 0.35 GiB + margin
     cuda_graph=Interval(128 * MiB, 1664 * MiB),    # 0.13 … 1.62 GiB, ± printing
     cuda_graph_021=Interval(87 * MiB, 1664 * MiB),  # 0.09 (0.21+) … 1.62 GiB, ± printing
 )
-#: code-derived floors of the sampler band (not from logs)
-C_LO = {False: BANDS.c_v0[0], True: BANDS.c_v1[0]}
+#: code-derived floor of V0's sampler band (not from logs)
+C_LO = BANDS.c_v0[0]
 K_LO, K_HI = BANDS.k
 WEIGHTS_FILE = (Fraction(1), Fraction(108, 100))
+#: the CUDA context of the engine process (as kvgate.fit.vllm_fit.CONTEXT: L40S 0.49 GiB from
+#: tests/data/fit_logs/vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log, H200 526.8 MiB measured)
+CUDA_CONTEXT = Interval(490 * MiB, 560 * MiB)
+#: V1 measures non-torch memory as growth since its first snapshot from 0.9.1 (memory_profiling)
+V1_PROFILER_FROM = (0, 9, 1)
 WEIGHTS_ESTIMATE = (Fraction(85, 100), Fraction(115, 100))
 _ACTIVE: ContextVar[Bands] = ContextVar("kvgate_vllm_bands", default=BANDS)
 
@@ -137,27 +180,87 @@ def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str)
                 f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({'file' if exact else 'ESTIMATE'})")
 
 
-def activation_term(s: VllmSettings, w: Widths) -> Term:
-    """The activation peak of the profile run (module docstring)."""
+def _dtype_and_hidden(config: dict[str, Any]) -> tuple[int, int]:
+    """``(b, hidden)``: the model dtype's bytes (2 unless float32) and ``hidden_size``."""
+    tc = text_config(config)
+    dt = str(tc.get("torch_dtype") or tc.get("dtype") or config.get("torch_dtype") or "bfloat16").lower()
+    b = 4 if dt in ("float32", "float", "fp32") else 2
+    hidden = tc.get("hidden_size") or tc.get("n_embd") or tc.get("d_model") or 0
+    return b, int(hidden)
+
+
+def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[int, int, int, str]:
+    """V1's logits in the profile run of ``release`` (module docstring): ``(rows, β_lo, β_hi,
+    source)``, ``rows`` of logits of ``β`` bytes each, for ``T`` profiled tokens,
+    ``max_num_seqs`` ``seqs`` and the model dtype's ``b`` bytes.
+
+    Source: ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``
+    and ``vllm/v1/sample/ops/topk_topp_sampler.py`` at 0.7.0, 0.7.3, 0.8.0, 0.8.5, 0.10.1,
+    0.11.0, 0.12.0, 0.19.0, 0.24.0 (PyPI sdists)."""
+    v = release.version if release is not None else None
+    if v is not None and v < (0, 7, 3):
+        return T, b, b, "0.7.0-0.7.2 profile_run: compute_logits on every profiled token, no sampler"
+    if v is not None and v < (0, 8):
+        return seqs, b, b, "0.7.3 profile_run: logits of the last token of max_num_seqs requests, no sampler"
+    rows = min(seqs, T)
+    # PyTorch's sort of 2 … 127 rows takes its full-sort path (two int2 buffers and a global
+    # cub sort): 48.5 B a logit measured with the fp32 input, against 36 for 128 rows or more
+    native = b + 36 if rows >= 128 or rows == 1 else b + 49
+    flash, post_sort, triton = b + 12, b + 26, b + 16
+    if v is None:
+        return rows, flash, native, "release not known: FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
+    if v < (0, 12):
+        return rows, flash, native, ("0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed "
+                                     "(b+12) or PyTorch's sort (b+36; b+49 for 2-127 rows)")
+    if v < (0, 13):
+        return rows, post_sort, native, "0.12 _dummy_sampler_run, PyTorch's top-k/top-p sort (b+26 … b+36; b+49 for 2-127 rows)"
+    if v < (0, 19) or rows < 8:
+        return rows, flash, native, "0.13-0.18 not read (or < 8 rows): FlashInfer/Triton (b+12) … PyTorch sort (b+36; b+49 for 2-127 rows)"
+    return rows, flash, triton, "0.19+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
+
+
+def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
+                    config: dict[str, Any] | None = None) -> Term:
+    """The activation peak of the profile run (module docstring): V0 additive and calibrated;
+    V1 ``max(forward, hidden states + logits)`` with the logits from the code
+    (:func:`v1_logits_rule`)."""
     b = active_bands()
     k_lo, k_hi = b.k
-    tw = s.max_num_batched_tokens * w.token_bytes
-    c_lo, c_hi = b.c_v1 if s.v1 else b.c_v0
-    logits = s.max_num_seqs * w.vocab
-    v = Interval.scaled(tw, k_lo, k_hi) + Interval(c_lo * logits, c_hi * logits)
-    src = (f"{s.max_num_batched_tokens:,} tokens × {w.token_bytes:,} B × [{float(k_lo):.2f}, {float(k_hi):.2f}]"
-           f" + [{c_lo}, {c_hi}] B × {s.max_num_seqs} sequences × {w.vocab:,} vocab (sampler); "
-           "calibrated on tests/data/fit_logs")
+    T = s.max_num_batched_tokens
+    tw = T * w.token_bytes
+    fwd = Interval.scaled(tw, k_lo, k_hi)
+    if not s.v1:
+        c_lo, c_hi = b.c_v0
+        logits = s.max_num_seqs * w.vocab
+        v = fwd + Interval(c_lo * logits, c_hi * logits)
+        src = (f"{T:,} tokens × {w.token_bytes:,} B × [{float(k_lo):.2f}, {float(k_hi):.2f}]"
+               f" + [{c_lo}, {c_hi}] B × {s.max_num_seqs} sequences × {w.vocab:,} vocab (V0 sampler); "
+               "calibrated on tests/data/fit_logs")
+    else:
+        bb, hidden = _dtype_and_hidden(config or {})
+        rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb)
+        kept_lo = T * hidden * bb + rows * hidden * bb
+        kept_hi = kept_lo + rows * hidden * bb
+        lg = Interval(kept_lo + rows * w.vocab * beta_lo, kept_hi + rows * w.vocab * beta_hi)
+        v = Interval(max(fwd.low, lg.low), max(fwd.high, lg.high))
+        src = (f"max(forward {T:,} tokens × {w.token_bytes:,} B × [{float(k_lo):.2f}, {float(k_hi):.2f}], "
+               f"{rows:,} rows × {w.vocab:,} vocab × [{beta_lo}, {beta_hi}] B + hidden states); {why}")
     if w.multimodal:
         src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"
     return Term("activation peak (profile run)", v, src)
 
 
-def non_torch_term(s: VllmSettings) -> Term:
-    """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator."""
+def non_torch_term(s: VllmSettings, release: Release | None = None) -> Term:
+    """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator; V1 before 0.9.1
+    counts the CUDA context too (module docstring)."""
     b = active_bands()
     v = b.non_torch_v1 if s.v1 else b.non_torch_v0
-    return Term("non-torch memory", v, f"{'V1' if s.v1 else 'V0'} band from tests/data/fit_logs")
+    src = f"{'V1' if s.v1 else 'V0'} band from tests/data/fit_logs"
+    if s.v1 and release is not None and release.version < V1_PROFILER_FROM:
+        v = v + CUDA_CONTEXT
+        src += (" + the CUDA context (V1 before 0.9.1 counts all GPU memory in use less torch's: "
+                "vllm/v1/worker/gpu_worker.py determine_available_memory)")
+    return Term("non-torch memory", v, src)
 
 
 def cuda_graph_term(s: VllmSettings) -> Term:
@@ -173,9 +276,11 @@ def cuda_graph_term(s: VllmSettings) -> Term:
                 "out of the memory --gpu-memory-utilization leaves", counted=False)
 
 
-def vllm_terms(s: VllmSettings, w: Widths, weights: Term) -> list[Term]:
-    """Every non-KV term for ``s``: weights, activation peak, non-torch, CUDA graph pool."""
-    return [weights, activation_term(s, w), non_torch_term(s), cuda_graph_term(s)]
+def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
+               config: dict[str, Any] | None = None) -> list[Term]:
+    """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's logits
+    dtype and hidden size): weights, activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w, release, config), non_torch_term(s, release), cuda_graph_term(s)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:

@@ -15,9 +15,12 @@ Defaults, read at pinned releases:
 - V0 ``--max-num-seqs`` 256; ``--max-num-batched-tokens``: chunked prefill turns on by itself
   for ``max_model_len > 32768`` (``EngineArgs.create_engine_config``, 0.6–0.7) with 2048
   (512 before 0.6.4); otherwise ``max(max_model_len, 2048)`` (``SchedulerConfig``).
-- V1 (``EngineArgs._set_default_args_v1`` / ``get_batch_defaults``, ``vllm serve`` entry
-  point): ``--max-num-batched-tokens`` 2048 and ``--max-num-seqs`` 256; on a GPU with at
-  least 70 GiB that is not an A100, 8192 and 1024.
+- V1 (``vllm serve`` entry point, ``UsageContext.OPENAI_API_SERVER``; ``EngineArgs.__post_init__``
+  / ``_override_v1_engine_args`` 0.7, ``_set_default_args_v1`` 0.8 on, read in the PyPI sdists
+  of each release): ``--max-num-batched-tokens`` 8192 on a "large" GPU, else 2048;
+  ``--max-num-seqs`` 1024 on a large GPU, else 256. "Large" by release: 0.7.0 … 0.8.4 the
+  device name contains ``h100`` or ``h200``; 0.8.5 at least 70 GiB; 0.9.0 on at least 70 GiB
+  and not an A100. ``--max-num-seqs`` is 1024 on every GPU from 0.7.0 to 0.8.3.
 - CUDA graphs: captured unless ``--enforce-eager``; the graph pool is subtracted from the
   KV budget from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on by default;
   ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``), before that it is
@@ -119,9 +122,21 @@ def resolve_vllm_flags(flags: VllmFlags, release: Release, *, cuda_total_bytes: 
     if release.at_least(0, 11) and not v1:
         raise KvgateError(f"vLLM {release.text} has no V0 engine", hint="V0 was removed in 0.11")
     if v1:
-        big = cuda_total_bytes >= 70 * GiB and "a100" not in gpu_name.lower()
-        seqs_def, mnbt_def = (1024, 8192) if big else (256, 2048)
-        why = "V1 `vllm serve` default " + ("for GPUs ≥ 70 GiB other than A100" if big else "for GPUs < 70 GiB or A100")
+        name = gpu_name.lower()
+        if not release.at_least(0, 8, 5):
+            big = "h100" in name or "h200" in name
+            rule = "H100/H200 by device name (0.7.0-0.8.4)"
+        elif not release.at_least(0, 9):
+            big = cuda_total_bytes >= 70 * GiB
+            rule = "GPUs ≥ 70 GiB (0.8.5)"
+        else:
+            big = cuda_total_bytes >= 70 * GiB and "a100" not in name
+            rule = "GPUs ≥ 70 GiB other than A100 (0.9+)"
+        mnbt_def = 8192 if big else 2048
+        seqs_def = 1024 if big or not release.at_least(0, 8, 4) else 256
+        why = f"V1 `vllm serve` default ({'large' if big else 'not large'}: {rule})"
+        if not release.at_least(0, 8, 4):
+            why += "; max_num_seqs 1024 on every GPU before 0.8.4"
     else:
         seqs_def = 256
         chunk = 2048 if release.at_least(0, 6, 4) else 512
