@@ -126,3 +126,16 @@ def test_engine_log_gate_refuses_a_measurement_it_would_not_use(capsys):
     code, doc = run_json(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--slots", "32", "--max-seq", "8192",
                           "--kv-format", "bf16", "--tp", "4", "--peak", "20GiB", "--no-record"], capsys)
     assert code == 2 and "--peak" in doc["error"]
+
+
+@pytest.mark.parametrize("flag,value,why", [("--host-capacity", "-1GiB", "cannot parse"),
+                                            ("--device-capacity", "lots", "cannot parse"),
+                                            ("--h2d-bandwidth", "0", "must be positive")])
+def test_tier_byte_flags_name_themselves_in_the_error(flag, value, why, capsys, shared_dir):
+    trace = shared_dir / "traces" / "mooncake_conversation_trace.jsonl"
+    argv = ["tier", "--trace", str(trace), "--model", "llama-3.1-8b", "--device-capacity", "64GiB",
+            "--host-capacity", "1TiB", "--h2d-source", "test"]
+    argv += [f"{flag}={value}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"ERROR: {flag}: " in err and why in err

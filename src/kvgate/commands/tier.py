@@ -89,6 +89,15 @@ def _pct(x: float | None) -> str:
     return "not available" if x is None else f"{100 * x:.2f}%"
 
 
+
+def _flag_bytes(flag: str, text: str, *, allow_zero: bool = False) -> int:
+    """``parse_bytes`` with the flag named in its error (exit 2)."""
+    try:
+        return parse_bytes(text, allow_zero=allow_zero)
+    except KvgateError as exc:
+        raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from kvgate.model import load_model
     from kvgate.session import engine_geometry
@@ -119,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
     block_bytes = trace.block_tokens * bpt
     device_blocks = args.device_blocks
     if args.device_capacity is not None:
-        device_blocks = parse_bytes(args.device_capacity, allow_zero=True) // block_bytes
-    device_bytes = parse_bytes(args.device_capacity, allow_zero=True) if args.device_capacity is not None else None
+        device_blocks = _flag_bytes('--device-capacity', args.device_capacity, allow_zero=True) // block_bytes
+    device_bytes = _flag_bytes('--device-capacity', args.device_capacity, allow_zero=True) if args.device_capacity is not None else None
     host: int | None = None
     given = [f for f, v in (("--host-capacity", args.host_capacity), ("--cache-ram", args.cache_ram),
                             ("--kv-offloading-size", args.kv_offloading_size),
@@ -131,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         if flag in given and args.cache_model != model_name:
             raise KvgateError(f"{flag} is {model_name}'s", hint=f"use --cache-model {model_name}, or --host-capacity")
     if args.host_capacity is not None:
-        host = parse_bytes(args.host_capacity, allow_zero=True)
+        host = _flag_bytes('--host-capacity', args.host_capacity, allow_zero=True)
     elif args.kv_offloading_size is not None:
         host = round(args.kv_offloading_size * 2**30)
     elif args.hicache_ratio is not None:
@@ -157,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         raise KvgateError("a host tier needs the device pool it backs",
                           hint="give --device-capacity BYTES (the KV pool from `kvgate fit` or the engine's log) "
                                "or --device-blocks N")
-    bw = parse_bytes(args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
+    bw = _flag_bytes('--h2d-bandwidth', args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
     rep = analyze(trace, bytes_per_token=bpt, cache_model=args.cache_model, device_blocks=device_blocks,
                   device_bytes=device_bytes, engine_block_size=args.block_size or 16, host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
                   prefill=Speed(args.prefill_tokens_per_s, args.prefill_source),
