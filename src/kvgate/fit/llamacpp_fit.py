@@ -100,8 +100,9 @@ def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int) -> tuple[int, int]
     n = g.model.num_layers
     if ngl >= n:
         return whole, whole
-    # per layer: what the layout says it holds (its K + V cells, or its recurrent state)
-    on = sum(lay.layer_cache_bytes(g, i, L) for i in range(ngl))
+    # per layer: what the layout says it holds (its K + V cells, or its recurrent state);
+    # the offloaded layers are the last -ngl (:data:`PLACEMENT`)
+    on = sum(lay.layer_cache_bytes(g, i, L) for i in range(n - ngl, n))
     return on, whole
 
 
@@ -138,9 +139,109 @@ def logits_rows(f: LlamaCppFlags, release: Release | None = None) -> tuple[int, 
 def _width(cfg: dict[str, Any], *keys: str) -> int:
     for k in keys:
         v = cfg.get(k)
+        if isinstance(v, list):  # a per-layer GGUF array: the widest layer
+            v = max((x for x in v if isinstance(x, int) and not isinstance(x, bool)), default=None)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return 0
+
+
+#: the largest vocabulary of the common models (Gemma 3: 262,144 tokens), the high end of
+#: the logits when a GGUF states no vocabulary at all
+VOCAB_HIGH = 262_144
+
+
+@dataclass(frozen=True)
+class GraphWidths:
+    """The widths the graph reserve's phases depend on: ``n_embd``, ``n_head``, ``n_ff``
+    (top-k × expert width for MoE), ``vocab`` (``None``: not available) and where the
+    vocabulary came from; ``hf`` a config.json-shaped view for the parameter estimate."""
+
+    n_embd: int
+    n_head: int
+    n_ff: int
+    vocab: int | None
+    vocab_source: str
+    hf: dict[str, Any]
+
+
+def graph_widths(model: ModelSpec) -> GraphWidths:
+    """:class:`GraphWidths` of ``model``: a config.json's fields (``hidden_size``,
+    ``intermediate_size``, ``vocab_size`` …), or a GGUF's own keys as llama.cpp reads them
+    (``src/llama-model.cpp`` ``load_hparams``: ``{arch}.embedding_length``,
+    ``{arch}.attention.head_count``, ``{arch}.feed_forward_length``,
+    ``{arch}.expert_used_count`` × ``{arch}.expert_feed_forward_length``; the vocabulary
+    from ``{arch}.vocab_size``, else the ``tokenizer.ggml.tokens`` count (llama.cpp's
+    ``n_vocab``), else the ``output``/``token_embd`` tensor's ``ne[1]``).
+
+    Raises:
+        KvgateError: a GGUF without ``embedding_length`` or ``feed_forward_length`` (llama.cpp
+            needs both to build the graph), named.
+    """
+    cfg = model.config or {}
+    arch = cfg.get("gguf_architecture")
+    if not arch:
+        tc = text_config(cfg)
+        top_k = _width(tc, "num_experts_per_tok", "experts_per_token", "moe_topk")
+        n_ff = (top_k * _width(tc, "moe_intermediate_size", "intermediate_size") if top_k
+                else _width(tc, "intermediate_size", "ffn_dim", "n_inner"))
+        vocab = _width(tc, "vocab_size") or None
+        return GraphWidths(_width(tc, "hidden_size", "n_embd", "d_model"),
+                           _width(tc, "num_attention_heads", "n_head") or max((l.num_kv_heads for l in model.layers), default=0),
+                           n_ff, vocab, "config.json vocab_size" if vocab else "not available", cfg)
+    k = f"{arch}."
+    n_embd = _width(cfg, k + "embedding_length")
+    top_k = _width(cfg, k + "expert_used_count")
+    n_ff = (top_k * _width(cfg, k + "expert_feed_forward_length", k + "feed_forward_length") if top_k
+            else _width(cfg, k + "feed_forward_length"))
+    for key, v in ((k + "embedding_length", n_embd), (k + "feed_forward_length", n_ff)):
+        if not v:
+            raise KvgateError(f"GGUF key {key!r} missing: llama.cpp's compute buffer cannot be sized",
+                              hint="a GGUF written by convert_hf_to_gguf.py states it")
+    tensors = cfg.get("gguf_tensors") or {}
+    vocab, src = _width(cfg, k + "vocab_size"), f"GGUF {k}vocab_size"
+    if not vocab:
+        vocab, src = _width(cfg, "tokenizer_tokens"), "GGUF tokenizer.ggml.tokens count"
+    for t in ("output", "token_embd"):
+        if not vocab and t in tensors and len(tensors[t]["shape"]) == 2:
+            vocab, src = int(tensors[t]["shape"][1]), f"GGUF {t}.weight shape"
+    n_head = _width(cfg, k + "attention.head_count") or max((l.num_kv_heads for l in model.layers), default=0)
+    hf = {"model_type": str(arch), "hidden_size": n_embd, "vocab_size": vocab or None,
+          "num_hidden_layers": model.num_layers, "num_attention_heads": n_head,
+          "num_key_value_heads": _width(cfg, k + "attention.head_count_kv") or n_head,
+          "head_dim": _width(cfg, k + "attention.key_length") or None,
+          "intermediate_size": _width(cfg, k + "feed_forward_length") or None,
+          "max_position_embeddings": model.max_position_embeddings}
+    if top_k:
+        hf.update(num_experts_per_tok=top_k, num_local_experts=_width(cfg, k + "expert_count") or None,
+                  moe_intermediate_size=_width(cfg, k + "expert_feed_forward_length") or None)
+    return GraphWidths(n_embd, n_head, n_ff, vocab or None, src if vocab else "not available",
+                       {kk: v for kk, v in hf.items() if v is not None})
+
+
+def _output_matrix_bytes(model: ModelSpec, w: GraphWidths, weights_bytes: int | None) -> tuple[Fraction, Fraction, str]:
+    """``(low, high, how)`` bytes of the output matrix: the GGUF's ``output.weight`` (or the
+    tied ``token_embd.weight``) tensor info, exact; else its share ``vocab × n_embd /
+    params`` of ``weights_bytes``, bytes per weight between the file's average and q6_K's
+    0.8203 (or the average × 1.5 when higher); else 0.5 … 2 bytes per weight."""
+    tensors = (model.config or {}).get("gguf_tensors") or {}
+    for t in ("output", "token_embd"):
+        if t in tensors:
+            b = Fraction(tensors[t]["bytes"])
+            return b, b, f"{t}.weight tensor info"
+    out = (w.vocab or VOCAB_HIGH) * w.n_embd
+    if weights_bytes:
+        from kvgate.model.weights import estimate_params  # noqa: PLC0415
+
+        try:
+            params = estimate_params(w.hf)
+        except KvgateError:
+            params = 0
+        if params > 0:
+            per = Fraction(weights_bytes, params)
+            q6 = Fraction(8203, 10000)
+            return out * min(per, q6), out * max(per * 3 / 2, q6), "share of the weights"
+    return Fraction(out, 2), Fraction(out * 2), "0.5 … 2 B per weight"
 
 
 def compute_buffer(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Release | None = None,
@@ -161,13 +262,9 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     stays on the CPU: its share ``vocab × n_embd / params`` of the file, bytes per weight
     between the file's average and q6_K's 0.8203 (or the average × 1.5 when higher).
     """
-    cfg = text_config(model.config or {})
-    vocab = _width(cfg, "vocab_size")
-    n_embd = _width(cfg, "hidden_size", "n_embd", "d_model")
-    n_head = _width(cfg, "num_attention_heads", "n_head") or max((l.num_kv_heads for l in model.layers), default=0)
-    top_k = _width(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
-    n_ff = (top_k * _width(cfg, "moe_intermediate_size", "intermediate_size") if top_k
-            else _width(cfg, "intermediate_size", "ffn_dim", "n_inner"))
+    w = graph_widths(model)
+    n_embd, n_head, n_ff = w.n_embd, w.n_head, w.n_ff
+    v_lo, v_hi = (w.vocab, w.vocab) if w.vocab else (0, VOCAB_HIGH)  # not available: 0 … the largest
     n_seq = _per_seq(ctx, f.parallel) if not f.kv_unified else ctx
     n = min(f.ubatch_size, f.batch_size, ctx)
     n_kv = -(-n_seq // 256) * 256  # the cache's cells, padded to 256 (llama-kv-cache.cpp)
@@ -175,24 +272,17 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     e = n * n_embd * 4
     mask = n * n_kv * (2 if fa else 4)
     r_lo, r_hi = logits_rows(f, release)
-    lo = [2 * n * n_ff * 4 + mask + 2 * e, r_lo * vocab * 4 + e]
-    hi = [3 * n * n_ff * 4 + mask + 4 * e, r_hi * vocab * 4 + e]
+    lo = [2 * n * n_ff * 4 + mask + 2 * e, r_lo * v_lo * 4 + e]
+    hi = [3 * n * n_ff * 4 + mask + 4 * e, r_hi * v_hi * 4 + e]
     ngl = f.n_gpu_layers if ngl is None else ngl
     if not fa and ngl > 0:
         a = n * n_kv * n_head * 4
         lo.append(a + mask + e * 11 // 2)
         hi.append(a + mask + 7 * e)
     if ngl <= model.num_layers:  # output layer on the CPU: its matrix is copied in for the matmul
-        out = vocab * n_embd
-        if weights_bytes:
-            from kvgate.model.weights import estimate_params  # noqa: PLC0415
-
-            per = Fraction(weights_bytes, max(1, estimate_params(model.config or {})))
-            w_lo, w_hi = out * min(per, Fraction(8203, 10000)), out * max(per * 3 / 2, Fraction(8203, 10000))
-        else:
-            w_lo, w_hi = Fraction(out, 2), Fraction(out * 2)
-        lo.append(int(w_lo) + r_lo * vocab * 4 + e)
-        hi.append(int(w_hi) + r_hi * vocab * 4 + e)
+        w_lo, w_hi, _ = _output_matrix_bytes(model, w, weights_bytes)
+        lo.append(int(w_lo) + r_lo * v_lo * 4 + e)
+        hi.append(int(w_hi) + r_hi * v_hi * 4 + e)
     return max(lo), max(hi)
 
 
@@ -251,23 +341,63 @@ def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
     n = model.num_layers
     ngl = f.n_gpu_layers if ngl is None else ngl
     layers = min(ngl, n)
-    if ngl > n:  # every layer and the output tensor; token embeddings stay on the CPU
-        w = Interval.scaled(wb, Fraction(85, 100), Fraction(1))
-    else:  # the repeating layers' share, less embeddings/output (up to 30% of a small model)
-        w = Interval.scaled(wb * layers // n, Fraction(70, 100), Fraction(1))
+    w, how = model_buffer(model, wb, ngl)
     if not exact:
         w = Interval(w.low * 85 // 100, -(-w.high * 115 // 100))
+        how += ", ESTIMATE ×[0.85, 1.15]"
     kv_gpu, kv_whole = _kv_on_gpu(g, ctx, f.parallel, ngl)
     terms = [
-        Term("model buffer (weights on the GPU)", w,
-             f"{src}: {layers}/{n} layers offloaded (-ngl {ngl})" + ("" if exact else ", ESTIMATE ×[0.85, 1.15]")),
+        Term("model buffer (weights on the GPU)", w, f"{src}: {layers}/{n} layers offloaded (-ngl {ngl}); {how}"),
         Term("KV buffer", Interval.point(kv_gpu), "kvgate.geometry LlamaCpp (exact)"),
         Term("compute buffer", compute_buffer(model, f, ctx, release=release, ngl=ngl, weights_bytes=wb),
              "graph reserve phases (FA " + ("on" if flash_attn_on(f, release) else "off") + ") × [0.9, 1.15]; "
-             "tiny-GGUF reserves and tests/data/fit_logs"),
+             "tiny-GGUF reserves and tests/data/fit_logs" + _vocab_said(model)),
         Term("CUDA context and cuBLAS", CONTEXT, "band: not printed by llama.cpp"),
     ]
     return terms, kv_gpu, kv_whole
+
+
+#: ``src/llama-model.cpp`` ``load_tensors`` (llama.cpp 0c1e57098bba): the input layer (token
+#: embeddings) always gets the CPU's buffer type; layer ``il`` is on the GPU when
+#: ``il >= i_gpu_start = max(n_layer - n_gpu_layers, 0)``; the output layer (``il = n_layer``)
+#: only when ``-ngl`` exceeds ``n_layer``.
+PLACEMENT = "llama.cpp src/llama-model.cpp load_tensors"
+
+
+def model_buffer(model: ModelSpec, weights_bytes: int, ngl: int) -> tuple[Interval, str]:
+    """``(bytes on the GPU, how)`` of the model buffer with ``-ngl ngl`` (:data:`PLACEMENT`).
+
+    From the GGUF's tensor infos when the file has them (exact: ``blk.N`` of the offloaded
+    layers, + ``output``/``output_norm`` when ``-ngl`` > layers); else ``weights_bytes``
+    spread over the layers: all layers and the output × [0.85, 1.00] (the token embeddings,
+    up to 15% of the file, stay on the CPU: Pythia-2.8B f16 puts 5049.71 MiB of its file on
+    the GPU), or the offloaded layers' share ``weights × ngl / n_layer`` × [0.70, 1.00]
+    (embeddings and output, up to 30% of a small model, are not in the layers).
+    """
+    n = model.num_layers
+    layers = min(ngl, n)
+    t = (model.config or {}).get("gguf_tensors") or {}
+    if t.get("layer_bytes"):
+        per = t["layer_bytes"]
+        b = sum(per.get(i, 0) for i in range(n - layers, n))
+        if ngl > n:
+            b += t.get("output", {}).get("bytes", 0) + t.get("other_bytes", 0)
+        return Interval.point(b), f"exact from the GGUF's tensor infos, token embeddings on the CPU ({PLACEMENT})"
+    if ngl > n:
+        return (Interval.scaled(weights_bytes, Fraction(85, 100), Fraction(1)),
+                f"×[0.85, 1.00]: the token embeddings stay on the CPU ({PLACEMENT})")
+    return (Interval.scaled(weights_bytes * layers // n, Fraction(70, 100), Fraction(1)),
+            f"the layers' share ×[0.70, 1.00]: embeddings and output are not in the layers ({PLACEMENT})")
+
+
+def _vocab_said(model: ModelSpec) -> str:
+    """Where the logits' vocabulary came from, said for a GGUF (its keys are not config.json's)."""
+    if "gguf_architecture" not in (model.config or {}):
+        return ""
+    w = graph_widths(model)
+    if w.vocab is None:
+        return f"; vocabulary not available in the GGUF: logits 0 … {VOCAB_HIGH:,} tokens"
+    return f"; vocabulary {w.vocab:,} tokens ({w.vocab_source})"
 
 
 def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
@@ -301,8 +431,13 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
                 return max(0, model.num_layers - min(ngl, model.num_layers))
         return None
 
+    def ngl_for(cpu: int | None) -> int | None:  # the -ngl to pass: 0 on the CPU is every layer and the output
+        return None if cpu is None else (model.num_layers - cpu if cpu else model.num_layers + 1)
+
     return {"ctx_size_all_layers_on_gpu": {"sure": largest("low"), "possible": largest("high")},
-            "layers_on_cpu_at_ctx_size": {"sure": cpu_layers("low"), "possible": cpu_layers("high")}}
+            "layers_on_cpu_at_ctx_size": {"sure": cpu_layers("low"), "possible": cpu_layers("high")},
+            "n_gpu_layers_at_ctx_size": {"sure": ngl_for(cpu_layers("low")), "possible": ngl_for(cpu_layers("high"))},
+            "n_layers": model.num_layers}
 
 
 def _gib(b: int) -> str:

@@ -46,8 +46,7 @@ def render_llamacpp(a: FitAnswer) -> str:
     flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                f"(-np {s['parallel']} sequences share it)")
     lcpu = f["layers_on_cpu_at_ctx_size"]
-    flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_n(lcpu['sure'])} layer(s) on the CPU for sure "
-               f"({_n(lcpu['possible'])} at best)")
+    flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)} for sure; {_ngl(lcpu['possible'], f)} at best")
     return "\n".join(out + _closing(a, "llama.cpp", flips))
 
 
@@ -148,6 +147,16 @@ def render_vllm(a: FitAnswer) -> str:
         flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
                    f"for one request of {s['max_model_len']:,} tokens")
     return "\n".join(out + _closing(a, "vLLM", flips))
+
+
+def _ngl(cpu: int | None, f: dict) -> str:
+    """``k layer(s) on the CPU: pass -ngl N`` (``N = layers − k``; all layers and the output: layers + 1)."""
+    n = f.get("n_layers")
+    if cpu is None:
+        return "not even with every layer on the CPU"
+    if n is None:
+        return f"{cpu} layer(s) on the CPU"
+    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu if cpu else n + 1})"
 
 
 def _n(v: int | None) -> str:

@@ -431,7 +431,32 @@ def load_gguf(path: Path) -> ModelSpec:
     spec = spec_from_gguf_metadata(meta, name=Path(path).stem, source=str(path))
     spec.config["weight_bytes"] = gguf_weight_bytes(reader)
     spec.config["weight_tensors"] = len(reader.tensors)
+    tok = reader.fields.get("tokenizer.ggml.tokens")
+    if tok is not None:
+        spec.config["tokenizer_tokens"] = len(tok.data)
+    if reader.tensors:
+        spec.config["gguf_tensors"] = gguf_tensor_summary(reader)
     return spec
+
+
+def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
+    """The tensor-info table grouped as llama.cpp places it (``src/llama-model.cpp``
+    ``load_tensors``): ``layer_bytes`` (``blk.N.*`` bytes per layer N), ``token_embd`` and
+    ``output`` (``{"bytes", "shape"}``, shape as ggml's ``ne``: ``[n_embd, n_vocab]``; no
+    ``output`` when the head is tied to ``token_embd``), ``other_bytes`` (output_norm …).
+    Bytes are ``ggml_nbytes`` (:func:`gguf_weight_bytes`); no tensor data is read."""
+    layers: dict[int, int] = {}
+    out: dict[str, Any] = {"layer_bytes": layers, "other_bytes": 0}
+    for t in reader.tensors:
+        name, nb = str(t.name), int(t.n_bytes)
+        if name.startswith("blk."):
+            i = int(name.split(".")[1])
+            layers[i] = layers.get(i, 0) + nb
+        elif name in ("token_embd.weight", "output.weight"):
+            out[name.split(".")[0]] = {"bytes": nb, "shape": [int(x) for x in t.shape]}
+        else:
+            out["other_bytes"] += nb
+    return out
 
 
 FILE_LOADERS.setdefault(".gguf", load_gguf)

@@ -1,0 +1,116 @@
+"""kvgate fit, second round of a new user's faults: GGUF widths and weights split under
+-ngl, the compute buffer of a header-only GGUF, the reasons of every band, vLLM's verdict
+when no KV pool is left, the newest modelled releases, flip points in the engine's flags,
+the --json fields alike for every engine, and the help's commands column."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from kvgate.fit import lookup_gpu, resolve_release
+from kvgate.fit.interval import Interval
+from kvgate.fit.llamacpp_fit import VOCAB_HIGH, LlamaCppFlags, compute_buffer, fit_llamacpp, graph_widths
+from kvgate.model import load_model
+
+GiB = 2**30
+MiB = 2**20
+CONF = Path(__file__).parent / "data" / "llamacpp" / "conformance"
+
+
+@pytest.fixture
+def run_cli(capsys):
+    from kvgate.cli import main
+
+    def run(*argv):
+        assert main(list(argv)) == 0
+        return capsys.readouterr().out
+    return run
+
+
+def _without(model, *keys):
+    cfg = {k: v for k, v in model.config.items() if k not in keys}
+    return dataclasses.replace(model, config=cfg)
+
+
+# ------------------------------------------------------------------ 1. -ngl split of a GGUF
+def test_partial_offload_of_a_gguf_reads_its_own_keys(run_cli):
+    """Qwen3-8B GGUF (36 layers, no tensor infos), 8.7 GB given, -ngl 20: no config.json field
+    is needed. KV: 20 layers × 32,768 cells × 8 heads × 128 × 2 B × 2 (K, V) = 2,560 MiB;
+    the model buffer the 20 layers' share 8,700,000,000 × 20 // 36 = 4,833,333,333 B × [0.70, 1.00]."""
+    m = load_model(str(CONF / "qwen3-8b.gguf"))
+    a = fit_llamacpp(m, 8_700_000_000, True, "given", lookup_gpu("RTX 4090"),
+                     LlamaCppFlags(ctx_size=32768, parallel=4, n_gpu_layers=20), resolve_release("llama.cpp", None))
+    assert a.kv_pool == Interval.point(20 * 32768 * 8 * 128 * 2 * 2) == Interval.point(2560 * MiB)
+    w = a.terms[0].value
+    assert w.high == 4_833_333_333 and w.low == 3_383_333_333
+    out = run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
+                  "--weights-bytes", "8.7GB", "-ngl", "20")
+    assert "CUDA0 KV buffer size = 2560.00 MiB" in out
+
+
+def test_partial_offload_keeps_the_last_layers_kv():
+    """llama.cpp offloads the LAST -ngl layers (llama-model.cpp load_tensors, i_gpu_start =
+    n_layer − ngl). Gemma-3-1B: 26 layers, 5, 11, 17, 23 full attention, the others sliding
+    (window 512 + ubatch 512 = 1,024 cells). -ngl 3 at -c 8192 puts layers 23–25 on the GPU:
+    (8,192 + 1,024 + 1,024) cells × 1 head × 256 × 2 B × 2 (K, V) = 10 MiB (the first three,
+    all sliding, would be 3 MiB)."""
+    m = load_model(str(CONF / "gemma-3-1b.gguf"))
+    a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"),
+                     LlamaCppFlags(ctx_size=8192, n_gpu_layers=3), resolve_release("llama.cpp", None))
+    assert a.kv_pool == Interval.point((8192 + 1024 + 1024) * 256 * 2 * 2) == Interval.point(10 * MiB)
+
+
+# ------------------------------------------------------------------ 2. compute buffer from GGUF keys
+def test_compute_buffer_from_gguf_keys_by_hand():
+    """preset-llama-3.1-8b.gguf: n_embd 4096, n_ff 14336, vocab 128 (its llama.vocab_size);
+    -c 32768 -np 4 -fa on -ub 512: n_kv = 8192, E = 512 × 4096 × 4 = 8,388,608,
+    mask = 512 × 8192 × 2 = 8,388,608; FFN low 2 × 512 × 14336 × 4 + mask + 2E = 83,886,080,
+    high 3 × … + mask + 4E = 130,023,424; logits 4 … 512 rows × 128 × 4 + E are smaller.
+    Band: 83,886,080 × 0.9 = 75,497,472 … ⌈130,023,424 × 1.15⌉ = 149,526,938."""
+    m = load_model(str(CONF / "preset-llama-3.1-8b.gguf"))
+    f = LlamaCppFlags(ctx_size=32768, parallel=4, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on")
+    assert compute_buffer(m, f, 32768, release=resolve_release("llama.cpp", None)) == Interval(75_497_472, 149_526_938)
+
+
+def test_gguf_vocabulary_falls_back_to_tokens_then_unknown():
+    m = load_model(str(CONF / "preset-llama-3.1-8b.gguf"))
+    w = graph_widths(_without(m, "llama.vocab_size"))
+    assert (w.vocab, w.vocab_source) == (128, "GGUF tokenizer.ggml.tokens count")
+    none = _without(m, "llama.vocab_size", "tokenizer_tokens")
+    assert graph_widths(none).vocab is None
+    # not available: the logits span 0 … the largest vocabulary; -ub 512 rows × 262,144 × 4 + E
+    f = LlamaCppFlags(ctx_size=4096, flash_attn="on")
+    hi = compute_buffer(none, f, 4096, release=resolve_release("llama.cpp", "b7000")).high
+    assert hi == -(-(512 * VOCAB_HIGH * 4 + 512 * 4096 * 4) * 115 // 100)
+
+
+def test_gguf_vocabulary_from_output_tensor_shape():
+    m = load_model(str(CONF / "preset-llama-3.1-8b.gguf"))
+    m = _without(m, "llama.vocab_size", "tokenizer_tokens")
+    m.config["gguf_tensors"] = {"layer_bytes": {}, "other_bytes": 0,
+                                "output": {"bytes": 4096 * 1000 * 2, "shape": [4096, 1000]}}
+    assert graph_widths(m).vocab == 1000
+
+
+# ------------------------------------------------------------------ 3. the reason of the model buffer's band
+def test_model_buffer_band_says_why(run_cli):
+    out = run_cli("fit", str(CONF / "preset-llama-3.1-8b.gguf"), "-c", "32768", "-np", "4", "-fa", "on",
+                  "--gpu", "RTX 4090", "--weights-bytes", "4.9GB")
+    row = next(ln for ln in out.splitlines() if ln.startswith("model buffer"))
+    assert "token embeddings stay on the CPU" in row and "llama-model.cpp" in row
+    assert "vocabulary 128 tokens (GGUF llama.vocab_size)" in out
+
+
+# ------------------------------------------------------------------ 6. -ngl to pass
+def test_ngl_flip_gives_the_value_to_pass(run_cli):
+    out = run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
+                  "--weights-bytes", "8.7GB")
+    d = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
+                           "--weights-bytes", "8.7GB", "--json"))
+    cpu = d["flip_points"]["layers_on_cpu_at_ctx_size"]["sure"]
+    assert cpu > 0 and d["flip_points"]["n_gpu_layers_at_ctx_size"]["sure"] == 36 - cpu
+    assert f"{cpu} layer(s) on the CPU (pass -ngl {36 - cpu})" in out
