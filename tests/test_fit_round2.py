@@ -114,3 +114,31 @@ def test_ngl_flip_gives_the_value_to_pass(run_cli):
     cpu = d["flip_points"]["layers_on_cpu_at_ctx_size"]["sure"]
     assert cpu > 0 and d["flip_points"]["n_gpu_layers_at_ctx_size"]["sure"] == 36 - cpu
     assert f"{cpu} layer(s) on the CPU (pass -ngl {36 - cpu})" in out
+
+
+# ------------------------------------------------------------------ 4. no pool: no negative log line, words
+def test_vllm_no_pool_says_so_in_words(run_cli):
+    """Llama-3.1-8B at 20 GiB of weights on an L4 (CUDA total ≤ 22.08 GiB; × 0.9 ≤ 19.87 GiB):
+    the weights alone exceed vLLM's share, so no pool at either end."""
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--weights-bytes", "20GiB")
+    assert "Available KV cache memory: -" not in out and "none for sure" not in out and "0 … 0" not in out
+    assert "No available memory for the cache blocks" in out
+    assert "no --max-model-len fits: the weights and the activation peak leave no KV cache pool" in out
+    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--weights-bytes", "20GiB", "--json"))
+    assert d["fits"] == "no" and d["flip_points"]["max_model_len"] == {"sure": None, "possible": None}
+    # 20 GiB + ≥ 0.45 GiB activation + ≥ 0.03 GiB non-torch + ≥ 0.08 GiB graphs over ≤ 22.08 GiB: above 0.93
+    assert d["flip_points"]["gpu_memory_utilization_for_any_pool"]["possible"] >= 0.93
+
+
+def test_vllm_straddling_pool_no_negative_line(run_cli):
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--max-model-len", "131072")
+    assert "Available KV cache memory: -" not in out and "GPU KV cache size: 0 tokens" not in out
+    assert "none fits for sure" in out and "To serve at least one request" in out
+
+
+# ------------------------------------------------------------------ 6. vLLM flips
+def test_vllm_max_num_seqs_cap_and_per_gpu(run_cli):
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "32768", "--max-num-seqs", "16", "-tp", "2")
+    assert "but --max-num-seqs 16 caps it: 16 run at once" in out
+    # 32,768 tokens × 128 KiB per token / 2 ranks = 2 GiB on each GPU
+    assert "needs 2.00 GiB of KV cache per GPU" in out

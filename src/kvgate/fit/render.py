@@ -100,8 +100,11 @@ def render_sglang(a: FitAnswer) -> str:
     cl = f["context_length"]
     flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
     mr = f["max_running_requests_at_context_length"]
-    flips.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of {s['context_length']:,} "
-               f"tokens fit at once; more wait in the queue")
+    if not mr["possible"]:
+        flips.append(f"  --max-running-requests: not one request of {s['context_length']:,} tokens fits in the pool")
+    else:
+        flips.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of "
+                     f"{s['context_length']:,} tokens fit at once; more wait in the queue")
     mf = f["mem_fraction_static"]
     flips.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
                f"of {s['context_length']:,} tokens")
@@ -132,21 +135,54 @@ def render_vllm(a: FitAnswer) -> str:
     out.append("vLLM would log (low end … high end):")
     for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
         out.append(f"  {lo}" if lo == hi else f"  {lo}   …   {hi.split(': ', 1)[-1]}")
+    ranks = s["tensor_parallel_size"] * s["pipeline_parallel_size"]
     if a.request_bytes:
-        out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache")
+        out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache"
+                   + (f" per GPU (each of {ranks} GPUs holds its share)" if ranks > 1 else ""))
     out.append("")
-    f = a.flip_points
+    return "\n".join(out + _closing(a, "vLLM", _vllm_flips(a)))
+
+
+def _vllm_flips(a: FitAnswer) -> list[str]:
+    """vLLM's flip points in words: no negative pools, no "none" where a sentence says why."""
+    s, f = a.settings, a.flip_points
+    L = s["max_model_len"]
     flips: list[str] = []
     ml = f.get("max_model_len", {})
-    flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
+    anyp = f.get("gpu_memory_utilization_for_any_pool", {})
+    if ml.get("possible") is None:
+        if anyp.get("sure") is not None:
+            how = f"needs --gpu-memory-utilization ≥ {_u(anyp['sure'])} or a larger card"
+        elif anyp.get("possible") is not None:
+            how = f"needs --gpu-memory-utilization ≥ {_u(anyp['possible'])} at best, or a larger card"
+        else:
+            how = "needs a larger card (or more -tp, or smaller weights)"
+        flips.append("  --max-model-len: no --max-model-len fits: the weights and the activation peak leave no KV cache "
+                     "pool; " + how)
+    elif ml.get("sure") is None:
+        flips.append(f"  --max-model-len: none fits for sure (at the low end of the pool no request fits); "
+                     f"up to {_n(ml.get('possible'))} at best")
+    else:
+        flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
     ms = f.get("max_num_seqs_at_max_model_len", {})
-    flips.append(f"  --max-num-seqs: {_n(ms.get('sure'))} … {_n(ms.get('possible'))} sequences of {s['max_model_len']:,} "
-               f"tokens run at once; more wait in the queue (shorter requests share the pool)")
+    lo, hi = ms.get("sure"), ms.get("possible")
+    cap = s.get("max_num_seqs")
+    if not hi:
+        flips.append(f"  --max-num-seqs: not one sequence of {L:,} tokens fits in the pool")
+    elif isinstance(cap, int) and lo is not None and cap < lo:
+        flips.append(f"  --max-num-seqs: the pool would hold {_n(lo)} … {_n(hi)} sequences of {L:,} tokens, but "
+                     f"--max-num-seqs {cap} caps it: {cap} run at once, more wait in the queue")
+    else:
+        flips.append(f"  --max-num-seqs: {_n(lo)} … {_n(hi)} sequences of {L:,} tokens run at once; more wait in the "
+                     f"queue (shorter requests share the pool)")
     if "gpu_memory_utilization" in f:
         u = f["gpu_memory_utilization"]
-        flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
-                   f"for one request of {s['max_model_len']:,} tokens")
-    return "\n".join(out + _closing(a, "vLLM", flips))
+        if u.get("sure") is None and u.get("possible") is None:
+            flips.append(f"  --gpu-memory-utilization: none up to 1.0 holds one request of {L:,} tokens on this card")
+        else:
+            flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
+                         f"for one request of {L:,} tokens")
+    return flips
 
 
 def _ngl(cpu: int | None, f: dict) -> str:

@@ -169,9 +169,12 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
     conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
     lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}
-    avail_line = "Available KV cache memory: {:.2f} GiB"
-    lines["low"].insert(0, avail_line.format(pool.low / GiB))
-    lines["high"].insert(0, avail_line.format(pool.high / GiB))
+    for end, p in (("low", pool.low), ("high", pool.high)):
+        if p > 0:
+            lines[end].insert(0, f"Available KV cache memory: {p / GiB:.2f} GiB")
+        else:  # no pool at this end: vLLM stops before any KV line (gpu_worker.py / kv_cache_utils.py)
+            lines[end] = ["Available KV cache memory: none (the non-KV terms take it all; vLLM stops with "
+                          "\"No available memory for the cache blocks\")"]
     if not s.v1:  # V0 (vllm/executor, worker.py): "# GPU blocks: N", numbers without separators
         lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
                      else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
@@ -302,7 +305,9 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
     - ``max_num_seqs_at_max_model_len``: full-length requests that run at once, more queue
       (vLLM's "Maximum concurrency", floored);
     - ``gpu_memory_utilization``: the smallest ``--gpu-memory-utilization`` (2 decimals)
-      at which one ``--max-model-len`` request fits.
+      at which one ``--max-model-len`` request fits;
+    - ``gpu_memory_utilization_for_any_pool``: the smallest at which the non-KV terms leave
+      any KV cache pool (``None``: not even at 1.0).
     """
     limit = max(s.max_model_len, pr.model.max_position_embeddings or 0)
 
@@ -328,10 +333,13 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
         nonkv = total(terms)
         cuda = pr.gpu.cuda_total
 
-        def util_for(nk: int, tot: int) -> float | None:
-            u = Fraction(need + nk, tot)
+        def util_for(nk: int, tot: int, kv: int = need) -> float | None:
+            u = Fraction(kv + nk, tot)
             cents = -(-u * 100 // 1)
             return float(cents) / 100 if cents <= 100 else None
 
         out["gpu_memory_utilization"] = {"sure": util_for(nonkv.high, cuda.low), "possible": util_for(nonkv.low, cuda.high)}
+        # the share below which the non-KV terms leave no pool at all (one byte of KV cache)
+        out["gpu_memory_utilization_for_any_pool"] = {"sure": util_for(nonkv.high, cuda.low, 1),
+                                                      "possible": util_for(nonkv.low, cuda.high, 1)}
     return out
