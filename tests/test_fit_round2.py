@@ -142,3 +142,50 @@ def test_vllm_max_num_seqs_cap_and_per_gpu(run_cli):
     assert "but --max-num-seqs 16 caps it: 16 run at once" in out
     # 32,768 tokens × 128 KiB per token / 2 ranks = 2 GiB on each GPU
     assert "needs 2.00 GiB of KV cache per GPU" in out
+
+
+# ------------------------------------------------------------------ 5. the newest modelled release
+_ENGINE_FILES = {
+    "vllm": ["fit/vllm_*.py", "fit/calibrate.py", "geometry/vllm*.py"],
+    "sglang": ["fit/sglang_*.py", "geometry/sglang.py"],
+    "llama.cpp": ["fit/llamacpp_fit.py"],
+}
+_THRESHOLD = [r"(?:_FROM|_UP_TO|_CHANGED|_ROW)\s*=\s*\(([\d, ]+)\)", r"(?:<=|>=|<|>)\s*\(([\d, ]+)\)",
+              r"at_least\(([\d, ]+)\)"]
+
+
+def _thresholds(engine):
+    import re
+
+    src = Path(__file__).parent.parent / "src" / "kvgate"
+    found = []
+    for pat in _ENGINE_FILES[engine]:
+        for f in sorted(src.glob(pat)):
+            text = f.read_text()
+            for rx in _THRESHOLD:
+                for m in re.finditer(rx, text):
+                    v = tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+                    if v:
+                        found.append((v, f.name))
+    return found
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp"])
+def test_newest_modelled_is_not_older_than_any_rule(engine):
+    from kvgate.fit.release import NEWEST, parse_version
+
+    found = _thresholds(engine)
+    assert found  # the walk sees the engine's rules
+    newest = parse_version(NEWEST[engine])
+    assert all(v <= newest for v, _ in found), [(v, f) for v, f in found if v > newest]
+
+
+def test_sglang_default_release_and_glm5(run_cli):
+    """SGLang's rules go to 0.5.17 (geometry/sglang.py CELL_USES_DSA_ROW); llama.cpp's to b11312
+    (0c1e57098bba); GLM-5 at the default release is a DSA model (listed from 0.5.9)."""
+    assert resolve_release("sglang", None).text == "0.5.17"
+    assert resolve_release("llama.cpp", None).text == "b11312"
+    cfg = str(Path(__file__).parent / "data" / "configs" / "glm-5.json")
+    out = run_cli("fit", cfg, "--gpu", "H200", "--tp-size", "8", "--context-length", "32768",
+                  "--weights-bytes", "700GB")
+    assert "SGLang 0.5.17 (newest modelled" in out and "does not list GlmMoeDsa" not in out

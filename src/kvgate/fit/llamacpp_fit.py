@@ -22,7 +22,7 @@ the context: failed to allocate buffer for kv cache`` or ``… compute buffers``
   ``auto``, which resolves to on where the backend has the kernel) no KQ matrix exists,
   only the f16 mask; the FFN ``2..3 × n × n_ff × 4 + mask + 2..4 E``; the logits
   ``rows × n_vocab × 4 + E``, ``rows`` = ``-ub`` up to b7000 and ``-np`` in llama-server
-  at 0c1e57098bba (``tools/server/server-context.cpp`` ``server_output_limits``; builds
+  at 0c1e57098bba (b11312) (``tools/server/server-context.cpp`` ``server_output_limits``; builds
   in between: both ends); with the output layer on the CPU (``-ngl`` ≤ layers) the
   offloaded matmul copies the output matrix in (+ its bytes). The band is
   ``[0.9 × max(lows), 1.15 × max(highs)]``, calibrated on 20 CPU reserves of tiny GGUFs
@@ -107,7 +107,8 @@ def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int) -> tuple[int, int]
 
 
 #: last build whose graph reserve keeps logits for every token of the ubatch (``n_outputs
-#: = n_tokens`` in ``graph_reserve``); the newest build modelled, :data:`kvgate.fit.release.NEWEST`
+#: = n_tokens`` in ``graph_reserve``); later builds up to b11312 (0c1e57098bba, the newest
+#: read, :data:`kvgate.fit.release.NEWEST`) keep ``-np`` rows in llama-server: both ends
 ALL_ROWS_UP_TO = (7000,)
 #: last build whose ``-fa`` was a switch, off unless given (no ``auto``)
 FA_SWITCH_UP_TO = (6000,)

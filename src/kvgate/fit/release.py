@@ -9,8 +9,20 @@ from importlib import metadata
 
 from kvgate.errors import KvgateError
 
-#: newest release of each engine whose rules are modelled here
-NEWEST = {"vllm": "0.24.0", "sglang": "0.5.5", "llama.cpp": "b7000"}
+#: Each engine's releases whose rules the code models, with where: the newest of them is
+#: the default when the engine is neither installed nor given (:data:`NEWEST`).
+#: ``tests/test_fit_round2.py`` checks that no release threshold in the engine's modules
+#: is newer than its entry here.
+MODELLED: dict[str, tuple[tuple[str, str], ...]] = {
+    "vllm": (("0.21.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
+             ("0.24.0", "tests/data/fit_logs: the v0.24.0 startup log inside its interval")),
+    "sglang": (("0.5.4", "sglang_memfrac.HEURISTIC_FROM: --mem-fraction-static's default"),
+               ("0.5.9", "sglang_fit: GlmMoeDsaForCausalLM a DeepSeek sparse attention model"),
+               ("0.5.17", "geometry/sglang.py CELL_USES_DSA_ROW: the DSA row counted per token")),
+    "llama.cpp": (("b7000", "llamacpp_fit.ALL_ROWS_UP_TO: logits of every ubatch token"),
+                  ("b11312", "llamacpp_fit: the graph reserve read at 0c1e57098bba (build b11312, vendored "
+                             "by llama-cpp-python 0.3.36)")),
+}
 _DIST = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama_cpp_python"}
 
 
@@ -57,3 +69,11 @@ def resolve_release(engine: str, given: str | None) -> Release:
     except (metadata.PackageNotFoundError, KeyError, KvgateError):
         pass
     return Release(engine, NEWEST[engine], parse_version(NEWEST[engine]), "newest modelled (not installed, not given)")
+
+
+def _newest(engine: str) -> str:
+    return max((r for r, _ in MODELLED[engine]), key=parse_version)
+
+
+#: newest release of each engine whose rules are modelled here (from :data:`MODELLED`)
+NEWEST = {e: _newest(e) for e in MODELLED}
