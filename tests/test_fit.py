@@ -306,7 +306,7 @@ def test_llamacpp_kv_buffer_exact():
     assert "CUDA0 KV buffer size = 448.00 MiB" in a.log_lines["low"]
     # -c is the whole context: -np 4 gives each sequence 1,024 cells, the same 448 MiB in total
     b = _lcpp(load_preset("qwen3-0.6b"), 1_500_000_000, "RTX 4090", ctx_size=4096, parallel=4)
-    assert b.tokens == {"low": 1024, "high": 1024} and b.kv_pool == a.kv_pool
+    assert b.tokens_per_sequence == {"low": 1024, "high": 1024} and b.kv_pool == a.kv_pool
     # q8_0 K and V: 34 B per 32 values
     c = _lcpp(load_preset("qwen3-0.6b"), 1_500_000_000, "RTX 4090", ctx_size=4096, cache_type_k="q8_0", cache_type_v="q8_0")
     assert c.kv_pool == Interval.point(28 * 4096 * 2 * (1024 // 32 * 34))

@@ -189,3 +189,19 @@ def test_sglang_default_release_and_glm5(run_cli):
     out = run_cli("fit", cfg, "--gpu", "H200", "--tp-size", "8", "--context-length", "32768",
                   "--weights-bytes", "700GB")
     assert "SGLang 0.5.17 (newest modelled" in out and "does not list GlmMoeDsa" not in out
+
+
+# ------------------------------------------------------------------ 7. --json alike for every engine
+@pytest.mark.parametrize("argv,per_seq", [
+    (["--max-model-len", "32768"], 32768), (["--context-length", "32768"], 32768), (["-c", "32768", "-np", "4"], 8192)])
+def test_json_tokens_are_the_pools_total(run_cli, argv, per_seq):
+    d = json.loads(run_cli("fit", "llama-3.1-8b", "--gpu", "H100", "--weights-bytes", "16GB", *argv, "--json"))
+    assert d["tokens_per_sequence"] == {"low": per_seq, "high": per_seq}
+    # the pool's tokens hold max_concurrency full-length sequences, every engine alike
+    for end in ("low", "high"):
+        assert d["max_concurrency"][end] == pytest.approx(d["tokens"][end] / per_seq, abs=0.01)
+    if d["engine"] == "llama.cpp":  # -c 32768 is the whole KV cache: n_ctx cells, n_seq_max = 4
+        assert d["tokens"] == {"low": 32768, "high": 32768}
+        assert d["max_concurrency_printed"]["low"] == "n_seq_max = 4"
+    if d["engine"] == "vllm":
+        assert d["max_concurrency_printed"]["low"] == f"{d['max_concurrency']['low']:.2f}x"

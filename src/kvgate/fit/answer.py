@@ -27,8 +27,15 @@ class FitAnswer:
         terms: the non-KV terms (:class:`Term`), per GPU.
         budget: the memory the engine gives itself (e.g. total × utilization).
         kv_pool: the KV cache pool in bytes per GPU (an :class:`Interval`).
-        tokens: the token capacity the engine would log, ``{low, high}``.
-        max_concurrency: requests of the full length the pool holds at once, ``{low, high}``.
+        tokens: the KV cache pool's total token capacity, ``{low, high}``, for every engine
+            (vLLM's "GPU KV cache size", SGLang's ``max_total_num_tokens``, llama.cpp's
+            ``n_ctx``: the cells of all its sequences).
+        max_concurrency: requests of the full length the pool holds at once, ``{low, high}``,
+            exact (unrounded) for every engine.
+        tokens_per_sequence: the longest a sequence may be, ``{low, high}`` (vLLM's
+            ``--max-model-len``, SGLang's ``--context-length``, llama.cpp's ``n_ctx_seq``).
+        max_concurrency_printed: ``max_concurrency`` as the engine prints it (vLLM
+            ``"12.74x"``, llama.cpp ``"n_seq_max = 4"``; SGLang prints none: ``None``).
         request_bytes: KV bytes one full-length request needs.
         fits: ``yes`` / ``no`` / ``unknown``.
         reason: one sentence why.
@@ -56,6 +63,8 @@ class FitAnswer:
     flip_points: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     how_to_measure: str | None = None
+    tokens_per_sequence: dict[str, int | None] = field(default_factory=dict)
+    max_concurrency_printed: dict[str, str | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` payload (schema ``kvgate.fit/1``)."""
@@ -72,6 +81,8 @@ class FitAnswer:
             "kv_pool_bytes": self.kv_pool.to_dict(),
             "tokens": self.tokens,
             "max_concurrency": self.max_concurrency,
+            "max_concurrency_printed": self.max_concurrency_printed,
+            "tokens_per_sequence": self.tokens_per_sequence,
             "request_bytes": self.request_bytes,
             "fits": self.fits,
             "reason": self.reason,

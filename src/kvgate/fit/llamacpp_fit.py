@@ -293,7 +293,8 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
 
     Returns:
         a :class:`FitAnswer`: ``kv_pool`` is the KV buffer on the GPU (exact, a point),
-        ``tokens`` the cells per sequence (``n_ctx_seq``), ``budget`` the CUDA total.
+        ``tokens`` the cells of all sequences (``n_ctx``), ``tokens_per_sequence`` each one's
+        (``n_ctx_seq``), ``budget`` the CUDA total.
 
     Raises:
         KvgateError: no ``-c`` and no context length in the model, bad flags.
@@ -328,8 +329,11 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
                   "cache_type_v": flags.cache_type_v, "n_gpu_layers": flags.n_gpu_layers, "flash_attn": flags.flash_attn,
                   "ubatch_size": flags.ubatch_size, "batch_size": flags.batch_size, "kv_unified": flags.kv_unified,
                   "n_ctx_seq": n_ctx_seq, "defaults": {} if flags.ctx_size else {"ctx_size": "-c 0: the model's"}},
-        terms=terms, budget=budget, kv_pool=Interval.point(kv_gpu), tokens={"low": n_ctx_seq, "high": n_ctx_seq},
-        max_concurrency={"low": float(flags.parallel), "high": float(flags.parallel)}, request_bytes=None,
+        terms=terms, budget=budget, kv_pool=Interval.point(kv_gpu), tokens={"low": n_ctx, "high": n_ctx},
+        tokens_per_sequence={"low": n_ctx_seq, "high": n_ctx_seq},
+        max_concurrency={"low": float(flags.parallel), "high": float(flags.parallel)},
+        max_concurrency_printed={"low": f"n_seq_max = {flags.parallel}", "high": f"n_seq_max = {flags.parallel}"},
+        request_bytes=None,
         fits=fits, reason=reason, engine_error=err, log_lines={"low": lines, "high": lines}, flip_points=flips,
         notes=[f"-c {ctx:,} is the whole context: each of -np {flags.parallel} sequences gets n_ctx_seq = {n_ctx_seq:,}"],
         how_to_measure=("measure it: `kvgate run -- llama-server -m MODEL ...`, or `kvgate import-log` its log"

@@ -194,6 +194,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     return FitAnswer(
         engine="vllm", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
         budget=budget, kv_pool=pool, tokens=tokens, max_concurrency=conc, request_bytes=need, fits=fits,
+        tokens_per_sequence={"low": L, "high": L},
+        max_concurrency_printed={k: (f"{v:.2f}x" if v else None) for k, v in conc.items()},
         reason=reason, engine_error=err, log_lines=lines, flip_points=flips, notes=notes + list(model.notes)[:3],
         how_to_measure=MEASURE if fits == "unknown" else None,
     )
