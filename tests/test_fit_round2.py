@@ -205,3 +205,37 @@ def test_json_tokens_are_the_pools_total(run_cli, argv, per_seq):
         assert d["max_concurrency_printed"]["low"] == "n_seq_max = 4"
     if d["engine"] == "vllm":
         assert d["max_concurrency_printed"]["low"] == f"{d['max_concurrency']['low']:.2f}x"
+
+
+# ------------------------------------------------------------------ 8. the help's commands column from the parsers
+def test_engine_flags_commands_column_matches_every_parser():
+    import argparse
+    import re
+
+    from kvgate.cli import build_parser
+    from kvgate.fit.engine_flags import FLAGS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    seen = 0
+    for engine, flags in FLAGS.items():
+        for f in flags:
+            names = set()
+            for s in re.findall(r"(?<![\w\]-])(-{1,2}(?:\[no-\])?[a-z][a-z0-9-]*)", f.spellings):
+                names |= {s.replace("[no-]", ""), s.replace("[no-]", "no-")}
+            listed = {c.split(" ")[0] for c in f.commands.split(", ") if c}
+            for cmd, p in sub.choices.items():
+                takes = bool(names & {o for a in p._actions for o in a.option_strings})
+                assert takes == (cmd in listed), (engine, f.spellings, cmd, f.commands)
+                seen += takes
+    assert seen > 50
+    pp = next(f for f in FLAGS["vllm"] if f.spellings.startswith("-pp"))
+    assert "geometry" in pp.commands
+    seqs = next(f for f in FLAGS["vllm"] if f.spellings.startswith("--max-num-seqs"))
+    assert "gate (also with --engine-log)" in seqs.commands
+
+
+def test_cuda_total_band_is_explained_once(run_cli):
+    """--total 8GiB: CUDA total 8 GiB − 621 MiB … 8 GiB − 424 MiB = 7.39 … 7.59 GiB, said once."""
+    out = run_cli("fit", "qwen3-4b", "--total", "8GiB", "-c", "4096")
+    assert "CUDA total 7.39 GiB … 7.59 GiB" in out
+    assert out.count("less the driver's reserve, 424–621 MiB") == 1

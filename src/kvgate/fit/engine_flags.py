@@ -8,26 +8,67 @@ The defaults are the ones the rules use, with their sources: :mod:`kvgate.fit.vl
 Commands: ``fit`` (before launch), ``layout`` (``geometry``, ``gate``, ``run``, ``replay``:
 the engine's KV layout, kvgate's ``--max-seq``/``--slots``/``--kv-format``/``--tp`` by their
 engine names), ``what-if`` (``import-log`` and ``gate --engine-log``: the engine's answer
-for settings other than the log's).
+for settings other than the log's). The commands column is read from the parsers.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
 from kvgate.errors import KvgateError
+from kvgate.fit.release import NEWEST
 
 
 @dataclass(frozen=True)
 class EngineFlag:
     """One engine flag: ``spellings`` as the engine takes them, the ``default`` (per
-    release where it changed), what it ``changes``, and the kvgate ``commands`` taking it."""
+    release where it changed), what it ``changes``, and ``roles``: what it stands for in
+    kvgate (``layout (= --slots)``: kvgate's own option of the same meaning). The commands
+    taking it are read from the parsers (:func:`commands_taking`), never written by hand."""
 
     spellings: str
     default: str
     changes: str
-    commands: str
+    roles: str
+
+    @property
+    def options(self) -> list[str]:
+        """The option strings of :attr:`spellings` (``--[no-]x`` gives ``--x`` and ``--no-x``)."""
+        out = []
+        for s in re.findall(r"(?<![\w\]-])(-{1,2}(?:\[no-\])?[a-z][a-z0-9-]*)", self.spellings):
+            out += [s.replace("[no-]", ""), s.replace("[no-]", "no-")] if "[no-]" in s else [s]
+        return out
+
+    @property
+    def commands(self) -> str:
+        """The kvgate commands whose parser takes one of :attr:`options`, comma-separated;
+        ``gate`` also with ``--engine-log`` (the engine-log gate reads the same options)."""
+        cmds = [c for c, opts in _parser_options().items() if set(self.options) & opts]
+        return ", ".join("gate (also with --engine-log)" if c == "gate" else c for c in cmds)
+
+    @property
+    def alias(self) -> str:
+        """kvgate's own options of the same meaning (``--slots`` …), from :attr:`roles`."""
+        return ", ".join(re.findall(r"= (--[a-z-]+)", self.roles))
+
+
+_OPTIONS: dict[str, set[str]] = {}
+
+
+def _parser_options() -> dict[str, set[str]]:
+    """``{command: its option strings}`` of every kvgate command, sorted by name (read once
+    from :func:`kvgate.cli.build_parser`)."""
+    if not _OPTIONS:
+        import argparse  # noqa: PLC0415
+
+        from kvgate.cli import build_parser  # noqa: PLC0415
+
+        sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+        for name in sorted(sub.choices):
+            _OPTIONS[name] = {o for a in sub.choices[name]._actions for o in a.option_strings}
+    return _OPTIONS
 
 
 ENGINES = {"vllm": "vLLM (vllm serve)", "sglang": "SGLang (python -m sglang.launch_server)",
@@ -62,7 +103,7 @@ FLAGS: dict[str, list[EngineFlag]] = {
         EngineFlag("--[no-]enable-prefix-caching", "on (V1)", "Mamba state pages of hybrid models", "layout"),
         EngineFlag("--speculative-config JSON", "not set", "a draft model's KV beside the target's", "layout"),
         EngineFlag("--mamba-ssm-dtype, --mamba-cache-dtype", "the model's", "recurrent state bytes", "layout"),
-        EngineFlag("--vllm-version, --release X.Y.Z", "the installed vLLM, else the newest modelled (0.24.0)",
+        EngineFlag("--vllm-version, --release X.Y.Z", f"the installed vLLM, else the newest modelled ({NEWEST['vllm']})",
                    "which release's defaults and rules apply (V0 up to 0.7, V1 from 0.8; the CUDA graph pool "
                    "subtracted from 0.21)", "fit, layout, what-if"),
     ],
@@ -101,9 +142,9 @@ FLAGS: dict[str, list[EngineFlag]] = {
     ],
 }
 
-COMMANDS_NOTE = ("commands: fit = kvgate fit (before launch); layout = geometry, gate, run, replay (the engine's "
-                 "KV layout; \"= --max-seq\": kvgate's own name for the same); what-if = import-log LOG and gate --engine-log LOG "
-                 "(the engine's answer for other settings than the log's, its non-KV terms carried over)")
+COMMANDS_NOTE = ("commands (read from each command's parser): fit = before launch; geometry, gate, run, replay = the "
+                 "engine's KV layout; import-log LOG and gate --engine-log LOG = the engine's answer for other settings "
+                 "than the log's, its non-KV terms carried over")
 
 
 def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
@@ -121,7 +162,10 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
         out += ["", ENGINES[e]]
         for f in FLAGS[e]:
             out.append(f"  {f.spellings}")
-            for label, text in (("default", f.default), ("changes", f.changes), ("commands", f.commands)):
+            rows = [("default", f.default), ("changes", f.changes), ("commands", f.commands or "none")]
+            if f.alias:
+                rows.append(("kvgate's own name", f.alias))
+            for label, text in rows:
                 out += textwrap.wrap(f"{label}: {text}", width, initial_indent="      ", subsequent_indent="        ")
     return "\n".join(out)
 
@@ -130,5 +174,6 @@ def engine_flags_dict(engine: str | None = None) -> dict[str, list[dict[str, str
     """The ``--json`` form: ``{engine: [{spellings, default, changes, commands}, ...]}``."""
     if engine is not None and engine not in FLAGS:
         raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
-    return {e: [{"spellings": f.spellings, "default": f.default, "changes": f.changes, "commands": f.commands}
+    return {e: [{"spellings": f.spellings, "default": f.default, "changes": f.changes, "commands": f.commands,
+                 "kvgate_name": f.alias or None}
                 for f in FLAGS[e]] for e in ([engine] if engine else FLAGS)}

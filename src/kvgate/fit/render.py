@@ -62,8 +62,14 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
 def _header(a: FitAnswer, engine: str) -> str:
     """``vLLM 0.11.0 (given) · MODEL on GPU (CUDA total X GiB … Y GiB)``."""
     cuda = a.gpu.cuda_total
-    return (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
+    head = (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
             + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")")
+    if cuda.width == 0:
+        return head
+    from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW  # noqa: PLC0415
+
+    return (head + f"\nCUDA total = the card's total {fmt_gib(a.gpu.nvml_total_bytes)} less the driver's reserve, "
+            f"{RESERVED_LOW // 2**20}–{RESERVED_HIGH // 2**20} MiB (NVML reserved; kvgate.fit.gpus)")
 
 
 def _closing(a: FitAnswer, engine: str, flips: list[str]) -> list[str]:
