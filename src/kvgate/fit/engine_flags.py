@@ -61,13 +61,12 @@ def _parser_options() -> dict[str, set[str]]:
     """``{command: its option strings}`` of every kvgate command, sorted by name (read once
     from :func:`kvgate.cli.build_parser`)."""
     if not _OPTIONS:
-        import argparse  # noqa: PLC0415
-
         from kvgate.cli import build_parser  # noqa: PLC0415
 
-        sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-        for name in sorted(sub.choices):
-            _OPTIONS[name] = {o for a in sub.choices[name]._actions for o in a.option_strings}
+        # the subcommands' action: the one whose choices map names to parsers
+        choices = next(a.choices for a in build_parser()._actions if isinstance(a.choices, dict))
+        for name in sorted(choices):
+            _OPTIONS[name] = {o for a in choices[name]._actions for o in a.option_strings}
     return _OPTIONS
 
 
@@ -170,8 +169,8 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
     return "\n".join(out)
 
 
-def engine_flags_dict(engine: str | None = None) -> dict[str, list[dict[str, str]]]:
-    """The ``--json`` form: ``{engine: [{spellings, default, changes, commands}, ...]}``."""
+def engine_flags_dict(engine: str | None = None) -> dict[str, list[dict[str, str | None]]]:
+    """The ``--json`` form: ``{engine: [{spellings, default, changes, commands, kvgate_name}, ...]}``."""
     if engine is not None and engine not in FLAGS:
         raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
     return {e: [{"spellings": f.spellings, "default": f.default, "changes": f.changes, "commands": f.commands,

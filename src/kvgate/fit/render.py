@@ -4,6 +4,8 @@ concurrency)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvgate.fit.answer import FitAnswer
 from kvgate.output import table
 from kvgate.units import fmt_gib
@@ -46,7 +48,11 @@ def render_llamacpp(a: FitAnswer) -> str:
     flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                f"(-np {s['parallel']} sequences share it)")
     lcpu = f["layers_on_cpu_at_ctx_size"]
-    flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)} for sure; {_ngl(lcpu['possible'], f)} at best")
+    if lcpu["sure"] == lcpu["possible"]:
+        flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)}")
+    else:
+        flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)} for sure; {_ngl(lcpu['possible'], f)} "
+                     "at best")
     return "\n".join(out + _closing(a, "llama.cpp", flips))
 
 
@@ -191,14 +197,16 @@ def _vllm_flips(a: FitAnswer) -> list[str]:
     return flips
 
 
-def _ngl(cpu: int | None, f: dict) -> str:
+def _ngl(cpu: int | None, f: dict[str, Any]) -> str:
     """``k layer(s) on the CPU: pass -ngl N`` (``N = layers − k``; all layers and the output: layers + 1)."""
     n = f.get("n_layers")
     if cpu is None:
         return "not even with every layer on the CPU"
     if n is None:
         return f"{cpu} layer(s) on the CPU"
-    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu if cpu else n + 1})"
+    if cpu == 0:
+        return f"every layer on the GPU (-ngl {n + 1} or more: the layers and the output)"
+    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu})"
 
 
 def _n(v: int | None) -> str:
