@@ -70,9 +70,11 @@ def _header(a: FitAnswer, engine: str) -> str:
     cuda = a.gpu.cuda_total
     head = (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
             + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")")
-    if cuda.width == 0:
-        return head
     from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW  # noqa: PLC0415
+
+    nvml = a.gpu.nvml_total_bytes
+    if not isinstance(nvml, int) or (cuda.low, cuda.high) != (nvml - RESERVED_HIGH, nvml - RESERVED_LOW):
+        return head  # measured (a point) or from a log: no reserve band to explain
 
     return (head + f"\nCUDA total = the card's total {fmt_gib(a.gpu.nvml_total_bytes)} less the driver's reserve, "
             f"{RESERVED_LOW // 2**20}–{RESERVED_HIGH // 2**20} MiB (NVML reserved; kvgate.fit.gpus)")
