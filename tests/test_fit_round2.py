@@ -239,3 +239,9 @@ def test_cuda_total_band_is_explained_once(run_cli):
     out = run_cli("fit", "qwen3-4b", "--total", "8GiB", "-c", "4096")
     assert "CUDA total 7.39 GiB … 7.59 GiB" in out
     assert out.count("less the driver's reserve, 424–621 MiB") == 1
+
+
+def test_sglang_no_pool_in_words(run_cli):
+    out = run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--context-length", "131072", "--weights-bytes", "20GiB")
+    assert "#tokens: 0" not in out and "up to none" not in out and "more than 1.0 (not possible)" not in out
+    assert "no --context-length fits: the weights leave no KV cache pool" in out

@@ -112,16 +112,28 @@ def render_sglang(a: FitAnswer) -> str:
     f = a.flip_points
     flips: list[str] = []
     cl = f["context_length"]
-    flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, {_n(cl['possible'])} at best")
+    mf = f["mem_fraction_static"]
+    if cl["possible"] is None:
+        flips.append("  --context-length: no --context-length fits: the weights leave no KV cache pool; "
+                     + (f"needs --mem-fraction-static ≥ {_u(mf['possible'], 3)} at best, or a larger card"
+                        if mf["possible"] is not None else "needs a larger card (or more --tp-size, or smaller weights)"))
+    elif cl["sure"] is None:
+        flips.append(f"  --context-length: none fits for sure; one request fits up to {_n(cl['possible'])} tokens at best")
+    else:
+        flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, "
+                     f"{_n(cl['possible'])} at best")
     mr = f["max_running_requests_at_context_length"]
     if not mr["possible"]:
         flips.append(f"  --max-running-requests: not one request of {s['context_length']:,} tokens fits in the pool")
     else:
         flips.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of "
                      f"{s['context_length']:,} tokens fit at once; more wait in the queue")
-    mf = f["mem_fraction_static"]
-    flips.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one request "
-               f"of {s['context_length']:,} tokens")
+    if mf["sure"] is None and mf["possible"] is None:
+        flips.append(f"  --mem-fraction-static: none up to 1.0 holds one request of {s['context_length']:,} tokens "
+                     "on this card")
+    else:
+        flips.append(f"  --mem-fraction-static: {_u(mf['sure'], 3)} for sure, {_u(mf['possible'], 3)} at best, for one "
+                     f"request of {s['context_length']:,} tokens")
     return "\n".join(out + _closing(a, "SGLang", flips))
 
 

@@ -156,7 +156,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      f"{stored:,} B (the fp8 row's scales and bf16 rope part, memory_pool.py NSATokenToKVPool): the pool "
                      f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
                      "(counted from 0.5.17)")
-    lines = {k: [pool_bytes(geo, max(t, 0)).log_line(), f"max_total_num_tokens={t}, context_len={L}"]
+    # no pool at an end: SGLang stops (model_runner.py "Not enough memory") before its KV lines
+    lines = {k: ([pool_bytes(geo, t).log_line(), f"max_total_num_tokens={t}, context_len={L}"] if t > 0 else
+                 ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
+                  "max_total_num_tokens: none"])
              for k, t in (("low", t_lo), ("high", t_hi))}
     return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
