@@ -245,3 +245,42 @@ def test_sglang_no_pool_in_words(run_cli):
     out = run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--context-length", "131072", "--weights-bytes", "20GiB")
     assert "#tokens: 0" not in out and "up to none" not in out and "more than 1.0 (not possible)" not in out
     assert "no --context-length fits: the weights leave no KV cache pool" in out
+
+
+def _gguf_with_tensors(path):
+    """A 2-layer llama GGUF with tensor infos: token_embd f32 4×32 (512 B), blk.0 f16 100
+    (200 B), blk.1 f16 300 (600 B), output f16 32×4 (256 B), output_norm f16 32 (64 B)."""
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_context_length(4096)
+    w.add_embedding_length(32)
+    w.add_feed_forward_length(64)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    for name, shape, dt in (("token_embd.weight", (4, 32), np.float32), ("blk.0.ffn_up.weight", (100,), np.float16),
+                            ("blk.1.ffn_up.weight", (300,), np.float16), ("output.weight", (4, 32), np.float16),
+                            ("output_norm.weight", (32,), np.float16)):
+        w.add_tensor(name, np.ones(shape, dtype=dt))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_model_buffer_exact_from_tensor_infos(tmp_path):
+    """llama.cpp places the last -ngl layers on the GPU, the output layer only above the
+    layer count, token embeddings never: -ngl 1 → blk.1 = 600 B; -ngl 3 → 200 + 600 + 256 +
+    64 = 1,120 B; the --weights-bytes given does not override the file's tensor infos.
+    Vocabulary from the output tensor (ne = [32, 4]): 4 tokens, no FFN key needed."""
+    m = load_model(str(_gguf_with_tensors(tmp_path / "t.gguf")))
+    assert graph_widths(m).vocab == 4
+    for ngl, want in ((1, 600), (3, 1120), (0, 0)):
+        a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"), LlamaCppFlags(ctx_size=256, n_gpu_layers=ngl),
+                         resolve_release("llama.cpp", None))
+        assert a.terms[0].value == Interval.point(want), ngl
+        assert "exact from the GGUF's tensor infos" in a.terms[0].source

@@ -7,10 +7,13 @@ cannot hold it (``ggml_backend_cuda_buffer_type_alloc_buffer: allocating … MiB
 0: cudaMalloc failed: out of memory``; then ``llama_init_from_model: failed to initialize
 the context: failed to allocate buffer for kv cache`` or ``… compute buffers``). On the GPU:
 
-- **model buffer**: with ``-ngl`` above the layer count, every layer and the output tensor:
-  [0.85, 1.00] × the file's bytes (token embeddings stay on the CPU: Pythia-2.8B f16 puts
-  5049.71 MiB on the GPU); else the offloaded layers' share ``weights × ngl / n_layer`` ×
-  [0.70, 1.00] (embeddings and output are up to 30% of a small model);
+- **model buffer** (:func:`model_buffer`): exact from the GGUF's tensor infos when the file
+  has them (the last ``-ngl`` layers' ``blk.N`` tensors, the output above the layer count;
+  ``src/llama-model.cpp`` ``load_tensors``); else, with ``-ngl`` above the layer count, every
+  layer and the output tensor: [0.85, 1.00] × the file's bytes (token embeddings stay on the
+  CPU: Pythia-2.8B f16 puts 5049.71 MiB on the GPU); else the offloaded layers' share
+  ``weights × ngl / n_layer`` × [0.70, 1.00] (embeddings and output are up to 30% of a small
+  model). Widths (:func:`graph_widths`) from a config.json or the GGUF's own keys;
 - **KV buffer**: exact, :class:`kvgate.geometry.LlamaCpp` (``-c``, ``-np``, ``-ctk/-ctv``,
   ``-fa``, ``-ub``, ``-kvu``), for the offloaded layers (KV follows its layer);
 - **compute buffer** (``CUDA0 compute buffer size``): :func:`compute_buffer`, the peak of
@@ -175,9 +178,11 @@ def graph_widths(model: ModelSpec) -> GraphWidths:
     from ``{arch}.vocab_size``, else the ``tokenizer.ggml.tokens`` count (llama.cpp's
     ``n_vocab``), else the ``output``/``token_embd`` tensor's ``ne[1]``).
 
+    A GGUF without ``feed_forward_length`` (Mamba: no FFN) gives ``n_ff`` 0: the FFN phase
+    drops out, and the term's source says so.
+
     Raises:
-        KvgateError: a GGUF without ``embedding_length`` or ``feed_forward_length`` (llama.cpp
-            needs both to build the graph), named.
+        KvgateError: a GGUF without ``embedding_length`` (every architecture states it).
     """
     cfg = model.config or {}
     arch = cfg.get("gguf_architecture")
@@ -195,10 +200,9 @@ def graph_widths(model: ModelSpec) -> GraphWidths:
     top_k = _width(cfg, k + "expert_used_count")
     n_ff = (top_k * _width(cfg, k + "expert_feed_forward_length", k + "feed_forward_length") if top_k
             else _width(cfg, k + "feed_forward_length"))
-    for key, v in ((k + "embedding_length", n_embd), (k + "feed_forward_length", n_ff)):
-        if not v:
-            raise KvgateError(f"GGUF key {key!r} missing: llama.cpp's compute buffer cannot be sized",
-                              hint="a GGUF written by convert_hf_to_gguf.py states it")
+    if not n_embd:
+        raise KvgateError(f"GGUF key {k + 'embedding_length'!r} missing: llama.cpp's compute buffer cannot be sized",
+                          hint="a GGUF written by convert_hf_to_gguf.py states it")
     tensors = cfg.get("gguf_tensors") or {}
     vocab, src = _width(cfg, k + "vocab_size"), f"GGUF {k}vocab_size"
     if not vocab:
@@ -400,9 +404,10 @@ def _vocab_said(model: ModelSpec) -> str:
     if "gguf_architecture" not in (model.config or {}):
         return ""
     w = graph_widths(model)
+    ffn = "" if w.n_ff else "; no feed_forward_length in the GGUF: no FFN phase"
     if w.vocab is None:
-        return f"; vocabulary not available in the GGUF: logits 0 … {VOCAB_HIGH:,} tokens"
-    return f"; vocabulary {w.vocab:,} tokens ({w.vocab_source})"
+        return f"; vocabulary not available in the GGUF: logits 0 … {VOCAB_HIGH:,} tokens" + ffn
+    return f"; vocabulary {w.vocab:,} tokens ({w.vocab_source})" + ffn
 
 
 def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
