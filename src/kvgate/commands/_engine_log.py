@@ -71,10 +71,8 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
                    help="SGLang's tokens per request")
     if gate:
-        g.description = ("with --engine-log; --total then names another GPU too.\n" + RULE_HELP + "\n"
-                         "  The target (--max-num-seqs N --max-model-len L) is what the what-if answer judges.")
-        p.add_argument("--pp", dest="pp", type=positive_int, default=None,
-                       help="with --engine-log: the log's vLLM pipeline-parallel size when it does not say it")
+        g.description = RULE_GATE
+        p.add_argument("--pp", dest="pp", type=positive_int, default=None, help="the log's -pp, when it is silent")
         return
     g.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=_human_int("--max-model-len"),
                    default=None, help="vLLM's tokens per request (32k = 32,000, 32K = 32,768)")
@@ -114,6 +112,10 @@ RULE_HELP = (
     "  as the log's own, with a note (so pasting your launch flags works). vLLM/SGLang logs that\n"
     "  do not state their KV dtype ran --kv-cache-dtype auto: the model's dtype, with a note.")
 
+RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is\n"
+             "silent; -tp, --kv-cache-dtype, -ctk/-ctv, ... are what-ifs where they differ from it and the log's own\n"
+             "(noted) where it is silent; the what-if judges the target --max-num-seqs N --max-model-len L")
+
 
 @dataclass
 class LogSettings:
@@ -135,6 +137,8 @@ class LogSettings:
     whatif_ctv: str | None = None
     whatif_tp: int | None = None
     notes: list[str] = field(default_factory=list)
+    engine_kv: str | None = None  # the engine-spelled KV dtype taken as the log's own
+    engine_tp: int | None = None  # the engine-spelled TP taken as the log's own
 
 
 def _fmt_name(fmt: str, model: Any) -> str:
@@ -178,7 +182,7 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         log_tp = stated_tp or own_tp
     if eng_tp is not None:
         if log_tp is None:
-            out.tp = eng_tp
+            out.tp = out.engine_tp = eng_tp
             out.notes.append(f"-tp {eng_tp}: the log does not state its tensor parallel size; taken as the log's own "
                              "(--tp names the log's; -tp is a what-if when it differs from the log's)")
         elif eng_tp != log_tp:
@@ -211,7 +215,7 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         return out
     if eng_kv is not None:
         if log_kv is None:
-            out.kv_format = _fmt_name(eng_kv, model)
+            out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
             spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
             out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
                              "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
@@ -219,6 +223,47 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
             out.whatif_kv = eng_kv
     return out
+
+
+def settle_by_crosscheck(pool: EnginePool, model: Any, ls: LogSettings, *, block_size: int | None = None) -> None:
+    """An engine spelling taken as the log's own (:func:`resolve_log_settings`) is turned
+    back into a what-if when the log's own numbers decide: the cross-check
+    (:func:`kvgate.engines.crosscheck.crosscheck`) differs with it and agrees without it (the
+    model's dtype, vLLM's ``auto``; TP 1). E.g. ``--kv-cache-dtype fp8`` on a vLLM log whose
+    blocks are the model's bf16 ones: fp8 is what the user asks about, not what ran.
+    Updates ``ls`` in place, replacing the note."""
+    from kvgate.engines.crosscheck import crosscheck as check  # noqa: PLC0415
+
+    if model is None or (ls.engine_kv is None and ls.engine_tp is None):
+        return
+    ok = ("agrees",)
+
+    def status(kv: str | None, tp: int | None) -> str:
+        return str(check(pool, model, kv_format=kv, tp=tp, block_size=block_size, pp=ls.pp).get("status"))
+
+    if status(ls.kv_format, ls.tp) != "differs":
+        return
+    own_tp = ls.tp if ls.engine_tp is None else None
+    own_kv = ls.kv_format if ls.engine_kv is None else None
+    for drop_kv, drop_tp in ((True, False), (False, True), (True, True)):
+        if (drop_kv and ls.engine_kv is None) or (drop_tp and ls.engine_tp is None):
+            continue
+        kv = own_kv if drop_kv else ls.kv_format
+        tp = own_tp if drop_tp else ls.tp
+        if status(kv, tp) in ok:
+            if drop_kv:
+                ls.whatif_kv, ls.kv_format = ls.engine_kv, kv
+                ls.notes = [n for n in ls.notes if "KV cache dtype" not in n]
+                ls.notes.append(f"the log does not state its KV cache dtype, but its pool agrees with the model's "
+                                f"dtype (vLLM's auto) and not with {ls.engine_kv}: {ls.engine_kv} is taken as a what-if")
+                ls.engine_kv = None
+            if drop_tp:
+                ls.whatif_tp, ls.tp = ls.engine_tp, tp
+                ls.notes = [n for n in ls.notes if "tensor parallel size; taken" not in n]
+                ls.notes.append(f"the log does not state its tensor parallel size, but its pool agrees with TP "
+                                f"{tp or 1} and not with {ls.engine_tp}: -tp {ls.engine_tp} is taken as a what-if")
+                ls.engine_tp = None
+            return
 
 
 def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings, *,
@@ -329,6 +374,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
     ls = resolve_log_settings(args, pool, model)
+    settle_by_crosscheck(pool, model, ls, block_size=engine.layout_options.get("block_size"))
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "

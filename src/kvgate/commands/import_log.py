@@ -13,6 +13,7 @@ from kvgate.commands._engine_log import (
     add_whatif_flags,
     answer_whatif,
     resolve_log_settings,
+    settle_by_crosscheck,
     whatif_from_args,
 )
 from kvgate.commands._types import positive_int
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     pool = read_engine_log(args.log, engine=args.engine, startup=args.startup, service=args.service)
     model = model_from_log(pool, args.model)
     ls = resolve_log_settings(args, pool, model)
+    settle_by_crosscheck(pool, model, ls, block_size=args.block_size)
     pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
     pool.notes.extend(ls.notes)
     if ls.pp is not None:
