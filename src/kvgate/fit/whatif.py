@@ -518,6 +518,11 @@ def render_whatif(wa: WhatIfAnswer) -> str:
     from kvgate.fit.render import render_text  # noqa: PLC0415
 
     head = ["what if (from the log): " + ("; ".join(wa.changes) if wa.changes else "the log's own settings")]
-    tail = ["", "non-KV terms, from the log or not:"]
-    tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
+    if wa.answer.engine == "llama.cpp":  # its buffer table already lists every term with its source: once
+        tail = ["", "non-KV terms, from the log or not: "
+                + "; ".join(f"{c.name.split(' (')[0]} {c.how}" + (f" ({c.detail})" if c.how != "estimated" else "")
+                            for c in wa.carried)]
+    else:
+        tail = ["", "non-KV terms, from the log or not:"]
+        tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
     return "\n".join(head + [render_text(wa.answer)] + tail)
