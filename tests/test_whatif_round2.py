@@ -124,3 +124,26 @@ def test_the_gate_target_is_what_the_what_if_judges(capsys):
     assert w["settings"]["max_num_seqs"] == 512 and w["settings"]["max_model_len"] == 4096
     assert "--max-num-seqs: not logged (default) → 512" in w["changes"]
     assert any(n.startswith("--max-num-seqs 512: only ") for n in w["notes"])
+
+
+def test_engine_log_record_speaks_sequences(capsys, tmp_path):
+    doc = _json(capsys, ["gate", "--engine-log", V0_LOG, "--model", "qwen3-0.6b", "--max-num-seqs", "512",
+                         "--max-model-len", "4096", "--out", str(tmp_path)])
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert "512 sequences of 4,096 tokens (--max-num-seqs 512, --max-model-len 4,096)" in md.splitlines()[0]
+    assert "slot" not in md.replace("sampler", "")
+    # the record's JSON keeps its keys; the candidates carry the engine's flag as label
+    labels = {c["name"]: c["label"] for c in doc["candidates"] if "label" in c}
+    assert labels == {"kv-quant:fp8": "--kv-cache-dtype fp8", "max-model-len cut": "--max-model-len",
+                      "fewer slots": "--max-num-seqs"}
+    assert doc["sequence_bytes"] == doc["slot_bytes"] == 4_096 * 114_688
+    assert not any("slot" in n for n in doc["record"]["notes"])
+
+
+def test_geometry_engine_layouts_speak_sequences(capsys):
+    assert main(["geometry", "qwen3-0.6b", "--max-seq", "32768", "--layout", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "one sequence at --max-model-len 32,768" in out and "1 sequence (--max-num-seqs 1)" in out
+    assert "slot" not in out
+    assert main(["geometry", "qwen3-0.6b", "--max-seq", "32768"]) == 0
+    assert "one slot at max_seq 32,768" in capsys.readouterr().out
