@@ -1,19 +1,22 @@
-"""``kvgate gate --engine-log FILE --slots N --max-seq L``: the gate for a pool an engine
-logged. Kept here so ``commands/gate.py`` needs only a flag and a call:
-:func:`add_engine_log_arguments` and :func:`run_engine_gate`.
+"""``kvgate gate --engine-log FILE --max-num-seqs N --max-model-len L``: the gate for a pool
+an engine logged, and what ``import-log`` shares with it. Kept here so ``commands/gate.py``
+needs only a flag and a call: :func:`add_engine_log_arguments` and :func:`run_engine_gate`.
 
-Every engine flag reaches this gate through the same typed options as the other commands
-(:func:`kvgate.commands._args.engine_options_from_args`): ``-tp 2`` is ``--tp 2``,
-``--kv-cache-dtype fp8`` is ``--kv-format fp8``, ``--max-num-seqs``/``-np`` are ``--slots``,
-``--max-model-len``/``-c`` give ``--max-seq``. A KV format or TP the user did not give is
-the log's (:attr:`kvgate.options.EngineOptions.explicit`) — unless the log states its own
-and the flag differs: then it is a what-if.
+One rule for both commands (:data:`RULE_HELP`, :func:`resolve_log_settings`): kvgate's
+spellings ``--tp``, ``--kv-format``, ``--pp`` describe the log where it is silent; the
+engine's spellings (``-tp``, ``--kv-cache-dtype``, ``-ctk``/``-ctv``, ``-pp``, ...) are
+what-ifs where they differ from what the log states, and the log's own (with a note) where
+it states nothing, unless the log's own numbers decide (:func:`settle_by_crosscheck`). A
+vLLM/SGLang log silent on its KV dtype ran ``auto``: the model's dtype, noted by the
+cross-check. A gate whose cross-check differs is refused (no verdict from a sizing that
+does not rebuild the logged pool).
 
 What-ifs (:func:`add_whatif_flags`, :func:`whatif_from_args`, :func:`answer_whatif`): another
 GPU (``--gpu``/``--total``), ``--gpu-memory-utilization`` / ``--mem-fraction-static``,
 ``--max-model-len`` / ``--context-length`` / ``-c``, ``-tp``, ``--kv-cache-dtype`` / ``-ctk``
-``-ctv``: the engine's own answer (``kvgate fit``'s shape) with the log's non-KV terms carried
-over (:mod:`kvgate.fit.whatif`).
+``-ctv``, ``-fa``: the engine's own answer (``kvgate fit``'s shape) with the log's non-KV
+terms carried over (:mod:`kvgate.fit.whatif`); in the gate it judges the target sequences
+and length.
 """
 
 from __future__ import annotations
