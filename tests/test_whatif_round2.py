@@ -49,7 +49,7 @@ def test_engine_spellings_are_the_logs_own_when_it_is_silent_in_both_commands(ca
                    for n in notes), notes
         assert any(n.startswith("--kv-cache-dtype fp8: the log does not state its KV cache dtype; taken as the log's")
                    for n in notes), notes
-        assert "what_if" not in doc
+        assert "what_if" not in doc and not any(n.startswith(("kv_format fp8 from", "tp 4 from")) for n in notes)
 
 
 def test_gate_takes_vllm_auto_as_the_models_dtype_like_import_log(capsys):

@@ -228,6 +228,18 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
     return out
 
 
+def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
+    """``pool`` with the log's settings of ``ls`` filled in (:func:`apply_overrides`), noted
+    once, in the spelling the user gave."""
+    pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
+    engine_said = {f"kv_format {ls.engine_kv} from --kv-format (not in the log)" if ls.engine_kv else "",
+                   f"tp {ls.engine_tp} from --tp (not in the log)" if ls.engine_tp else ""}
+    pool.notes[:] = [n for n in pool.notes if n not in engine_said] + ls.notes
+    if ls.pp is not None:
+        pool = replace(pool, pp=ls.pp)
+    return pool
+
+
 def settle_by_crosscheck(pool: EnginePool, model: Any, ls: LogSettings, *, block_size: int | None = None) -> None:
     """An engine spelling taken as the log's own (:func:`resolve_log_settings`) is turned
     back into a what-if when the log's own numbers decide: the cross-check
@@ -384,10 +396,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
                              "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
     w = whatif_from_args(args, pool, ls, target=(slots, max_seq))
     kv_format = ls.kv_format
-    pool = apply_overrides(pool, kv_format=kv_format, tp=ls.tp)
-    pool.notes.extend(ls.notes)
-    if ls.pp is not None:
-        pool = replace(pool, pp=ls.pp)
+    pool = apply_log_settings(pool, ls)
     auto_kv = None
     if pool.kv_format is None and pool.engine != "llama.cpp":  # vLLM's / SGLang's --kv-cache-dtype auto
         auto_kv = _fmt_name("auto", model)

@@ -4,7 +4,6 @@ it built, as a kvgate measurement, cross-checked against the model."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from kvgate.atomicio import check_writable, write_json_atomic
 from kvgate.commands._engine_log import (
@@ -12,13 +11,14 @@ from kvgate.commands._engine_log import (
     add_startup_flags,
     add_whatif_flags,
     answer_whatif,
+    apply_log_settings,
     resolve_log_settings,
     settle_by_crosscheck,
     whatif_from_args,
 )
 from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
+from kvgate.engines.report import model_from_log, render_check, render_pool
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import get_format
 from kvgate.measure.measurement import measurement_file
@@ -84,10 +84,7 @@ def run(args: argparse.Namespace) -> int:
     model = model_from_log(pool, args.model)
     ls = resolve_log_settings(args, pool, model)
     settle_by_crosscheck(pool, model, ls, block_size=args.block_size)
-    pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
-    pool.notes.extend(ls.notes)
-    if ls.pp is not None:
-        pool = replace(pool, pp=ls.pp)
+    pool = apply_log_settings(pool, ls)
     w = whatif_from_args(args, pool, ls)
     if w.asked() and model is None:
         raise KvgateError("a what-if needs the model to size the KV cache",
