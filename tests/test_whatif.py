@@ -64,7 +64,7 @@ def test_another_gpu_carries_the_logged_terms(capsys):
     assert how["CUDA graph pool"] == "carried" and how["KV cache pool"] == "recomputed"
     graph = next(t for t in w["terms"] if t["name"] == "CUDA graph pool")
     assert (graph["low"], graph["high"]) == printed("0.13") and graph["subtracted_from_kv_pool"] is False
-    assert w["changes"] == ["GPU: the log's GPU → H200"]
+    assert w["changes"] == ["GPU: the log's GPU (not named; CUDA total 79.19 GiB printed) → H200"]
 
 
 def test_the_logs_own_gpu_recomputed_gives_back_the_logged_pool(capsys):
@@ -97,7 +97,8 @@ def test_the_logs_own_gpu_recomputed_gives_back_the_logged_pool(capsys):
 def test_another_kv_dtype_holds_the_pool_and_doubles_the_tokens(capsys):
     """--kv-cache-dtype fp8 changes no term of the budget: the pool is the logged 61.84 GiB,
     held; its blocks are half as large (917,504 B), so twice as many tokens."""
-    doc = _json(capsys, ["import-log", V0_LOG, "--model", "qwen3-0.6b", "--kv-cache-dtype", "fp8"])
+    doc = _json(capsys, ["import-log", V0_LOG, "--model", "qwen3-0.6b", "--kv-format", "bf16",
+                         "--kv-cache-dtype", "fp8"])  # the log's (it does not say) and the what-if
     w = doc["what_if"]
     lo, hi = printed("61.84")
     assert w["kv_pool_bytes"] == {"low": lo, "high": hi}
@@ -109,10 +110,10 @@ def test_another_kv_dtype_holds_the_pool_and_doubles_the_tokens(capsys):
 
 
 def test_another_tp_re_splits_the_weights_and_re_estimates_the_rest(capsys):
-    """-tp 2 (the log's TP not printed: 1 presumed, and said): the log's 1.12 GiB of weights
+    """-tp 2 (the log's TP not printed: --tp 1 names it): the log's 1.12 GiB of weights
     on one rank is half on each of two; the activation peak and non-torch memory (NCCL)
     depend on TP, so they are re-estimated from kvgate.fit.vllm_budget's bands."""
-    doc = _json(capsys, ["import-log", V0_LOG, "--model", "qwen3-0.6b", "-tp", "2"])
+    doc = _json(capsys, ["import-log", V0_LOG, "--model", "qwen3-0.6b", "--tp", "1", "-tp", "2"])
     w = doc["what_if"]
     wl, wh = printed("1.12")
     weights = next(t for t in w["terms"] if t["name"] == "weights")
@@ -120,7 +121,7 @@ def test_another_tp_re_splits_the_weights_and_re_estimates_the_rest(capsys):
     how = _how(w)
     assert how["weights"] == "re-split"
     assert how["activation peak (profile run)"] == how["non-torch memory"] == "re-estimated"
-    assert any("TP 1 presumed" in n for n in w["notes"])
+    assert w["changes"] == ["-tp: 1 → 2"]
 
 
 def test_what_if_text_names_every_term_and_its_origin(capsys):
@@ -147,7 +148,7 @@ def test_v1_log_without_a_total_holds_its_pool_for_a_kv_dtype(capsys):
     weights and pool but not the GPU's total nor the activation peak. fp8 KV holds the
     logged pool (36.56 GiB); the unprinted terms are the calibrated bands, said so."""
     log = str(DATA / "fit_logs" / "vllm_0.19.0_gpt-oss-20b_a100_1.log")
-    doc = _json(capsys, ["import-log", log, "--model", "gpt-oss-20b", "--kv-cache-dtype", "fp8"])
+    doc = _json(capsys, ["import-log", log, "--model", "gpt-oss-20b", "--kv-format", "bf16", "--kv-cache-dtype", "fp8"])
     w = doc["what_if"]
     lo, hi = printed("36.56")
     assert w["kv_pool_bytes"] == {"low": lo, "high": hi}
@@ -213,12 +214,12 @@ def test_gate_target_alone_is_no_what_if(capsys):
 def test_llamacpp_gate_target_alone_is_no_what_if():
     from argparse import Namespace
 
-    from kvgate.commands._engine_log import whatif_from_args
+    from kvgate.commands._engine_log import LogSettings, whatif_from_args
     from kvgate.engines import read_engine_log
 
     pool = read_engine_log(DATA / "fit_logs" / "llamacpp_b4343_pythia-2.8b-f16_v100_1.log")
     args = Namespace(lcpp_parallel=4, lcpp_ctx_size=8192, whatif_gpu=None, total=None)
-    assert not whatif_from_args(args, pool, kv_format="fp16", tp=1, gate=True).asked()
+    assert not whatif_from_args(args, pool, LogSettings(), target=(4, 2048)).asked()
     args.total = "16GiB"
-    w = whatif_from_args(args, pool, kv_format="fp16", tp=1, gate=True)
+    w = whatif_from_args(args, pool, LogSettings(), target=(4, 2048))
     assert w.asked() and (w.max_model_len, w.parallel) == (8192, 4)

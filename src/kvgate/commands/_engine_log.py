@@ -1,25 +1,28 @@
-"""``kvgate gate --engine-log FILE --slots N --max-seq L``: the gate for a pool an engine
-logged. Kept here so ``commands/gate.py`` needs only a flag and a call:
-:func:`add_engine_log_arguments` and :func:`run_engine_gate`.
+"""``kvgate gate --engine-log FILE --max-num-seqs N --max-model-len L``: the gate for a pool
+an engine logged, and what ``import-log`` shares with it. Kept here so ``commands/gate.py``
+needs only a flag and a call: :func:`add_engine_log_arguments` and :func:`run_engine_gate`.
 
-Every engine flag reaches this gate through the same typed options as the other commands
-(:func:`kvgate.commands._args.engine_options_from_args`): ``-tp 2`` is ``--tp 2``,
-``--kv-cache-dtype fp8`` is ``--kv-format fp8``, ``--max-num-seqs``/``-np`` are ``--slots``,
-``--max-model-len``/``-c`` give ``--max-seq``. A KV format or TP the user did not give is
-the log's (:attr:`kvgate.options.EngineOptions.explicit`) — unless the log states its own
-and the flag differs: then it is a what-if.
+One rule for both commands (:data:`RULE_HELP`, :func:`resolve_log_settings`): kvgate's
+spellings ``--tp``, ``--kv-format``, ``--pp`` describe the log where it is silent; the
+engine's spellings (``-tp``, ``--kv-cache-dtype``, ``-ctk``/``-ctv``, ``-pp``, ...) are
+what-ifs where they differ from what the log states, and the log's own (with a note) where
+it states nothing, unless the log's own numbers decide (:func:`settle_by_crosscheck`). A
+vLLM/SGLang log silent on its KV dtype ran ``auto``: the model's dtype, noted by the
+cross-check. A gate whose cross-check differs is refused (no verdict from a sizing that
+does not rebuild the logged pool).
 
 What-ifs (:func:`add_whatif_flags`, :func:`whatif_from_args`, :func:`answer_whatif`): another
 GPU (``--gpu``/``--total``), ``--gpu-memory-utilization`` / ``--mem-fraction-static``,
 ``--max-model-len`` / ``--context-length`` / ``-c``, ``-tp``, ``--kv-cache-dtype`` / ``-ctk``
-``-ctv``: the engine's own answer (``kvgate fit``'s shape) with the log's non-KV terms carried
-over (:mod:`kvgate.fit.whatif`).
+``-ctv``, ``-fa``: the engine's own answer (``kvgate fit``'s shape) with the log's non-KV
+terms carried over (:mod:`kvgate.fit.whatif`); in the gate it judges the target sequences
+and length.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
@@ -57,7 +60,8 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     from kvgate.commands._fit_args import _human_int  # noqa: PLC0415
     from kvgate.commands._types import nonneg_int, positive_int  # noqa: PLC0415
 
-    g = p.add_argument_group("what if (the engine's answer for other settings; the log's non-KV terms carried)")
+    g = p.add_argument_group("what if (the engine's answer for other settings; the log's non-KV terms carried)",
+                             None)
     g.add_argument("--gpu", dest="whatif_gpu", metavar="NAME", default=None,
                    help="another GPU by name (H100, H200, A100-80GB, L40S, RTX-4090, ...)")
     if not gate:
@@ -70,8 +74,8 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
                    help="SGLang's tokens per request")
     if gate:
-        g.description = ("with --engine-log; --total then names another GPU too, and -tp, --kv-cache-dtype or -ctk/-ctv\n"
-                         "that differ from what the log states are what-ifs as well")
+        g.description = RULE_GATE
+        p.add_argument("--pp", dest="pp", type=positive_int, default=None, help="the log's -pp, when it is silent")
         return
     g.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=_human_int("--max-model-len"),
                    default=None, help="vLLM's tokens per request (32k = 32,000, 32K = 32,768)")
@@ -80,13 +84,17 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("-np", "--parallel", dest="lcpp_parallel", metavar="N", type=positive_int, default=None,
                    help="llama.cpp's parallel sequences")
     g.add_argument("-tp", "--tensor-parallel-size", "--tp-size", dest="vllm_tp", metavar="N", type=positive_int,
-                   default=None, help="another tensor parallel size (--tp: the log's own, when it does not say)")
+                   default=None, help="a what-if tensor parallel size (the log's own when the log does not state it)")
+    g.add_argument("-pp", "--pipeline-parallel-size", dest="vllm_pp", metavar="N", type=positive_int, default=None,
+                   help="vLLM's pipeline stages (the log's own when the log does not state it)")
     g.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
-                   help="another KV dtype (vLLM/SGLang: fp8, auto, ...)")
+                   help="a what-if KV dtype (vLLM/SGLang: fp8, auto, ...; the log's own when it does not state it)")
     g.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", metavar="TYPE", default=None,
                    help="llama.cpp's K type (q8_0, q4_0, f16, ...)")
     g.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", metavar="TYPE", default=None,
-                   help="llama.cpp's V type")
+                   help="llama.cpp's V type (default: the log's; -ctk alone leaves V as it is)")
+    g.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
+                   default=None, help="llama.cpp's flash attention on|off|auto")
     g.add_argument("--vllm-version", "--release", dest="vllm_version", metavar="X.Y.Z", default=None,
                    help="the engine release when the log does not print it")
 
@@ -97,14 +105,191 @@ def _stated_tp(pool: EnginePool) -> int | None:
     return pool.tp if pool.tp is not None and "at least" not in src else None
 
 
-def whatif_from_args(args: argparse.Namespace, pool: EnginePool, *, kv_format: str | None = None,
-                     tp: int | None = None, gate: bool = False) -> WhatIf:
-    """The what-if settings of the command line (:class:`kvgate.fit.whatif.WhatIf`).
+# -- the one rule for the log's settings and the what-ifs (import-log and gate --engine-log) --
+RULE_HELP = (
+    "The log's settings and the what-ifs (one rule for import-log and gate --engine-log):\n"
+    "  kvgate's spellings --tp, --kv-format, --pp describe the LOG when it does not say;\n"
+    "  the engine's spellings (-tp/--tensor-parallel-size, --kv-cache-dtype, -ctk/-ctv, -pp,\n"
+    "  --gpu-memory-utilization, --max-model-len, -c, ...) are the WHAT-IF when they differ from\n"
+    "  what the log states; when the log does not state the value, an engine spelling is taken\n"
+    "  as the log's own, with a note (so pasting your launch flags works). vLLM/SGLang logs that\n"
+    "  do not state their KV dtype ran --kv-cache-dtype auto: the model's dtype, with a note.")
 
-    ``kv_format`` / ``tp`` (gate): the engine options' values; they are what-ifs only when
-    the log states its own and they differ. ``gate``: the length and sequences are the
-    gate's target, not a what-if by themselves; they join one that another GPU, share, TP
-    or KV dtype starts.
+RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is\n"
+             "silent; -tp, --kv-cache-dtype, -ctk/-ctv, ... are what-ifs where they differ from it and the log's own\n"
+             "(noted) where it is silent; the what-if judges the target --max-num-seqs N --max-model-len L")
+
+
+@dataclass
+class LogSettings:
+    """The log's settings kvgate must be told, and the engine-spelled what-ifs, by the
+    rule of :data:`RULE_HELP`.
+
+    Attributes:
+        kv_format: the log's KV format when the log does not state it (``--kv-format``, or
+            an engine spelling taken as the log's own); ``None``: the log's own.
+        tp, pp: likewise for the tensor / pipeline parallel size.
+        whatif_kv, whatif_ctv, whatif_tp: engine-spelled values that differ from the log's.
+        notes: one line per engine spelling taken as the log's own.
+    """
+
+    kv_format: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    whatif_kv: str | None = None
+    whatif_ctv: str | None = None
+    whatif_tp: int | None = None
+    notes: list[str] = field(default_factory=list)
+    engine_kv: str | None = None  # the engine-spelled KV dtype taken as the log's own
+    engine_tp: int | None = None  # the engine-spelled TP taken as the log's own
+
+
+def _fmt_name(fmt: str, model: Any) -> str:
+    """A KV format's kvgate name; vLLM/SGLang ``auto`` is the model's dtype
+    (:meth:`kvgate.options.EngineOptions.formats_for`)."""
+    from kvgate.geometry.formats import get_format  # noqa: PLC0415
+    from kvgate.options import EngineOptions  # noqa: PLC0415
+
+    if fmt.strip().lower() == "auto" and model is not None:
+        fmt = EngineOptions(kv_format="auto").formats_for(model)[0]
+    try:
+        return get_format(fmt).name
+    except Exception:  # noqa: BLE001  an engine-only name (llama.cpp's iq4_nl ...): kept as given
+        return fmt
+
+
+def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any) -> LogSettings:
+    """Apply the rule of :data:`RULE_HELP` to the command line (``args``) and the log
+    (``pool``, as read, before any override).
+
+    A kvgate spelling that contradicts what the log states is passed on as before
+    (:func:`kvgate.engines.report.apply_overrides` notes it and the cross-check uses it).
+
+    Raises:
+        KvgateError: ``-pp`` differing from the log's stated pipeline parallel size (not modelled).
+    """
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+
+    out = LogSettings()
+    own_kv, own_tp, own_pp = getattr(args, "kv_format", None), getattr(args, "tp", None), getattr(args, "pp", None)
+    eng_kv = getattr(args, "vllm_kv_cache_dtype", None)
+    ctk, ctv = getattr(args, "lcpp_cache_type_k", None), getattr(args, "lcpp_cache_type_v", None)
+    if pool.engine != "llama.cpp" and eng_kv is None:
+        eng_kv = ctk
+    eng_tp, eng_pp = getattr(args, "vllm_tp", None), getattr(args, "vllm_pp", None)
+    stated_tp = _stated_tp(pool)
+    # TP
+    log_tp = stated_tp
+    if own_tp is not None:  # the log's (one the log contradicts is noted by apply_overrides)
+        out.tp = own_tp
+        log_tp = stated_tp or own_tp
+    if eng_tp is not None:
+        if log_tp is None:
+            out.tp = out.engine_tp = eng_tp
+            out.notes.append(f"-tp {eng_tp}: the log does not state its tensor parallel size; taken as the log's own "
+                             "(--tp names the log's; -tp is a what-if when it differs from the log's)")
+        elif eng_tp != log_tp:
+            out.whatif_tp = eng_tp
+    # PP (vLLM): no what-if modelled
+    log_pp = pool.pp
+    if own_pp is not None:
+        out.pp = own_pp
+        log_pp = log_pp or own_pp
+    if eng_pp is not None:
+        if log_pp is None:
+            out.pp = eng_pp
+            out.notes.append(f"-pp {eng_pp}: the log does not state its pipeline parallel size; taken as the log's own")
+        elif eng_pp != log_pp:
+            raise KvgateError(f"-pp {eng_pp}: the log states pipeline parallel size {log_pp}, and a what-if for "
+                              "another -pp is not modelled", hint=f"drop -pp, or give the log's own (-pp {log_pp})")
+    # KV format
+    log_kv = pool.kv_format
+    if own_kv is not None:
+        out.kv_format = own_kv
+        log_kv = log_kv or own_kv
+    if pool.engine == "llama.cpp":
+        caches = pool.parsed.get("caches") or []
+        log_k = (caches[0].get("k_type") if caches else None) or log_kv
+        log_v = (caches[0].get("v_type") if caches else None) or log_kv
+        if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
+            out.whatif_kv = ctk
+        if ctv is not None and (log_v is None or _fmt_name(ctv, model) != _fmt_name(str(log_v), model)):
+            out.whatif_ctv = ctv
+        return out
+    if eng_kv is not None:
+        if log_kv is None:
+            out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
+            spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
+            out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
+                             "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
+                             "log's)")
+        elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
+            out.whatif_kv = eng_kv
+    return out
+
+
+def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
+    """``pool`` with the log's settings of ``ls`` filled in (:func:`apply_overrides`), noted
+    once, in the spelling the user gave."""
+    pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
+    engine_said = {f"kv_format {ls.engine_kv} from --kv-format (not in the log)" if ls.engine_kv else "",
+                   f"tp {ls.engine_tp} from --tp (not in the log)" if ls.engine_tp else ""}
+    pool.notes[:] = [n for n in pool.notes if n not in engine_said] + ls.notes
+    if ls.pp is not None:
+        pool = replace(pool, pp=ls.pp)
+    return pool
+
+
+def settle_by_crosscheck(pool: EnginePool, model: Any, ls: LogSettings, *, block_size: int | None = None) -> None:
+    """An engine spelling taken as the log's own (:func:`resolve_log_settings`) is turned
+    back into a what-if when the log's own numbers decide: the cross-check
+    (:func:`kvgate.engines.crosscheck.crosscheck`) differs with it and agrees without it (the
+    model's dtype, vLLM's ``auto``; TP 1). E.g. ``--kv-cache-dtype fp8`` on a vLLM log whose
+    blocks are the model's bf16 ones: fp8 is what the user asks about, not what ran.
+    Updates ``ls`` in place, replacing the note."""
+    from kvgate.engines.crosscheck import crosscheck as check  # noqa: PLC0415
+
+    if model is None or (ls.engine_kv is None and ls.engine_tp is None):
+        return
+    ok = ("agrees",)
+
+    def status(kv: str | None, tp: int | None) -> str:
+        return str(check(pool, model, kv_format=kv, tp=tp, block_size=block_size, pp=ls.pp).get("status"))
+
+    if status(ls.kv_format, ls.tp) != "differs":
+        return
+    own_tp = ls.tp if ls.engine_tp is None else None
+    own_kv = ls.kv_format if ls.engine_kv is None else None
+    for drop_kv, drop_tp in ((True, False), (False, True), (True, True)):
+        if (drop_kv and ls.engine_kv is None) or (drop_tp and ls.engine_tp is None):
+            continue
+        kv = own_kv if drop_kv else ls.kv_format
+        tp = own_tp if drop_tp else ls.tp
+        if status(kv, tp) in ok:
+            if drop_kv:
+                ls.whatif_kv, ls.kv_format = ls.engine_kv, kv
+                ls.notes = [n for n in ls.notes if "KV cache dtype" not in n]
+                ls.notes.append(f"the log does not state its KV cache dtype, but its pool agrees with the model's "
+                                f"dtype (vLLM's auto) and not with {ls.engine_kv}: {ls.engine_kv} is taken as a what-if")
+                ls.engine_kv = None
+            if drop_tp:
+                ls.whatif_tp, ls.tp = ls.engine_tp, tp
+                ls.notes = [n for n in ls.notes if "tensor parallel size; taken" not in n]
+                ls.notes.append(f"the log does not state its tensor parallel size, but its pool agrees with TP "
+                                f"{tp or 1} and not with {ls.engine_tp}: -tp {ls.engine_tp} is taken as a what-if")
+                ls.engine_tp = None
+            return
+
+
+def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings, *,
+                     target: tuple[int, int] | None = None) -> WhatIf:
+    """The what-if settings of the command line (:class:`kvgate.fit.whatif.WhatIf`);
+    ``ls``: the log's settings and the engine-spelled what-ifs (:func:`resolve_log_settings`).
+
+    ``target`` (gate): ``(sequences, length)``, the gate's target; not a what-if by itself,
+    it joins one that another GPU, share, TP or KV dtype starts, as that answer's
+    ``--max-num-seqs`` / ``--max-model-len`` (SGLang ``--max-running-requests`` /
+    ``--context-length``; llama.cpp ``-np`` and ``-c``).
 
     Raises:
         KvgateError: ``--gpu`` and ``--total`` together; an unknown GPU.
@@ -130,19 +315,33 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, *, kv_format: s
     np_ = getattr(args, "lcpp_parallel", None) if pool.engine == "llama.cpp" else None
     if np_ is not None and np_ == pool.flags.get("n_seq_max"):
         np_ = None
-    if tp is None:
-        tp = getattr(args, "vllm_tp", None)
-    elif tp == _stated_tp(pool) or _stated_tp(pool) is None:
-        tp = None  # the log's own TP (given because the log does not say it), not a what-if
-    kv = kv_format if kv_format is not None else (getattr(args, "vllm_kv_cache_dtype", None)
-                                                  or getattr(args, "lcpp_cache_type_k", None))
-    if kv_format is not None and (pool.kv_format is None or kv_format == pool.kv_format):
-        kv = None
-    ctv = getattr(args, "lcpp_cache_type_v", None) if pool.engine == "llama.cpp" else None
-    if gate and gpu is None and util is None and tp is None and kv is None and ctv is None:
-        L = np_ = None  # the target alone: the gate answers it on the logged pool
-    return WhatIf(gpu=gpu, utilization=util, max_model_len=L, tp=tp, kv_cache_dtype=kv, cache_type_v=ctv,
-                  parallel=np_, release=getattr(args, "vllm_version", None))
+    seqs = None
+    fa = getattr(args, "flash_attn", None) if pool.engine == "llama.cpp" else None
+    if fa is not None and str(fa) == str(_log_fa(pool)):
+        fa = None
+    started = any(v is not None for v in (gpu, util, ls.whatif_tp, ls.whatif_kv, ls.whatif_ctv, fa))
+    if target is not None:
+        if not started:
+            L = np_ = None  # the target alone: the gate answers it on the logged pool
+        else:  # the target is what the what-if answer judges
+            n, length = target
+            if pool.engine == "llama.cpp":
+                np_ = n
+                L = L or n * length
+            else:
+                L, seqs = length, n
+    return WhatIf(gpu=gpu, utilization=util, max_model_len=L, tp=ls.whatif_tp, kv_cache_dtype=ls.whatif_kv,
+                  cache_type_v=ls.whatif_ctv, parallel=np_, max_num_seqs=seqs, flash_attn=fa,
+                  release=getattr(args, "vllm_version", None))
+
+
+def _log_fa(pool: EnginePool) -> str | None:
+    """llama.cpp's logged flash_attn as on/off/auto (``None``: not logged)."""
+    fa = pool.flags.get("flash_attn")
+    if fa is None:
+        return None
+    return fa if fa in ("on", "off", "auto") else ("on" if fa in (1, "1", True, "true") else
+                                                   "off" if fa in (0, "0", False, "false") else "auto")
 
 
 def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup: int | None,
@@ -184,31 +383,37 @@ def run_engine_gate(args: argparse.Namespace) -> int:
 
     engine = engine_options_from_args(args)
     replay = replay_options_from_args(args, engine)
-    given_tp = engine.tp if "tp" in engine.explicit else None
-    given_k = engine.kv_format if "kv_format" in engine.explicit else None
     pool = read_engine_log(args.engine_log, startup=args.startup, service=args.service)
     model = model_from_log(pool, engine.model)
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
-    kv_format = engine.formats_for(model)[0] if given_k else None  # vLLM's auto: the model's dtype
-    w = whatif_from_args(args, pool, kv_format=kv_format or pool.kv_format, tp=given_tp or _stated_tp(pool), gate=True)
-    if w.tp is not None:
-        given_tp = None  # a what-if TP, not the log's
-    if w.kv_cache_dtype is not None:
-        kv_format = None  # a what-if KV dtype, not the log's
-    pool = apply_overrides(pool, kv_format=kv_format, tp=given_tp)
-    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp
-    if given_pp is not None:
-        pool = replace(pool, pp=given_pp)
+    ls = resolve_log_settings(args, pool, model)
+    settle_by_crosscheck(pool, model, ls, block_size=engine.layout_options.get("block_size"))
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
-        raise EngineLogError("--engine-log needs --slots N and --max-seq L (the target)")
+        raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
+                             "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
+    w = whatif_from_args(args, pool, ls, target=(slots, max_seq))
+    kv_format = ls.kv_format
+    pool = apply_log_settings(pool, ls)
+    auto_kv = None
+    if pool.kv_format is None and pool.engine != "llama.cpp":  # vLLM's / SGLang's --kv-cache-dtype auto
+        auto_kv = _fmt_name("auto", model)
     record = gate_options_from_args(args, engine)  # where the record goes
-    check = crosscheck(pool, model, kv_format=kv_format, tp=given_tp,
-                       block_size=engine.layout_options.get("block_size"), pp=given_pp)
+    check = crosscheck(pool, model, kv_format=kv_format, tp=ls.tp,
+                       block_size=engine.layout_options.get("block_size"), pp=ls.pp)
+    if check.get("status") == "differs":
+        # the gate's S(L) is the same geometry the cross-check just showed does not rebuild the
+        # logged pool: a verdict on it would be one from data known to be wrong
+        raise EngineLogError("the cross-check differs: kvgate's sizing of this model does not rebuild the pool the "
+                             "log shows, so no verdict is given on it\n" + render_check(check)
+                             + "".join(f"\nnote: {n}" for n in ls.notes),
+                             hint="give the log's own settings when it does not state them (--tp, --kv-format, "
+                                  "--pp, --block-size) until `kvgate import-log` agrees; ask what-ifs with -tp, "
+                                  "--kv-cache-dtype, --gpu")
     trace = load_replay_trace(replay) if replay is not None else None
-    res = gate_from_engine_log(pool, model, slots=slots, max_seq=max_seq, kv_format=kv_format, tp=given_tp,
+    res = gate_from_engine_log(pool, model, slots=slots, max_seq=max_seq, kv_format=kv_format or auto_kv, tp=ls.tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,
                                host_bytes=parse_bytes(args.host_bytes) if args.host_bytes else None)
     path = None
@@ -223,8 +428,6 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     if w.asked():
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 
-        if pool.engine == "vllm" and w.max_model_len is None and max_seq != pool.max_model_len:
-            w = replace(w, max_model_len=max_seq)  # the target length is the what-if's --max-model-len
         wa = answer_whatif(args.engine_log, pool, model, w, startup=args.startup, service=args.service,
                            weights_ref=engine.model)
         payload["what_if"] = wa.to_dict()

@@ -43,6 +43,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
 
 
+def _slot_words(layout: str, max_seq: int, slots: int) -> tuple[str, str]:
+    """The labels of one sequence and of N, in the layout's words: the engine's flags for
+    vLLM (``--max-model-len``, ``--max-num-seqs``), SGLang (``--context-length``) and
+    llama.cpp (``-c`` / ``-np``: one sequence's cells); slots for the contiguous layout."""
+    s = "s" if slots != 1 else ""
+    if layout == "vllm":
+        return f"one sequence at --max-model-len {max_seq:,}", f"{slots} sequence{s} (--max-num-seqs {slots})"
+    if layout == "sglang":
+        return f"one sequence at --context-length {max_seq:,}", f"{slots} sequence{s} (--max-running-requests {slots})"
+    if layout == "llama.cpp":
+        return f"one sequence of {max_seq:,} cells (-c / -np)", f"{slots} sequence{s} (-np {slots})"
+    return f"one slot at max_seq {max_seq:,}", f"{slots} slot{s}"
+
+
 def geometry_report(geo: KVGeometry, max_seq: int, slots: int, by_layer: bool) -> dict[str, Any]:
     """The figures ``kvgate geometry`` prints, as a dict of ints."""
     slot = geo.slot_bytes(max_seq)
@@ -108,10 +122,11 @@ def run(args: argparse.Namespace) -> int:
         model.notes.append(stage)
     rep = geometry_report(geo, max_seq, slots, args.by_layer)
     per = " per rank" if engine.tp > 1 or stage else ""
+    one, many = _slot_words(geo.layout.name, max_seq, slots)
     rows = [
         ["bytes per token" + per, fmt_bytes(rep["bytes_per_token"]), fmt_human(rep["bytes_per_token"])],
-        [f"one slot at max_seq {max_seq:,}" + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],
-        [f"{slots} slot{'s' if slots != 1 else ''}" + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
+        [one + per, fmt_bytes(rep["slot_bytes"]), _both(rep["slot_bytes"])],
+        [many + per, fmt_bytes(rep["slots_bytes"]), _both(rep["slots_bytes"])],
     ]
     if geo.layout.name == "contiguous" and rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
         rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),

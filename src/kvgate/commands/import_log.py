@@ -4,13 +4,21 @@ it built, as a kvgate measurement, cross-checked against the model."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from kvgate.atomicio import check_writable, write_json_atomic
-from kvgate.commands._engine_log import add_startup_flags, add_whatif_flags, answer_whatif, whatif_from_args
+from kvgate.commands._engine_log import (
+    RULE_HELP,
+    add_startup_flags,
+    add_whatif_flags,
+    answer_whatif,
+    apply_log_settings,
+    resolve_log_settings,
+    settle_by_crosscheck,
+    whatif_from_args,
+)
 from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
+from kvgate.engines.report import model_from_log, render_check, render_pool
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import get_format
 from kvgate.measure.measurement import measurement_file
@@ -39,16 +47,19 @@ cache pool, tokens, concurrency, flip points) with the non-KV terms the log prin
 (weights, non-torch memory, activation peak, CUDA graph pool) carried over, and a list of
 which were carried, re-split or re-estimated.
 
+{rule}
+
   kvgate import-log vllm.log --model qwen3-0.6b --gpu H200
   kvgate import-log vllm.log --model gpt-oss-20b --kv-cache-dtype fp8 --max-model-len 64k
-"""
+""".replace("{rule}", RULE_HELP)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("log", help="the engine's startup log (text file)")
     p.add_argument("--engine", choices=ENGINES, default=None, help="the engine (default: detected)")
     p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
-    p.add_argument("--kv-format", default=None, help="KV format when the log does not say (vLLM: bf16, fp8 …)")
+    p.add_argument("--kv-format", default=None, help="the log's KV format when it does not say (vLLM: bf16, fp8 …; "
+                   "default vLLM's auto, the model's dtype)")
     p.add_argument("--tp", type=positive_int, default=None, help="the log's tensor-parallel size when it does not say it")
     p.add_argument("--pp", dest="pp", type=positive_int, default=None,
                    help="the log's vLLM pipeline-parallel size when it does not say it")
@@ -69,19 +80,19 @@ def run(args: argparse.Namespace) -> int:
                 get_format(fmt)
             except KvgateError as exc:
                 raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
-    pool = apply_overrides(read_engine_log(args.log, engine=args.engine, startup=args.startup,
-                                                service=args.service), kv_format=args.kv_format, tp=args.tp)
-    if args.pp is not None:
-        pool = replace(pool, pp=args.pp)
+    pool = read_engine_log(args.log, engine=args.engine, startup=args.startup, service=args.service)
     model = model_from_log(pool, args.model)
-    w = whatif_from_args(args, pool)
+    ls = resolve_log_settings(args, pool, model)
+    settle_by_crosscheck(pool, model, ls, block_size=args.block_size)
+    pool = apply_log_settings(pool, ls)
+    w = whatif_from_args(args, pool, ls)
     if w.asked() and model is None:
         raise KvgateError("a what-if needs the model to size the KV cache",
                           hint="pass --model (config.json, model directory, .gguf or preset)")
     check = None
     if model is not None:
-        check = crosscheck(pool, model, kv_format=args.kv_format, tp=args.tp, block_size=args.block_size,
-                           requested_kv_format=args.requested_kv_format, pp=args.pp)
+        check = crosscheck(pool, model, kv_format=ls.kv_format, tp=ls.tp, block_size=args.block_size,
+                           requested_kv_format=args.requested_kv_format, pp=ls.pp)
     exact = check["pool_bytes"] if check and check.get("pool_bytes") else None
     doc = None
     if exact or pool.pool_bytes is not None:

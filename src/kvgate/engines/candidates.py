@@ -14,14 +14,15 @@ kv-quant:F          S → S_F (each format the engine  N·S_F(L) ≤ C
                     llama.cpp q8_0 … q4_0)
 max-model-len cut   L → L′                           L′ = the largest L with N·S(L) ≤ C
                                                      (a boundary: "pays if L′ is enough")
-fewer slots         N → N′                           N′ = ⌊…⌋ the most slots that fit
+fewer sequences     N → N′ (``fewer slots`` in       N′ = ⌊…⌋ the most sequences that fit
+(--max-num-seqs)    records)
 host offload        C → C + host                     measured: the trace's paged peak
-                                                     at N slots minus C ≤ host bytes
+                                                     at N sequences minus C ≤ host bytes
 more TP             tp → 2·tp: S halves per rank,    N·S_2tp(L) ≤ C + W/2 (W = weights
                     half the weights leave the rank  per rank as logged; an estimate)
 ==================  ===============================  ===================================
 
-The worst case (every slot at L) is the DESIGN §3 gate with T = C, P = 0, n = 0, m = 0:
+The worst case (every sequence at L) is the DESIGN §3 gate with T = C, P = 0, n = 0, m = 0:
 :func:`gate_from_engine_log` also returns that gate's own decision record
 (:func:`kvgate.gate.decision.decide`), so records, boundaries and ``recheck`` work as
 for any other measurement.
@@ -44,6 +45,19 @@ from kvgate.model.spec import ModelSpec
 from kvgate.units import GiB
 
 QUANT_FORMATS = {"vllm": ("fp8",), "sglang": ("fp8",), "llama.cpp": ("q8_0", "q4_0")}
+
+#: each engine's own words for the gate's quantities: the requests at once, the length per
+#: request, the KV dtype flag (vLLM ``--max-num-seqs``/``--max-model-len``; SGLang
+#: ``--max-running-requests``/``--context-length``; llama.cpp ``-np``/``-c`` per sequence)
+ENGINE_WORDS = {
+    "vllm": {"seqs": "--max-num-seqs", "len": "--max-model-len", "quant": "--kv-cache-dtype {q}"},
+    "sglang": {"seqs": "--max-running-requests", "len": "--context-length", "quant": "--kv-cache-dtype {q}"},
+    "llama.cpp": {"seqs": "-np", "len": "-c per sequence", "quant": "-ctk {q} -ctv {q}"},
+}
+
+
+def _seqs(n: int) -> str:
+    return f"{n:,} sequence{'s' if n != 1 else ''}"
 
 
 def engine_layout(pool: EnginePool, slots: int, model: ModelSpec | None = None) -> dict[str, Any]:
@@ -98,8 +112,10 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
             GiB when logged, else unknown).
 
     Returns:
-        ``{"pool_bytes", "demand_bytes", "slot_bytes", "verdict", "candidates": [...],
-        "record": <kvgate.decision/2 dict>, "lines": [...]}``.
+        ``{"pool_bytes", "demand_bytes", "slot_bytes" (= "sequence_bytes": one sequence of
+        L tokens, per rank), "verdict", "candidates": [...], "record": <kvgate.decision/2
+        dict>, "lines": [...]}``; each candidate keeps its ``name`` (``fewer slots`` …, for
+        records and scripts) and has ``label``, the engine's own flag for it.
 
     Raises:
         KvgateError: no pool size, no KV format, or bad targets.
@@ -125,20 +141,24 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     D = slots * S(max_seq)
     base = "not-a-bottleneck" if D <= C else None
     cands: list[dict[str, Any]] = []
+    words = ENGINE_WORDS[pool.engine]
     for q in quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt]:
         Sq = _slot_fn(model, q, tpv, layout, cp)
         dq = slots * Sq(max_seq)
-        cands.append({"name": f"kv-quant:{q}", "demand_bytes": dq, "capacity_bytes": C,
-                      "verdict": base or ("pays" if dq <= C else "insufficient"),
-                      "text": f"N·S_{q}(L) = {dq:,} B"})
-    # max-model-len cut and fewer slots: boundaries
+        cands.append({"name": f"kv-quant:{q}", "label": words["quant"].format(q=q), "demand_bytes": dq,
+                      "capacity_bytes": C, "verdict": base or ("pays" if dq <= C else "insufficient"),
+                      "text": f"{_seqs(slots)} at {q} need N·S_{q}(L) = {dq:,} B"})
+    # a shorter length and fewer sequences: boundaries (names kept for records and scripts)
     l_fit = _largest(lambda L: slots * S(L) <= C, max_seq)
     n_fit = C // S(max_seq) if S(max_seq) else None
-    cands.append({"name": "max-model-len cut", "verdict": base or ("pays-if" if l_fit else "insufficient"),
-                  "max_seq_fits": l_fit,
-                  "text": f"{slots} slots fit up to max_seq {l_fit:,}" if l_fit else f"{slots} slots do not fit at any length"})
-    cands.append({"name": "fewer slots", "verdict": base or ("pays-if" if n_fit else "insufficient"),
-                  "slots_fit": n_fit, "text": f"{n_fit} slot(s) of {max_seq:,} tokens fit"})
+    cands.append({"name": "max-model-len cut", "label": words["len"],
+                  "verdict": base or ("pays-if" if l_fit else "insufficient"), "max_seq_fits": l_fit,
+                  "text": f"{_seqs(slots)} fit up to {words['len']} {l_fit:,}" if l_fit
+                  else f"{_seqs(slots)} do not fit at any length"})
+    cands.append({"name": "fewer slots", "label": words["seqs"],
+                  "verdict": base or ("pays-if" if n_fit else "insufficient"),
+                  "slots_fit": n_fit, "sequences_fit": n_fit,
+                  "text": f"{words['seqs']} {n_fit}: {_seqs(n_fit or 0)} of {max_seq:,} tokens fit at once"})
     cands.append(_offload(pool, C, D, slots, max_seq, S, model, fmt, tpv, layout, trace, host_bytes, base,
                           decode_rate, speed))
     cands.append(_more_tp(pool, model, fmt, tpv, layout, slots, max_seq, C, base))
@@ -147,17 +167,19 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     q0 = (quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt] or ["fp8"])[0]
     inputs = DecisionInputs(model=model, scenario=sc, kv_format=fmt, tp=tpv, layout=layout,
                             candidates=["kv-quant"], quant_to=q0)
-    lines = [f"pool C = {C:,} B per rank; demand N·S(L) = {slots} × {S(max_seq):,} = {D:,} B "
+    lines = [f"KV cache pool C = {C:,} B per rank; {_seqs(slots)} of {max_seq:,} tokens ({words['seqs']} {slots}, "
+             f"{words['len']} {max_seq:,}) need N·S(L) = {slots} × {S(max_seq):,} = {D:,} B "
              f"({'fits' if D <= C else 'does not fit'})"]
-    lines += [f"{c['name']:<18} {c['verdict']:<17} {c['text']}" for c in cands]
+    lines += [f"{c.get('label', c['name']):<24} {c['verdict']:<17} {c['text']}" for c in cands]
     # NOTE: host offload is judged above (trace-measured need, host size), not by the
     # gate's bound-only 'tiering' candidate, which would always 'pay' here and contradict
     # it; the record keeps the engine-log verdicts as notes, exactly as printed.
     record = decide(inputs, pool.measurement(total_bytes=C),
-                    notes=[f"{pool.engine} pool from its startup log {pool.source or ''}: T = the KV pool per rank, "
-                           "P = 0 (empty at start), margin 0 (the engine already kept its own)",
+                    notes=[f"{pool.engine} KV cache pool from its startup log {pool.source or ''}: T = the KV cache "
+                           "pool per rank, P = 0 (empty at start: 0 sequences), margin 0 (the engine already kept "
+                           f"its own); N = {words['seqs']} {slots}, L = {words['len']} {max_seq:,}",
                            *(f"engine-log gate: {ln}" for ln in lines)])
-    return {"pool_bytes": C, "slot_bytes": S(max_seq), "demand_bytes": D, "kv_format": fmt, "tp": tpv,
+    return {"pool_bytes": C, "slot_bytes": S(max_seq), "sequence_bytes": S(max_seq), "demand_bytes": D, "kv_format": fmt, "tp": tpv,
             "layout": layout, "verdict": base or "does-not-fit", "candidates": cands, "record": record,
             "lines": lines}
 
@@ -177,7 +199,8 @@ def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_
         need = max(0, D - C)
         out.update(verdict=base or ("pays" if host is not None and need <= host else "pays-if"),
                    reclaim_bytes=need, measured=False,
-                   text=f"bound: needs {need:,} B on the host at N·S" + ("" if host is not None else " (host size unknown)"))
+                   text=f"bound: needs {need:,} B on the host at {slots:,} full-length sequences"
+                        + ("" if host is not None else " (host size unknown)"))
         return out
     from kvgate.replay.simulate import measured_paging_reclaim  # noqa: PLC0415
 
@@ -192,7 +215,7 @@ def _offload(pool, C, D, slots, max_seq, S, model, fmt, tp, layout, trace, host_
                                               ("insufficient" if host is not None else "pays-if"))
     out.update(verdict=v, reclaim_bytes=need, measured=True, trace_paged_peak_bytes=peak,
                trace_requests=r["requests"], trace_rejected=r["rejected"],
-               text=f"measured: the trace's paged peak at {slots} slots is {peak:,} B; "
+               text=f"measured: the trace's paged peak at {_seqs(slots)} is {peak:,} B; "
                     f"{need:,} B must live on the host")
     return out
 

@@ -63,6 +63,7 @@ _AVAIL = (re.compile(r"kv_cache_size=" + _N + r"GiB"), re.compile(r"available_kv
 _V1 = re.compile(r"gpu_worker\.py|EngineCore|V1 LLM engine|gpu_model_runner\.py")
 _V0 = re.compile(r"\bworker\.py:\d+\]|executor_base\.py|\bmodel_runner\.py:\d+\]|Memory profiling results")
 _LCPP_MODEL = re.compile(r"CUDA0 model buffer size\s*=\s*" + _N + r" MiB")
+_LCPP_ANY_MODEL = re.compile(r"\b([A-Za-z][\w]*) model buffer size\s*=\s*" + _N + r" MiB")
 _LCPP_COMPUTE = re.compile(r"CUDA0 compute buffer size\s*=\s*" + _N + r" MiB")
 
 
@@ -93,6 +94,8 @@ class LoggedTerms:
         available_kv: the KV budget from a V0 profiling line the pool reader does not read.
         v1: ``True`` (V1 engine lines), ``False`` (V0 lines), ``None`` (neither seen).
         model_buffer, compute_buffer: llama.cpp's ``CUDA0`` buffers.
+        model_buffers: llama.cpp's model buffers on every device summed (``CPU_Mapped``,
+            ``CUDA0``, ...; each device's first line): the loaded weights, wherever they are.
         printed: each term's printed text, for the user.
     """
 
@@ -106,12 +109,13 @@ class LoggedTerms:
     v1: bool | None = None
     model_buffer: Interval | None = None
     compute_buffer: Interval | None = None
+    model_buffers: Interval | None = None
     printed: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k in ("total", "weights", "activation", "non_torch", "cuda_graph", "available_kv", "model_buffer",
-                  "compute_buffer"):
+                  "compute_buffer", "model_buffers"):
             v = getattr(self, k)
             out[k] = v.to_dict() if v is not None else None
         out.update(utilization=self.utilization, v1=self.v1, printed=dict(self.printed))
@@ -164,4 +168,16 @@ def llamacpp_logged_terms(lines: list[Line]) -> LoggedTerms:
         if hit:
             setattr(t, name, _iv(logged(hit[0], MIB, "MiB")))
             t.printed[name] = f"{hit[0]} MiB at line {hit[1].number}"
+    seen: dict[str, tuple[Interval, str]] = {}
+    for ln in lines:  # ``llama-model.cpp`` ``load_tensors``: one line per buffer type
+        m = _LCPP_ANY_MODEL.search(ln.text)
+        if m and m.group(1) not in seen:
+            seen[m.group(1)] = (_iv(logged(m.group(2), MIB, "MiB")), f"{m.group(1)} {m.group(2)} MiB at line {ln.number}")
+    if seen:
+        vals = [v for v, _ in seen.values()]
+        acc = vals[0]
+        for v in vals[1:]:
+            acc = acc + v
+        t.model_buffers = acc
+        t.printed["model_buffers"] = " + ".join(txt for _, txt in seen.values())
     return t

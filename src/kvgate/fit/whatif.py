@@ -57,8 +57,12 @@ class WhatIf:
         max_model_len: vLLM ``--max-model-len`` / SGLang ``--context-length`` / llama.cpp ``-c``.
         tp: tensor parallel size (``-tp``, ``--tp-size``).
         kv_cache_dtype: vLLM / SGLang ``--kv-cache-dtype``; llama.cpp ``-ctk``.
-        cache_type_v: llama.cpp ``-ctv`` (default: ``-ctk``'s when only that is given).
+        cache_type_v: llama.cpp ``-ctv`` (default: the log's V type; ``-ctk`` alone changes
+            only K, as llama.cpp's ``-ctk`` does: ``common/arg.cpp`` sets ``cache_type_k`` only).
         parallel: llama.cpp ``-np``.
+        max_num_seqs: vLLM ``--max-num-seqs`` / SGLang ``--max-running-requests`` (the
+            sequences the answer judges).
+        flash_attn: llama.cpp ``-fa`` on/off/auto.
         release: the engine release when the log does not print it.
     """
 
@@ -69,6 +73,8 @@ class WhatIf:
     kv_cache_dtype: str | None = None
     cache_type_v: str | None = None
     parallel: int | None = None
+    max_num_seqs: int | None = None
+    flash_attn: str | None = None
     release: str | None = None
 
     def asked(self) -> bool:
@@ -192,6 +198,8 @@ class _VllmFromLog:
             kw["tensor_parallel_size"] = w.tp
         if w.kv_cache_dtype is not None:
             kw["kv_cache_dtype"] = w.kv_cache_dtype
+        if w.max_num_seqs is not None:
+            kw["max_num_seqs"] = w.max_num_seqs
         self.flags = replace(self.base, **kw)
         self.logged_pool = (Interval(pool.pool_bytes.low, pool.pool_bytes.high)
                             if pool.pool_bytes is not None and pool.pool_is_budget else self.t.available_kv)
@@ -342,12 +350,32 @@ class _VllmFromLog:
         return WhatIfAnswer(a, changes, how, log)
 
 
+def gpu_change(log_gpu: Gpu | None, new: Gpu) -> str:
+    """The what-if's GPU change, worded alike for every engine: the log's GPU is never named
+    by a startup log, so it is said how its total is known (printed, inferred, or not at
+    all); the new one by name, or ``--total`` with its bytes."""
+    def gib(v: Interval) -> str:
+        lo, hi = f"{v.low / GiB:.2f}", f"{v.high / GiB:.2f}"
+        return f"{lo} GiB" if lo == hi else f"{lo} … {hi} GiB"
+
+    if log_gpu is None or log_gpu is new:
+        was = "the log's GPU (not named; total not printed)"
+    elif "implied" in log_gpu.name:
+        was = f"the log's GPU (not named; total inferred as {gib(log_gpu.cuda_total)})"
+    else:
+        was = f"the log's GPU (not named; CUDA total {gib(log_gpu.cuda_total)} printed)"
+    now = (f"--total {new.nvml_total_bytes:,} B (CUDA total {gib(new.cuda_total)})" if new.name == "given total"
+           else new.name)
+    return f"GPU: {was} → {now}"
+
+
 def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu) -> list[str]:
     out = []
     if w.gpu is not None:
-        out.append(f"GPU: {log_gpu.name} → {w.gpu.name}")
+        out.append(gpu_change(log_gpu, w.gpu))
     for flag, k in (("--gpu-memory-utilization", "gpu_memory_utilization"), ("--max-model-len", "max_model_len"),
-                    ("-tp", "tensor_parallel_size"), ("--kv-cache-dtype", "kv_cache_dtype")):
+                    ("--max-num-seqs", "max_num_seqs"), ("-tp", "tensor_parallel_size"),
+                    ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
             out.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return out
@@ -389,7 +417,7 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
                        kv_cache_dtype=str(fl.get("kv_cache_dtype") or "auto"), page_size=int(fl.get("page_size") or 1))
     kw: dict[str, Any] = {}
     for k, given in (("mem_fraction_static", w.utilization), ("context_length", w.max_model_len), ("tp_size", w.tp),
-                     ("kv_cache_dtype", w.kv_cache_dtype)):
+                     ("kv_cache_dtype", w.kv_cache_dtype), ("max_running_requests", w.max_num_seqs)):
         if given is not None:
             kw[k] = given
     new = replace(base, **kw)
@@ -414,9 +442,10 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
     if mfs is None and w.utilization is None:
         notes.append("the log does not print --mem-fraction-static: SGLang's default by TP presumed")
     a.notes[:0] = notes
-    changes = [f"GPU: the log's → {gpu.name}"]
+    changes = [gpu_change(None, gpu)]
     for flag, k in (("--mem-fraction-static", "mem_fraction_static"), ("--context-length", "context_length"),
-                    ("--tp-size", "tp_size"), ("--kv-cache-dtype", "kv_cache_dtype")):
+                    ("--max-running-requests", "max_running_requests"), ("--tp-size", "tp_size"),
+                    ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
             changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "sglang", "release": rel.text, "tp": log_tp,
@@ -450,19 +479,24 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
         kw["parallel"] = w.parallel
     if w.kv_cache_dtype is not None:
         kw["cache_type_k"] = w.kv_cache_dtype
-        kw["cache_type_v"] = w.cache_type_v or w.kv_cache_dtype
-    elif w.cache_type_v is not None:
+    if w.cache_type_v is not None:
         kw["cache_type_v"] = w.cache_type_v
+    if w.flash_attn is not None:
+        kw["flash_attn"] = w.flash_attn
     new = replace(base, **kw)
     how: list[CarriedTerm] = []
     file = _model_weights(weights_ref, "weights") if weights_ref else None
-    if file is not None and (file[1] or t.model_buffer is None):
+    printed = t.model_buffer if t.model_buffer is not None else t.model_buffers
+    said = t.printed.get("model_buffer") or t.printed.get("model_buffers")
+    if file is not None and (file[1] or printed is None):
         b, exact, src = file
         how.append(CarriedTerm("model buffer (weights on the GPU)", "estimated", f"llama.cpp's rule on {src}"))
-    elif t.model_buffer is not None:  # measured beats a config's estimate
-        b, exact, src = t.model_buffer.high, True, f"the log's CUDA0 model buffer size {t.printed['model_buffer']}"
+    elif printed is not None:  # measured beats a config's estimate
+        # without a CUDA0 line (a CPU / unified-memory log) the model buffers on every device
+        # are the loaded weights (llama-model.cpp load_tensors prints one line per buffer type)
+        b, exact, src = printed.high, True, f"the log's model buffer size {said}"
         how.append(CarriedTerm("model buffer (weights on the GPU)", "carried",
-                               f"{t.printed['model_buffer']}, under llama.cpp's band for the GPU's share"))
+                               f"{said}, under llama.cpp's band for the GPU's share"))
     else:
         b, exact, src = _model_weights(None, "model buffer (no 'CUDA0 model buffer size' line)")
     how.append(CarriedTerm("compute buffer", "re-estimated" if t.compute_buffer is not None else "estimated",
@@ -470,8 +504,9 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
                            + (f"; the log printed {t.printed['compute_buffer']}" if t.compute_buffer else "")))
     rel = _release("llama.cpp", pool, w.release, None)
     a = fit_llamacpp(model, b, exact, src, gpu, new, rel)
-    changes = [f"GPU: the log's → {gpu.name}"]
-    for flag, k in (("-c", "ctx_size"), ("-np", "parallel"), ("-ctk", "cache_type_k"), ("-ctv", "cache_type_v")):
+    changes = [gpu_change(None, gpu)]
+    for flag, k in (("-c", "ctx_size"), ("-np", "parallel"), ("-ctk", "cache_type_k"), ("-ctv", "cache_type_v"),
+                    ("-fa", "flash_attn")):
         if getattr(base, k) != getattr(new, k):
             changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "llama.cpp", "release": rel.text, "terms": t.to_dict()})
@@ -483,6 +518,11 @@ def render_whatif(wa: WhatIfAnswer) -> str:
     from kvgate.fit.render import render_text  # noqa: PLC0415
 
     head = ["what if (from the log): " + ("; ".join(wa.changes) if wa.changes else "the log's own settings")]
-    tail = ["", "non-KV terms, from the log or not:"]
-    tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
+    if wa.answer.engine == "llama.cpp":  # its buffer table already lists every term with its source: once
+        tail = ["", "non-KV terms, from the log or not: "
+                + "; ".join(f"{c.name.split(' (')[0]} {c.how}" + (f" ({c.detail})" if c.how != "estimated" else "")
+                            for c in wa.carried)]
+    else:
+        tail = ["", "non-KV terms, from the log or not:"]
+        tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
     return "\n".join(head + [render_text(wa.answer)] + tail)

@@ -18,6 +18,35 @@ _BOUNDARY_LABEL = {
 }
 
 
+#: an engine-log record's words (the measurement's sampler is ``engine-log``): the engine's
+#: flags for the requests at once and the length per request, by the record's layout
+_RECORD_ENGINE_WORDS = {"vllm": ("--max-num-seqs", "--max-model-len"), "sglang": ("--max-running-requests",
+                                                                                 "--context-length"),
+                        "llama.cpp": ("-np", "-c per sequence")}
+
+
+def engine_of(rec: dict[str, Any]) -> str | None:
+    """The engine of an engine-log record (``None`` for any other record)."""
+    if ((rec.get("measurement") or {}).get("basis") or {}).get("sampler") != "engine-log":
+        return None
+    name = ((rec.get("geometry") or {}).get("layout") or {}).get("name")
+    return name if name in _RECORD_ENGINE_WORDS else "vllm"
+
+
+def _engine_quantity(r: dict[str, Any], sc: dict[str, Any], engine: str | None) -> str:
+    """A table row's label; in an engine-log record, in the engine's words (sequences, KV
+    cache pool) instead of slots and a measured peak."""
+    if engine is None:
+        return str(r["quantity"])
+    seqs, length = _RECORD_ENGINE_WORDS[engine]
+    n, L = sc["slots_target"], sc["max_seq"]
+    return {"slot": f"one sequence S({L}) ({length} {L:,})",
+            "all_slots": f"all {n} sequences N·S ({seqs} {n})",
+            "headroom": "KV cache pool H = T − P",
+            "peak": "KV cache pool used at start P (0 sequences)",
+            "target": f"{n} sequences at full length"}.get(r["key"], str(r["quantity"]))
+
+
 def _mib(b: int | Fraction | str) -> str:
     return fmt_mib(Fraction(b))
 
@@ -142,7 +171,9 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
         f"KV        {geo['kv_format_k']}" + (f" (V: {geo['kv_format_v']})" if geo["kv_format_v"] != geo["kv_format_k"] else "")
         + f", layout {geo['layout']['name']}, tp {geo['tp']}, max_seq {sc['max_seq']:,}"
         + (f" (measured at {sc['max_seq_measured']:,})" if sc["max_seq_measured"] != sc["max_seq"] else ""),
-        f"slots     {sc['slots_measured']} at the measured peak, target {sc['slots_target']}",
+        (f"slots     {sc['slots_measured']} at the measured peak, target {sc['slots_target']}" if engine_of(rec) is None
+         else f"sequences {sc['slots_target']} ({_RECORD_ENGINE_WORDS[str(engine_of(rec))][0]}) in the KV cache pool, "
+              "empty at start"),
         "",
     ]
     if rec["status"] != "ok":
@@ -215,12 +246,27 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _engine_boundary(line: str, engine: str | None) -> str:
+    """A boundary line in the engine's words for an engine-log record."""
+    if engine is None:
+        return line
+    seqs, length = _RECORD_ENGINE_WORDS[engine]
+    for old, new in (("card memory", "KV cache pool"), ("concurrent slots", seqs), ("max_seq", length)):
+        if line.startswith(old):
+            return new + line[len(old):]
+    return line
+
+
 def render_markdown(rec: dict[str, Any]) -> str:
     """The Markdown rendering written next to each JSON record."""
     inp = rec["inputs"]
     sc = inp["scenario"]
+    eng = engine_of(rec)
+    title = (f"{sc['slots_target']} sequences of {sc['max_seq']:,} tokens ({_RECORD_ENGINE_WORDS[eng][0]} "
+             f"{sc['slots_target']}, {_RECORD_ENGINE_WORDS[eng][1]} {sc['max_seq']:,}) in the {eng} KV cache pool"
+             if eng else f"max_seq {sc['max_seq']:,}, {sc['slots_target']} slots")
     out = [
-        f"# kvgate decision: {inp['model']['name']}, max_seq {sc['max_seq']:,}, {sc['slots_target']} slots",
+        f"# kvgate decision: {inp['model']['name']}, {title}",
         "",
         f"- created: {rec['created']} (kvgate {rec['kvgate_version']})",
         f"- model: `{inp['model']['source']}`: {inp['model']['summary']}",
@@ -235,7 +281,7 @@ def render_markdown(rec: dict[str, Any]) -> str:
     T = sc["total_bytes"]
     out += ["| quantity | bytes | MiB | share of T |", "|---|---:|---:|---:|"]
     for r in rec["table"]:
-        out.append(f"| {r['quantity']} | {r['bytes']:,} | {_mib(r['bytes'])} | {fmt_pct(r['bytes'], T)} |")
+        out.append(f"| {_engine_quantity(r, sc, eng)} | {r['bytes']:,} | {_mib(r['bytes'])} | {fmt_pct(r['bytes'], T)} |")
     for c in rec["candidates"]:
         out.append(f"| {c['name']} reclaim R ({c['bound']}) | {c['reclaim_bytes']:,} | {_mib(c['reclaim_bytes'])} | "
                    f"{fmt_pct(c['reclaim_bytes'], T)} |")
@@ -247,7 +293,7 @@ def render_markdown(rec: dict[str, Any]) -> str:
         out.append(f"- sensitivity N·S/H = {fmt_pct(exact(sens['value']), 1)}"
                    + (" (flagged: re-measure on any change)" if sens["flagged"] else ""))
     out += ["", "## Where the verdict flips (each alone, the rest held)", ""]
-    out += [f"- {s}" for s in boundary_lines(rec)]
+    out += [f"- {_engine_boundary(s, eng)}" for s in boundary_lines(rec)]
     out += [f"- {s}" for s in candidate_limit_lines(rec)]
     if rec.get("notes"):
         out += ["", "## Notes", ""] + [f"- {n}" for n in rec["notes"]]
