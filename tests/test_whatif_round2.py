@@ -147,3 +147,19 @@ def test_geometry_engine_layouts_speak_sequences(capsys):
     assert "slot" not in out
     assert main(["geometry", "qwen3-0.6b", "--max-seq", "32768"]) == 0
     assert "one slot at max_seq 32,768" in capsys.readouterr().out
+
+
+def test_gate_engine_log_takes_the_logs_format_and_a_whatif_format_together(capsys, tmp_path):
+    """``--kv-format bf16`` names the (silent) log's KV format, ``--kv-cache-dtype fp8`` asks the
+    what-if: both at once are not "given twice". The logged pool stays bf16's: 12,424 blocks ×
+    393,216 B = 4,885,315,584 B per GPU; the what-if runs with fp8."""
+    from kvgate.cli import main
+
+    log = Path(__file__).parent / "data" / "logs" / "vllm_0.8.5_qwen3-30b-a3b_tp4.log"
+    rc = main(["gate", "--engine-log", str(log), "--model", "qwen3-30b-a3b", "--tp", "4", "--kv-format", "bf16",
+               "--max-num-seqs", "32", "--max-model-len", "8192", "--kv-cache-dtype", "fp8", "--gpu", "H100",
+               "--out", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "KV cache pool 4,885,315,584 B per GPU" in out
+    assert "→ fp8" in out and "--kv-cache-dtype fp8" in out

@@ -381,7 +381,13 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     from kvgate.output import emit
     from kvgate.session import load_replay_trace
 
-    engine = engine_options_from_args(args)
+    # kvgate's spelling names the log's value, the engine's a what-if (RULE_HELP): both may be
+    # given with different values; resolve_log_settings tells them apart, from ``args``
+    own = argparse.Namespace(**vars(args))
+    for mine, theirs in (("kv_format", "vllm_kv_cache_dtype"), ("tp", "vllm_tp"), ("pp", "vllm_pp")):
+        if getattr(args, mine, None) is not None and getattr(args, theirs, None) is not None:
+            setattr(own, theirs, None)
+    engine = engine_options_from_args(own)
     replay = replay_options_from_args(args, engine)
     pool = read_engine_log(args.engine_log, startup=args.startup, service=args.service)
     model = model_from_log(pool, engine.model)
