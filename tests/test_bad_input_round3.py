@@ -24,3 +24,42 @@ def run_json(argv, capsys):
 def test_help_unknown_command_is_an_error_not_a_traceback(topic, capsys):
     code, doc = run_json(["help", topic], capsys)
     assert code == 2 and topic in doc["error"]
+
+
+QWEN3_8B = "tests/data/configs/qwen3-8b.json"  # 36 layers, 32 heads, 8 KV heads
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["-dcp", "3"], "-dcp 3"),                 # -dcp must divide -tp (1 here)
+    (["-tp", "8", "-dcp", "16"], "-dcp 16"),   # larger than -tp
+    (["-tp", "8", "-dcp", "2"], "-dcp 2"),     # GQA: -tp must exceed the 8 KV heads
+    (["-pp", "37"], "-pp 37"),                 # more stages than the 36 layers
+    (["-pp", "1000"], "-pp 1000"),
+    (["-pp", "2", "-tp", "3"], "-tp 3"),       # 32 heads do not divide by 3
+])
+def test_geometry_vllm_refuses_parallel_splits_vllm_refuses(argv, needle, capsys):
+    """geometry --layout vllm takes the split fit refuses (fit: vllm_fit.check_parallel)."""
+    code, doc = run_json(["geometry", QWEN3_8B, "--layout", "vllm", *argv], capsys)
+    assert code == 2 and needle in doc["error"]
+    code, doc = run_json(["fit", QWEN3_8B, "--gpu", "H100", *argv], capsys)
+    assert code == 2 and needle in doc["error"]
+
+
+def test_geometry_vllm_takes_a_split_vllm_takes(capsys):
+    code, doc = run_json(["geometry", QWEN3_8B, "--layout", "vllm", "-tp", "16", "-dcp", "2", "-pp", "4"], capsys)
+    assert code == 0 and doc["bytes_per_token"] > 0
+
+
+@pytest.mark.parametrize("bs", ["7", "24", "100"])
+def test_fit_block_size_no_vllm_release_takes_is_refused(bs, capsys):
+    """vLLM's CacheConfig.block_size was Literal[1, 8, 16, 32, 64, 128(, 256)] up to its
+    later releases, which take any int > 0 but whose CUDA attention backends take only
+    multiples of 16 (FlashAttention MultipleOf(16)): 7, 24, 100 start under no release."""
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", "--block-size", bs], capsys)
+    assert code == 2 and "--block-size" in doc["error"]
+
+
+@pytest.mark.parametrize("bs", ["16", "32", "256"])
+def test_fit_block_size_vllm_takes_is_accepted(bs, capsys):
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", "--block-size", bs], capsys)
+    assert code == 0 and doc["fits"] in ("yes", "no", "unknown")
