@@ -63,3 +63,11 @@ def test_fit_block_size_no_vllm_release_takes_is_refused(bs, capsys):
 def test_fit_block_size_vllm_takes_is_accepted(bs, capsys):
     code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", "--block-size", bs], capsys)
     assert code == 0 and doc["fits"] in ("yes", "no", "unknown")
+
+
+@pytest.mark.parametrize("argv,needle", [(["--tp-size", "0"], "--tp-size"), (["--tp", "0"], "--tp-size"),
+                                         (["--page-size", "0"], "--page-size")])
+def test_fit_sglang_zero_is_refused_not_read_as_the_default(argv, needle, capsys):
+    """--tp-size 0 / --page-size 0 were read as 1 (``or 1``): a silent answer for TP 1."""
+    code, doc = run_json(["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", *argv], capsys)
+    assert code == 2 and needle in doc["error"]
