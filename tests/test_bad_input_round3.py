@@ -71,3 +71,29 @@ def test_fit_sglang_zero_is_refused_not_read_as_the_default(argv, needle, capsys
     """--tp-size 0 / --page-size 0 were read as 1 (``or 1``): a silent answer for TP 1."""
     code, doc = run_json(["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", *argv], capsys)
     assert code == 2 and needle in doc["error"]
+
+
+def _config(tmp_path, **fields) -> str:
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+           "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "vocab_size": 32000,
+           "intermediate_size": 11008, **fields}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return str(p)
+
+
+@pytest.mark.parametrize("argv", [["geometry"], ["fit", "--gpu", "H100", "--engine", "sglang"],
+                                  ["fit", "--gpu", "H100"]])
+def test_negative_max_position_embeddings_is_named(tmp_path, argv, capsys):
+    """A config with max_position_embeddings -1 gave SGLang fit '-428,337 requests of -1 tokens'."""
+    cfg = _config(tmp_path, max_position_embeddings=-1)
+    code, doc = run_json([argv[0], cfg, *argv[1:]], capsys)
+    assert code == 2 and "max_position_embeddings" in doc["error"]
+
+
+def test_implausible_max_position_embeddings_is_named(tmp_path, capsys):
+    """10^30 positions crashed fit's flip-point search (OverflowError in bisect)."""
+    cfg = _config(tmp_path, max_position_embeddings=10**30)
+    code, doc = run_json(["fit", cfg, "--gpu", "H100"], capsys)
+    assert code == 2 and "max_position_embeddings" in doc["error"]
