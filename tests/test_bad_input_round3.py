@@ -97,3 +97,16 @@ def test_implausible_max_position_embeddings_is_named(tmp_path, capsys):
     cfg = _config(tmp_path, max_position_embeddings=10**30)
     code, doc = run_json(["fit", cfg, "--gpu", "H100"], capsys)
     assert code == 2 and "max_position_embeddings" in doc["error"]
+
+
+def test_indexer_types_starting_shared_is_refused(tmp_path, capsys):
+    """A 'shared' first layer has no earlier full indexer layer to reuse: transformers'
+    GlmMoeDsaAttention raises "Shared DSA layers require top-k indices from a previous full
+    indexer layer."; kvgate sized it with one indexer fewer."""
+    cfg = json.loads(open("tests/data/configs/glm-5.2.json").read())
+    n = cfg["num_hidden_layers"]
+    for types in (["shared"] * n, ["shared"] + ["full"] * (n - 1)):
+        p = tmp_path / "config.json"
+        p.write_text(json.dumps({**cfg, "indexer_types": types}))
+        code, doc = run_json(["geometry", str(p), "--max-seq", "4096"], capsys)
+        assert code == 2 and "indexer_types" in doc["error"]

@@ -94,7 +94,7 @@ def _indexer_types(cfg: dict[str, Any], n: int) -> list[str] | None:
     own indexer, "shared" reuses the previous full layer's top-k), or ``None``.
 
     Raises:
-        ConfigError: not one "full" / "shared" entry per layer.
+        ConfigError: not one "full" / "shared" entry per layer; a "shared" first layer.
     """
     it = cfg.get("indexer_types")
     if it is None:
@@ -102,6 +102,9 @@ def _indexer_types(cfg: dict[str, Any], n: int) -> list[str] | None:
     if not isinstance(it, (list, tuple)) or len(it) != n or any(t not in ("full", "shared") for t in it):
         raise ConfigError(f"model config field 'indexer_types' must list 'full' or 'shared' for each of the {n} "
                           f"layers, got {str(it)[:80]}")
+    if it and it[0] == "shared":  # GlmMoeDsaAttention.forward: ValueError, no earlier top-k to reuse
+        raise ConfigError("model config field 'indexer_types' starts with 'shared': the first layer has no earlier "
+                          "'full' indexer layer to reuse (transformers' GlmMoeDsaAttention refuses it)")
     return list(it)
 
 
