@@ -110,3 +110,26 @@ def test_indexer_types_starting_shared_is_refused(tmp_path, capsys):
         p.write_text(json.dumps({**cfg, "indexer_types": types}))
         code, doc = run_json(["geometry", str(p), "--max-seq", "4096"], capsys)
         assert code == 2 and "indexer_types" in doc["error"]
+
+
+@pytest.mark.parametrize("dtype", ["q4_0", "int8-f32scale", "fp8garbage", "fp4_e2m1"])
+def test_fit_sglang_kv_cache_dtype_sglang_has_not_is_refused(dtype, capsys):
+    """SGLang's --kv-cache-dtype choices (server_args.py): auto, fp8_e5m2, fp8_e4m3, and from
+    0.5 bf16, bfloat16, fp4_e2m1 (not modelled); q4_0 is llama.cpp's and was sized as such."""
+    code, doc = run_json(["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", "--kv-cache-dtype", dtype],
+                         capsys)
+    assert code == 2 and "--kv-cache-dtype" in doc["error"]
+
+
+def test_import_log_sglang_what_if_kv_cache_dtype_sglang_has_not_is_refused(capsys):
+    log = "tests/data/logs/sglang_gemma3-4b.log"
+    code, doc = run_json(["import-log", log, "--model", "tests/data/fit_logs/configs/gemma-3-4b-it.json",
+                          "--gpu", "H200", "--kv-cache-dtype", "q4_0"], capsys)
+    assert code == 2 and "--kv-cache-dtype" in doc["error"]
+
+
+@pytest.mark.parametrize("dtype", ["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "fp8"])
+def test_fit_sglang_kv_cache_dtype_sglang_has_is_accepted(dtype, capsys):
+    code, doc = run_json(["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", "--kv-cache-dtype", dtype],
+                         capsys)
+    assert code == 0
