@@ -133,3 +133,46 @@ def test_fit_sglang_kv_cache_dtype_sglang_has_is_accepted(dtype, capsys):
     code, doc = run_json(["fit", "llama-3.1-8b", "--engine", "sglang", "--gpu", "H100", "--kv-cache-dtype", dtype],
                          capsys)
     assert code == 0
+
+
+SGL_LOG = "tests/data/logs/sglang_gemma3-4b.log"
+GEMMA3_4B = "tests/data/fit_logs/configs/gemma-3-4b-it.json"
+LCPP_LOG = "tests/data/fit_logs/llamacpp_b4459_pythia-2.8b-q4_0_v100_1.log"
+
+
+@pytest.mark.parametrize("log,model", [(SGL_LOG, GEMMA3_4B), (LCPP_LOG, "tests/data/fit_logs/configs/pythia-2.8b.json")])
+def test_import_log_pp_on_a_log_not_vllms_is_refused(log, model, capsys):
+    """--pp is vLLM's pipeline-parallel size: on an SGLang / llama.cpp log it was shown in
+    'TP / PP' and silently not used by the what-if."""
+    code, doc = run_json(["import-log", log, "--model", model, "--gpu", "H200", "--pp", "2"], capsys)
+    assert code == 2 and "--pp" in doc["error"]
+
+
+def test_gate_engine_log_pp_on_an_sglang_log_is_refused(capsys):
+    code, doc = run_json(["gate", "--engine-log", SGL_LOG, "--model", GEMMA3_4B, "--slots", "4", "--max-seq", "8192",
+                          "-pp", "2", "--no-record"], capsys)
+    assert code == 2 and "-pp" in doc["error"]
+
+
+def test_gate_engine_log_sglang_names_a_kv_dtype_sglang_takes(capsys):
+    """SGLang's --kv-cache-dtype has no plain 'fp8' (server_args.py choices): say fp8_e4m3."""
+    assert main(["gate", "--engine-log", SGL_LOG, "--model", GEMMA3_4B, "--slots", "4", "--max-seq", "8192",
+                 "--no-record"]) == 0
+    out = capsys.readouterr().out
+    assert "--kv-cache-dtype fp8_e4m3" in out and "--kv-cache-dtype fp8 " not in out
+
+
+@pytest.mark.parametrize("dcp", ["2", "16"])
+def test_gate_engine_log_dcp_the_log_does_not_have_is_refused(dcp, capsys):
+    """-dcp on the engine-log gate was silently unused: the same answer at -dcp 1, 2 or 16."""
+    code, doc = run_json(["gate", "--engine-log", "tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log",
+                          "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "-tp", "8", "--slots", "4",
+                          "--max-seq", "8192", "-dcp", dcp, "--no-record"], capsys)
+    assert code == 2 and f"-dcp {dcp}" in doc["error"]
+
+
+def test_gate_engine_log_dcp_the_log_has_is_accepted(capsys):
+    code, doc = run_json(["gate", "--engine-log", "tests/data/logs/vllm_qwen3-235b-a22b_tp8_dcp2.log",
+                          "--model", "tests/data/configs/qwen3-235b-a22b.json", "--kv-format", "bf16", "--slots", "4",
+                          "--max-seq", "8192", "-dcp", "2", "--no-record"], capsys)
+    assert code == 0, doc

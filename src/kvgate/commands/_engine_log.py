@@ -199,6 +199,16 @@ def run_engine_gate(args: argparse.Namespace) -> int:
         kv_format = None  # a what-if KV dtype, not the log's
     pool = apply_overrides(pool, kv_format=kv_format, tp=given_tp)
     given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp
+    for flag, key in (("-pp", "pipeline_parallel_size"), ("-dcp", "decode_context_parallel_size")):
+        val = engine.layout_options.get(key)
+        if val is not None and val != 1 and pool.engine != "vllm":  # vLLM's flags: would go unused
+            raise EngineLogError(f"{flag} {val}: a vLLM flag, and this is a {pool.engine} log", hint=f"leave {flag} out")
+    given_dcp = engine.layout_options.get("decode_context_parallel_size")
+    log_dcp = int(pool.parsed.get("decode_context_parallel_size") or 1) if pool.engine == "vllm" else 1
+    if given_dcp is not None and given_dcp != log_dcp:  # the gate sizes a rank from the log's cp, never -dcp's
+        raise EngineLogError(f"-dcp {given_dcp}: the log's decode context parallel size is {log_dcp} (its "
+                             "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
+                             hint="leave -dcp out; size another split with kvgate fit -dcp")
     if given_pp is not None:
         pool = replace(pool, pp=given_pp)
     slots, max_seq = engine.slots, engine.max_seq_for(model)

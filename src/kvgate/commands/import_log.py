@@ -72,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     pool = apply_overrides(read_engine_log(args.log, engine=args.engine, startup=args.startup,
                                                 service=args.service), kv_format=args.kv_format, tp=args.tp)
     if args.pp is not None:
+        if pool.engine != "vllm":  # SGLang / llama.cpp: no pipeline stages kvgate models; it would go unused
+            raise KvgateError(f"--pp {args.pp}: the pipeline-parallel size is vLLM's, and this is a {pool.engine} log",
+                              hint="leave --pp out")
         pool = replace(pool, pp=args.pp)
     model = model_from_log(pool, args.model)
     w = whatif_from_args(args, pool)
