@@ -176,3 +176,18 @@ def test_gate_engine_log_dcp_the_log_has_is_accepted(capsys):
                           "--model", "tests/data/configs/qwen3-235b-a22b.json", "--kv-format", "bf16", "--slots", "4",
                           "--max-seq", "8192", "-dcp", "2", "--no-record"], capsys)
     assert code == 0, doc
+
+
+@pytest.mark.parametrize("argv", [["--max-num-batched-tokens", "1"],
+                                  ["--max-num-batched-tokens", "64", "--max-num-seqs", "256"]])
+def test_fit_max_num_batched_tokens_below_max_num_seqs_is_vllms_refusal(argv, capsys):
+    """vllm/config/scheduler.py SchedulerConfig._verify_args: "max_num_batched_tokens (1) must
+    be greater than or equal to max_num_seqs (1024)." kvgate answered FITS."""
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", *argv], capsys)
+    assert code == 2 and "--max-num-batched-tokens" in doc["error"] and "max_num_seqs" in doc["error"]
+
+
+def test_fit_max_num_batched_tokens_equal_to_max_num_seqs_is_accepted(capsys):
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "256",
+                          "--max-num-seqs", "256"], capsys)
+    assert code == 0
