@@ -191,3 +191,10 @@ def test_fit_max_num_batched_tokens_equal_to_max_num_seqs_is_accepted(capsys):
     code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "256",
                           "--max-num-seqs", "256"], capsys)
     assert code == 0
+
+
+def test_geometry_images_past_any_context_is_refused(capsys):
+    """10^20 images per sequence (6.4·10^23 positions per cross-attention layer) was sized."""
+    code, doc = run_json(["geometry", "tests/data/configs/llama-3.2-11b-vision-assembled.json", "--max-seq", "4096",
+                          "--images", "99999999999999999999"], capsys)
+    assert code == 2 and "images" in doc["error"]

@@ -125,7 +125,8 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
 
     Raises:
         ConfigError: ``images`` not a non-negative integer; the model has no cross-attention
-            layers; or their per-image positions are unknown (no vision config).
+            layers; or their per-image positions are unknown (no vision config); more than
+            2^50 image positions.
     """
     if not isinstance(images, int) or isinstance(images, bool) or images < 0:
         raise ConfigError(f"images must be a non-negative integer, got {images!r}")
@@ -135,6 +136,10 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
     if images and any(l.image_positions == 0 for l in cross):
         raise ConfigError(f"{model.name}: the config has no vision_config (max_num_tiles, image_size, patch_size) "
                           "to size the image positions")
+    per = max(l.image_positions or 0 for l in cross)
+    if images * per > 2**50:  # the bound kvgate's length flags keep (fit/humanint.py)
+        raise ConfigError(f"images {images:,}: {images * per:,} image positions per cross-attention layer is not "
+                          "plausible (above 2^50)", hint="images per sequence, e.g. 1 or 2")
     notes = [n for n in model.notes if not n.startswith(_CROSS_NOTE)] + [_cross_note(len(cross), cross[0], images)]
     return replace(model, layers=[replace(l, images=images) if l.kind == "cross" else l for l in model.layers],
                    notes=notes)
