@@ -198,3 +198,10 @@ def test_geometry_images_past_any_context_is_refused(capsys):
     code, doc = run_json(["geometry", "tests/data/configs/llama-3.2-11b-vision-assembled.json", "--max-seq", "4096",
                           "--images", "99999999999999999999"], capsys)
     assert code == 2 and "images" in doc["error"]
+
+
+@pytest.mark.parametrize("name,card", [("NVIDIA H100 80GB HBM3", "H100 80GB"), ("NVIDIA A100 80GB PCIe", "A100 80GB")])
+def test_gpu_names_as_nvidia_smi_prints_them(name, card, capsys):
+    """nvidia-smi's own names for these cards were 'unknown GPU'."""
+    code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", name], capsys)
+    assert code == 0 and doc["gpu"]["name"] == card
