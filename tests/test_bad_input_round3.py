@@ -205,3 +205,14 @@ def test_gpu_names_as_nvidia_smi_prints_them(name, card, capsys):
     """nvidia-smi's own names for these cards were 'unknown GPU'."""
     code, doc = run_json(["fit", "llama-3.1-8b", "--gpu", name], capsys)
     assert code == 0 and doc["gpu"]["name"] == card
+
+
+@pytest.mark.parametrize("flag", ["--max-seq", "--max-model-len"])
+def test_gate_engine_log_length_past_the_model_is_refused(flag, capsys):
+    """4 sequences of 100,000,000 tokens on Qwen3-30B-A3B (max_position_embeddings 40,960):
+    the gate offered '--max-model-len fits at up to 49,696' and CPU KV offload, both past what
+    vLLM starts with."""
+    code, doc = run_json(["gate", "--engine-log", "tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log",
+                          "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--slots", "4", flag, "100000000",
+                          "--no-record"], capsys)
+    assert code == 2 and "max_position_embeddings" in doc["error"]

@@ -214,6 +214,14 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs --slots N and --max-seq L (the target)")
+    mpe = model.max_position_embeddings
+    if pool.engine in ("vllm", "sglang") and mpe and max_seq > mpe:
+        # vLLM: ModelConfig get_and_verify_max_len ("User-specified max_model_len ... is greater than the
+        # derived max_model_len"); SGLang: ModelConfig context_len check; both unless an env override is set
+        raise EngineLogError(f"--max-seq {max_seq:,}: {pool.engine} refuses a length past the model's "
+                             f"max_position_embeddings {mpe:,} (VLLM_ALLOW_LONG_MAX_MODEL_LEN / "
+                             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN override it)",
+                             hint=f"a target length of at most {mpe:,}")
     record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=given_tp,
                        block_size=engine.layout_options.get("block_size"), pp=given_pp)
