@@ -216,3 +216,22 @@ def test_gate_engine_log_length_past_the_model_is_refused(flag, capsys):
                           "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--slots", "4", flag, "100000000",
                           "--no-record"], capsys)
     assert code == 2 and "max_position_embeddings" in doc["error"]
+
+
+def test_gguf_more_kv_heads_than_heads_is_refused(tmp_path, capsys):
+    """head_count_kv 8 over head_count 4 was sized as 8 KV heads (llama.cpp: n_gqa = 4 / 8 = 0)."""
+    from gguf import GGUFWriter
+
+    p = tmp_path / "m.gguf"
+    w = GGUFWriter(str(p), "llama")
+    w.add_block_count(4)
+    w.add_embedding_length(256)
+    w.add_head_count(4)
+    w.add_head_count_kv(8)
+    w.add_context_length(4096)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    code, doc = run_json(["geometry", str(p)], capsys)
+    assert code == 2 and "head_count_kv" in doc["error"]
