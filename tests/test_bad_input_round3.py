@@ -235,3 +235,12 @@ def test_gguf_more_kv_heads_than_heads_is_refused(tmp_path, capsys):
     w.close()
     code, doc = run_json(["geometry", str(p)], capsys)
     assert code == 2 and "head_count_kv" in doc["error"]
+
+
+def test_gate_engine_log_pp_past_the_layers_names_pp(capsys):
+    """-pp 1000 on a 48-layer model ended in 'the log gives no pool size in bytes; pass --model'
+    with --model given."""
+    code, doc = run_json(["gate", "--engine-log", "tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log",
+                          "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--slots", "4", "--max-seq", "8192",
+                          "-pp", "1000", "--no-record"], capsys)
+    assert code == 2 and "-pp 1000" in doc["error"]

@@ -210,6 +210,9 @@ def run_engine_gate(args: argparse.Namespace) -> int:
                              "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
                              hint="leave -dcp out; size another split with kvgate fit -dcp")
     if given_pp is not None:
+        if given_pp > model.num_layers:  # as kvgate fit refuses it (kvgate.fit.vllm_fit.check_parallel)
+            raise EngineLogError(f"-pp {given_pp}: more pipeline stages than the model's {model.num_layers} layers",
+                                 hint="the log's pipeline-parallel size, at most one stage per layer")
         pool = replace(pool, pp=given_pp)
     slots, max_seq = engine.slots, engine.max_seq_for(model)
     if not slots or not max_seq:
