@@ -54,10 +54,17 @@ def engine_geometry(engine: EngineOptions, model: ModelSpec) -> KVGeometry:
     """:class:`kvgate.geometry.KVGeometry` of ``model`` under ``engine``.
 
     Raises:
-        KvgateError: bad format, TP split or layout option.
+        KvgateError: bad format, TP split or layout option; under the vllm layout with
+            ``-pp``/``-dcp``, a split vLLM refuses (:func:`kvgate.fit.vllm_fit.check_parallel`).
     """
     k, v = engine.formats_for(model)
-    return KVGeometry(model, k, kv_format_v=v, tp=engine.tp, layout=build_layout(engine))
+    layout = build_layout(engine)
+    pp, dcp = getattr(layout, "pipeline_parallel_size", 1), getattr(layout, "decode_context_parallel_size", 1)
+    if layout.name == "vllm" and (pp > 1 or dcp > 1):
+        from kvgate.fit.vllm_fit import check_parallel  # noqa: PLC0415 - fit imports this module's peers
+
+        check_parallel(model, engine.tp, pp, dcp)  # the splits vLLM refuses, as kvgate fit refuses them
+    return KVGeometry(model, k, kv_format_v=v, tp=engine.tp, layout=layout)
 
 
 def load_replay_trace(replay: ReplayOptions) -> Trace:

@@ -187,8 +187,9 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     }
     sglang = {
         "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,
-        "max_running_requests": args.max_running_requests, "tp_size": args.sglang_tp or 1,
-        "kv_cache_dtype": args.kv_cache_dtype, "page_size": args.page_size or 1,
+        "max_running_requests": args.max_running_requests,
+        "tp_size": 1 if args.sglang_tp is None else args.sglang_tp,
+        "kv_cache_dtype": args.kv_cache_dtype, "page_size": 1 if args.page_size is None else args.page_size,
         "chunked_prefill_size": args.chunked_prefill_size,
     }
     lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),

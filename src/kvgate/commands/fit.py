@@ -77,7 +77,10 @@ def run(args: Any) -> int:
         flags = VllmFlags(**inp.vllm)
         ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
     else:
-        ranks = inp.sglang["tp_size"]
+        from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
+
+        sflags = SglangFlags(**inp.sglang)  # bad values named before any work
+        ranks = sflags.tp_size
     if inp.weights_bytes is not None:
         weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True, source=f"--weights-bytes {inp.weights_bytes:,} B")
     else:
@@ -90,9 +93,8 @@ def run(args: Any) -> int:
                           multimodal=mm)
     else:
         from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
-        from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
 
-        answer = fit_sglang(model, weights, gpu, SglangFlags(**inp.sglang), resolve_release("sglang", inp.release),
+        answer = fit_sglang(model, weights, gpu, sflags, resolve_release("sglang", inp.release),
                             multimodal=mm)
     emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

@@ -42,7 +42,11 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"  {c.dest:<14} {c.help}" for c in sub._choices_actions]
         emit(args.json, {"topics": TOPICS, "commands": {c.dest: c.help for c in sub._choices_actions}}, "\n".join(lines))
         return EXIT_OK
+    from kvgate.cli import _module_names  # noqa: PLC0415
+
     mod = args.topic.replace("-", "_")
+    if mod not in _module_names():  # never import a name the user typed that is not a command
+        raise KvgateError(f"no command or topic {args.topic!r}", hint="kvgate help lists them")
     parser = build_parser(mod)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if args.topic not in sub.choices:

@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
             except KvgateError as exc:
                 raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
     pool = read_engine_log(args.log, engine=args.engine, startup=args.startup, service=args.service)
+    if args.pp is not None and pool.engine != "vllm":  # SGLang / llama.cpp: no pipeline stages kvgate models
+        raise KvgateError(f"--pp {args.pp}: the pipeline-parallel size is vLLM's, and this is a {pool.engine} log",
+                          hint="leave --pp out")
     model = model_from_log(pool, args.model)
     ls = resolve_log_settings(args, pool, model)
     settle_by_crosscheck(pool, model, ls, block_size=args.block_size)

@@ -57,11 +57,11 @@ class Gpu:
 
 # name -> (aliases, NVML total MiB, source)
 GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
-    "H100 80GB": (("h100", "h100-80gb", "h100-sxm", "h100-pcie", "h800"), 81_559, _SMI + " (H100 80GB HBM3, H800)"),
+    "H100 80GB": (("h100", "h100-80gb", "h100-80gb-hbm3", "h100-sxm", "h100-pcie", "h800"), 81_559, _SMI + " (H100 80GB HBM3, H800)"),
     "H100 NVL 94GB": (("h100-nvl", "h100-94gb", "h100nvl"), 95_830, _SMI + " (H100 NVL)"),
     "H200": (("h200", "h200-141gb"), 143_771, "nvidia-smi memory.total on an H200, driver 580.159.04, measured"),
     "B200": (("b200",), 183_359, _SMI + " (B200, driver 570)"),
-    "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb"), 81_920, _SMI),
+    "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb", "a100-80gb-pcie"), 81_920, _SMI),
     "A100 40GB": (("a100-40gb", "a100-40g", "a100-sxm4-40gb", "a100-pcie-40gb"), 40_960, _SMI),
     "L40S": (("l40s",), 46_068, _SMI),
     "L4": (("l4",), 23_034, _SMI),

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
+from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
@@ -46,12 +47,24 @@ INIT_TP = Interval(230 * MiB, 2048 * MiB)
 
 
 def _kv_format(flag: str, model: ModelSpec) -> str:
+    """SGLang's ``--kv-cache-dtype`` as a kvgate KV format. SGLang's choices
+    (``python/sglang/srt/server_args.py``): ``auto``, ``fp8_e5m2``, ``fp8_e4m3`` (0.4), and
+    ``bf16``, ``bfloat16``, ``fp4_e2m1`` (0.5; fp4 not modelled); ``fp8`` is read as fp8.
+
+    Raises:
+        KvgateError: a dtype SGLang does not take, or fp4_e2m1.
+    """
     f = flag.lower()
     if f == "auto":
         return "fp16" if str(model.dtype or "").lower() in ("float16", "half") else "bf16"
-    if f.startswith("fp8"):
+    if f in ("fp8", "fp8_e5m2", "fp8_e4m3"):
         return "fp8"
-    return f
+    if f in ("bf16", "bfloat16"):
+        return "bf16"
+    if f == "fp4_e2m1":
+        raise KvgateError("--kv-cache-dtype fp4_e2m1 (SGLang's mxfp4 KV cache) is not modelled by kvgate",
+                          hint="auto, fp8_e4m3, fp8_e5m2, bf16")
+    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of SGLang's", hint="auto, fp8_e4m3, fp8_e5m2, bf16, bfloat16")
 
 
 def init_band(tp: int) -> Interval:

@@ -137,6 +137,11 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for)
     pr = _Predictor(model, weights, gpu, release, pool_for)
     s = pr.settings(flags)
+    if (flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None) \
+            and s.max_num_batched_tokens < s.max_num_seqs:  # vllm/config/scheduler.py SchedulerConfig._verify_args
+        raise KvgateError(f"--max-num-batched-tokens {s.max_num_batched_tokens:,}: vLLM refuses it: "
+                          f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater than or equal to "
+                          f"max_num_seqs ({s.max_num_seqs}).", hint="raise --max-num-batched-tokens or lower --max-num-seqs")
     terms, budget, pool = pr.pool(s)
     L = s.max_model_len
     g = pr.geometry(s)

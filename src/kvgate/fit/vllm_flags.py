@@ -70,6 +70,14 @@ class VllmFlags:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise KvgateError(f"--{k.replace('_', '-')} must be a positive integer, got {v!r}")
+        bs = self.block_size
+        if bs is not None and bs not in (1, 8) and bs % 16:
+            # CacheConfig.block_size: Literal[1, 8, 16, 32, 64, 128, 256] (vllm/config/cache.py,
+            # 0.10 ... 0.2x); later any int > 0, but the CUDA attention backends take multiples
+            # of 16 only (FlashAttentionBackend.get_supported_kernel_block_sizes: MultipleOf(16))
+            raise KvgateError(f"--block-size {bs}: no vLLM release starts with it: its CacheConfig took 1, 8, 16, 32, "
+                              "64, 128, 256, and its CUDA attention backends take multiples of 16",
+                              hint="--block-size 16 (vLLM's default), 32, 64, ...")
 
 
 @dataclass(frozen=True)

@@ -343,7 +343,10 @@ def render_engine_log_gate(res: dict[str, Any], engine: str, *, slots: int, max_
         v = _ENGINE_VERDICT.get(c["verdict"], c["verdict"])
         name = c["name"]
         if name.startswith("kv-quant:"):
-            flag = words["quant"].format(q=name.split(":", 1)[1])
+            q = name.split(":", 1)[1]
+            if engine == "sglang" and q == "fp8":  # SGLang's choices have no plain fp8 (server_args.py)
+                q = "fp8_e4m3"
+            flag = words["quant"].format(q=q)
             text = f"{slots} sequences need {c['demand_bytes']:,} B"
         elif name == "max-model-len cut":
             flag = words["len"]

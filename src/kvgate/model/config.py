@@ -364,6 +364,10 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str, images: int
     else:
         cfg, layers = _raw_layers(cfg, notes)
     mpe = cfg.get("max_position_embeddings")
+    if isinstance(mpe, int) and not isinstance(mpe, bool) and not 0 <= mpe <= 2**50:
+        # 0 reads as "not stated"; above 2^50 no context comes near (the flags' bound, fit/humanint.py)
+        raise ConfigError(f"model config field 'max_position_embeddings' is {mpe:.6g}: not a plausible "
+                          "context length (1 to 2^50)")
     return ModelSpec(
         name=name,
         source=source,

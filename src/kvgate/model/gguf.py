@@ -336,6 +336,14 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                     f"(head_count_kv {kv[i]})",
                     hint=f"keys found: {_found(meta, arch)}",
                 )
+            if heads[i] % kv[i]:
+                # llama.cpp: n_gqa = n_head / n_head_kv (src/llama-hparams.cpp); the attention graph
+                # broadcasts each KV head over a whole group of query heads
+                raise ConfigError(
+                    f"GGUF {k('attention.head_count_kv')!r} {kv[i]} does not divide {k('attention.head_count')!r} "
+                    f"{heads[i]} (layer {i}): each KV head serves a whole group of query heads",
+                    hint=f"keys found: {_found(meta, arch)}",
+                )
             if hd_k is None:
                 raise ConfigError(
                     f"GGUF {k('embedding_length')!r} {n_embd:,} is not divisible by {k('attention.head_count')!r} "

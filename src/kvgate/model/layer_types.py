@@ -94,7 +94,7 @@ def _indexer_types(cfg: dict[str, Any], n: int) -> list[str] | None:
     own indexer, "shared" reuses the previous full layer's top-k), or ``None``.
 
     Raises:
-        ConfigError: not one "full" / "shared" entry per layer.
+        ConfigError: not one "full" / "shared" entry per layer; a "shared" first layer.
     """
     it = cfg.get("indexer_types")
     if it is None:
@@ -102,6 +102,9 @@ def _indexer_types(cfg: dict[str, Any], n: int) -> list[str] | None:
     if not isinstance(it, (list, tuple)) or len(it) != n or any(t not in ("full", "shared") for t in it):
         raise ConfigError(f"model config field 'indexer_types' must list 'full' or 'shared' for each of the {n} "
                           f"layers, got {str(it)[:80]}")
+    if it and it[0] == "shared":  # GlmMoeDsaAttention.forward: ValueError, no earlier top-k to reuse
+        raise ConfigError("model config field 'indexer_types' starts with 'shared': the first layer has no earlier "
+                          "'full' indexer layer to reuse (transformers' GlmMoeDsaAttention refuses it)")
     return list(it)
 
 
@@ -122,7 +125,8 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
 
     Raises:
         ConfigError: ``images`` not a non-negative integer; the model has no cross-attention
-            layers; or their per-image positions are unknown (no vision config).
+            layers; or their per-image positions are unknown (no vision config); more than
+            2^50 image positions.
     """
     if not isinstance(images, int) or isinstance(images, bool) or images < 0:
         raise ConfigError(f"images must be a non-negative integer, got {images!r}")
@@ -132,6 +136,10 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
     if images and any(l.image_positions == 0 for l in cross):
         raise ConfigError(f"{model.name}: the config has no vision_config (max_num_tiles, image_size, patch_size) "
                           "to size the image positions")
+    per = max(l.image_positions or 0 for l in cross)
+    if images * per > 2**50:  # the bound kvgate's length flags keep (fit/humanint.py)
+        raise ConfigError(f"images {images:,}: {images * per:,} image positions per cross-attention layer is not "
+                          "plausible (above 2^50)", hint="images per sequence, e.g. 1 or 2")
     notes = [n for n in model.notes if not n.startswith(_CROSS_NOTE)] + [_cross_note(len(cross), cross[0], images)]
     return replace(model, layers=[replace(l, images=images) if l.kind == "cross" else l for l in model.layers],
                    notes=notes)
