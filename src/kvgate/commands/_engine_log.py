@@ -431,6 +431,8 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=ls.tp,
                        block_size=engine.layout_options.get("block_size"), pp=ls.pp)
+    if check.get("engine_error"):  # a log of settings the engine refuses: nothing to size from it
+        raise EngineLogError(str(check["engine_error"]), hint="the log's own settings (--pp, --model)")
     if check.get("status") == "differs":
         # the gate's S(L) is the same geometry the cross-check just showed does not rebuild the
         # logged pool: a verdict on it would be one from data known to be wrong

@@ -51,7 +51,7 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version
+from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version, pp_partition
 from kvgate.model.spec import ModelSpec
 
 
@@ -202,6 +202,10 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
     if ppv > model.num_layers:
         return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None, "lines": [
             f"pipeline parallel size {ppv} is more than the model's {model.num_layers} layers"]}
+    refused = _partition_refused(pool, model, ppv)
+    if refused is not None:
+        return {"status": "cannot-check", "unit": "block", "causes": [], "pool_bytes": None,
+                "engine_error": refused, "lines": [refused]}
     if ppv > 1:
         src = "given" if pp else (pool.parallel.get("pp") or {}).get("source", "the log")
         try:
@@ -238,6 +242,26 @@ def _vllm(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block_size: int
     if notes:
         res["lines"].insert(0, "; ".join(notes))
     return res
+
+
+def _partition_refused(pool: EnginePool, model: ModelSpec, pp: int) -> str | None:
+    """Why vLLM would not start with the log's layer partition at pipeline size ``pp`` and
+    ``model``'s layers, else None. vLLM checks ``VLLM_PP_LAYER_PARTITION`` whenever it is
+    set, at any pipeline size (``vllm/distributed/utils.py`` ``get_pp_indices``, 0.12.0 …
+    0.33.0: ``len(partitions) != pp_size`` and ``sum(partitions) != num_hidden_layers``
+    raise ValueError), so a log that shows such a partition is not of a run that started
+    with these settings: the check and any what-if on it cannot stand."""
+    part = pool.parsed.get("pp_layer_partition")
+    if not part:
+        return None
+    try:
+        pp_partition(model.num_layers, pp, part)
+    except GeometryError as exc:
+        return (f"cannot check: the log's layer partition {list(part)} (VLLM_PP_LAYER_PARTITION) does not fit "
+                f"pipeline parallel size {pp} and the model's {model.num_layers} layers: vLLM raises "
+                f"ValueError('{exc.message}') at start-up (vllm/distributed/utils.py get_pp_indices); "
+                "pass the log's own --pp, or the log's model")
+    return None
 
 
 def _tp_floor(pool: EnginePool) -> tuple[int, int | None]:

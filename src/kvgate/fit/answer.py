@@ -66,6 +66,11 @@ class FitAnswer:
     tokens_per_sequence: dict[str, int | None] = field(default_factory=dict)
     max_concurrency_printed: dict[str, str | None] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """The release's own note (e.g. newer than modelled) said first among the notes."""
+        if self.release.note and self.release.note not in self.notes:
+            self.notes.insert(0, self.release.note)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` payload (schema ``kvgate.fit/1``)."""
         return {

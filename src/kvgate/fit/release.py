@@ -25,6 +25,14 @@ MODELLED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 _DIST = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama_cpp_python"}
 
+#: Each engine's oldest release whose rules the code models, with where: a release given
+#: below it is refused (:func:`resolve_release`), as kvgate has no rule older than it.
+OLDEST: dict[str, tuple[str, str]] = {
+    "vllm": ("0.4.0", "tests/data/fit_logs: the oldest vLLM startup log (0.4 series); vllm_flags' V0 defaults"),
+    "sglang": ("0.4.0", "sglang_memfrac.tp_table: the 0.4 series' --mem-fraction-static table"),
+    "llama.cpp": ("b2227", "tests/data/fit_logs: the oldest llama.cpp log (build b2227)"),
+}
+
 
 @dataclass(frozen=True)
 class Release:
@@ -35,13 +43,17 @@ class Release:
     text: str
     version: tuple[int, ...]
     how: str
+    note: str | None = None
 
     def at_least(self, *v: int) -> bool:
         """True when this release is ``v`` or later."""
         return self.version >= v
 
     def to_dict(self) -> dict[str, str]:
-        return {"engine": self.engine, "release": self.text, "how": self.how}
+        out = {"engine": self.engine, "release": self.text, "how": self.how}
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -58,17 +70,75 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("."))
 
 
-def resolve_release(engine: str, given: str | None) -> Release:
+def resolve_release(engine: str, given: str | None, flag: str = "--release") -> Release:
     """The release to model: ``given``, else the installed engine's package version,
-    else :data:`NEWEST`."""
+    else :data:`NEWEST`.
+
+    A release newer than :data:`NEWEST` is modelled by the newest rules, and says so in
+    ``how`` and ``note``; an installed ``llama-cpp-python`` is not read as a llama.cpp build
+    (its version, e.g. 0.3.36, is the binding's, not the ``bNNNN`` build it vendors).
+
+    Raises:
+        KvgateError: ``given`` (passed as ``flag``) is not a release, is not a llama.cpp
+            build number (``bNNNN``) for llama.cpp, or is older than :data:`OLDEST`.
+    """
     if given:
-        return Release(engine, given, parse_version(given), "given")
+        return _given(engine, given, flag)
+    note = None
     try:
         v = metadata.version(_DIST[engine])
-        return Release(engine, v, parse_version(v), "installed")
+        if engine != "llama.cpp":
+            return _above_newest(Release(engine, v, parse_version(v), "installed"), "the installed release")
+        note = (f"llama-cpp-python {v} is installed: its version is the Python binding's, not a llama.cpp "
+                f"build number, so it is not read as one; rules of {NEWEST[engine]} used (the newest kvgate "
+                "models); pass --release bNNNN for the build it vendors")
     except (metadata.PackageNotFoundError, KeyError, KvgateError):
         pass
-    return Release(engine, NEWEST[engine], parse_version(NEWEST[engine]), "newest modelled (not installed, not given)")
+    return Release(engine, NEWEST[engine], parse_version(NEWEST[engine]),
+                   "newest modelled (not installed, not given)" if note is None else
+                   "newest modelled (llama-cpp-python's version is not a build number)", note)
+
+
+def _given(engine: str, given: str, flag: str) -> Release:
+    t = given.strip()
+    if engine == "llama.cpp" and not re.fullmatch(r"[bB]?\d+", t):
+        raise KvgateError(f"{flag} {given!r} is not a llama.cpp build number",
+                          hint=f"a build as llama.cpp names it, e.g. b4343; kvgate models {OLDEST[engine][0]} … "
+                               f"{NEWEST[engine]} (llama-cpp-python's own version, e.g. 0.3.36, is not a build)")
+    if engine != "llama.cpp" and not re.fullmatch(r"[vV]?\d+(\.\d+)*([.+-]?[0-9A-Za-z.+-]*)?", t):
+        raise KvgateError(f"{flag} {given!r} is not a {_NAME.get(engine, engine)} release",
+                          hint=f"e.g. {NEWEST.get(engine, '0.11.0')}; kvgate models {OLDEST[engine][0]} … {NEWEST[engine]}"
+                          if engine in OLDEST else "e.g. 0.11.0")
+    try:
+        v = parse_version(t)
+    except KvgateError:
+        raise KvgateError(f"{flag} {given!r} is not an engine release", hint="e.g. 0.11.0 (vLLM), b4343 (llama.cpp)") from None
+    if engine in OLDEST and _pad(v) < _pad(parse_version(OLDEST[engine][0])):
+        lo, why = OLDEST[engine]
+        raise KvgateError(f"{flag} {given} is older than any {_NAME[engine]} release kvgate models "
+                          f"({lo} … {NEWEST[engine]})",
+                          hint=f"pass a release from {lo} on ({why}), or leave {flag} out for the installed "
+                               "engine, else the newest modelled")
+    return _above_newest(Release(engine, given, v, "given"), f"{flag} {given}")
+
+
+def _above_newest(r: Release, what: str) -> Release:
+    """``r`` modelled by the newest rules when it is newer than :data:`NEWEST` (said in
+    ``how`` and ``note``)."""
+    if r.engine not in NEWEST or _pad(r.version) <= _pad(parse_version(NEWEST[r.engine])):
+        return r
+    new = NEWEST[r.engine]
+    return Release(r.engine, r.text, parse_version(new), f"{r.how}; rules of {new} used, the newest kvgate models",
+                   f"{what} is newer than any {_NAME[r.engine]} release kvgate models: rules of {new} used "
+                   "(the newest kvgate models); what changed after it is not modelled")
+
+
+def _pad(v: tuple[int, ...]) -> tuple[int, ...]:
+    """``v`` with zeros up to three parts, so that 0.4 and 0.4.0 compare equal."""
+    return v + (0,) * (3 - len(v))
+
+
+_NAME = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
 
 
 def _newest(engine: str) -> str:
