@@ -115,3 +115,19 @@ def test_a_gate_and_what_if_on_a_refused_partition_are_refused(tmp_path, capsys)
     code, _, err = run_json(["gate", "--engine-log", str(log), "--model", "qwen3-0.6b", "--slots", "4",
                              "--max-seq", "8192", "--gpu-memory-utilization", "0.8", "--no-record"], capsys)
     assert code == 2 and "len(partitions)=3 does not match pp_size=2" in err
+
+
+# ------------------------------------------------------------------ 3. model_type only in text_config
+def test_a_wrapper_with_model_type_only_in_its_text_config_is_refused_as_autoconfig_does(tmp_path, capsys):
+    inner = dict(QWEN3_06B)
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "torch_dtype": "bfloat16", "text_config": inner}
+    with pytest.raises(KvgateError) as e:
+        spec_from_config(cfg, name="x", source="test")
+    msg = e.value.message
+    assert "top-level field 'model_type'" in msg and "text_config.model_type 'qwen3'" in msg
+    assert "unknown model_type" not in msg
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run_json(["geometry", str(tmp_path / "config.json"), "--max-model-len", "8192"], capsys)
+    assert code == 2 and "top-level field 'model_type'" in err
+    # the same text config alone is read
+    assert spec_from_config(inner, name="x", source="test").num_layers == 28

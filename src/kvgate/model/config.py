@@ -333,6 +333,27 @@ def _raw_layers(cfg: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], 
     return cfg, apply_kv_sharing(cfg, layers, notes)
 
 
+def _refuse_nested_model_type_only(cfg: dict[str, Any]) -> None:
+    """Refuse a wrapper config with no top-level ``model_type`` whose nested text config
+    has one, as transformers' ``AutoConfig.from_pretrained`` does (transformers 5.24
+    ``models/auto/configuration_auto.py``: without ``model_type`` in the file it raises
+    "Unrecognized model ... Should have a `model_type` key in its config.json"; it never
+    reads the wrapper through its ``text_config``).
+
+    Raises:
+        ConfigError: naming the missing top-level field and the nested one found.
+    """
+    inner = text_config(cfg)
+    if cfg.get("model_type") is not None or inner is cfg or not isinstance(inner.get("model_type"), str):
+        return
+    key = next(k for k in ("text_config", "llm_config", "language_config") if isinstance(cfg.get(k), dict))
+    raise ConfigError(
+        f"model config has no top-level field 'model_type' (only {key}.model_type {inner['model_type']!r}): "
+        "transformers' AutoConfig refuses such a config.json ('Should have a `model_type` key'), and so do the "
+        "engines that load through it",
+        hint=f"add the wrapper's own model_type at the top level, or pass the {key} object alone as the config")
+
+
 def spec_from_config(cfg: dict[str, Any], *, name: str, source: str, images: int = 0) -> ModelSpec:
     """Build a :class:`ModelSpec` from a config.json dict.
 
@@ -355,6 +376,7 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str, images: int
         mt = where.get("model_type")
         if mt is not None and not isinstance(mt, str):
             raise ConfigError(f"model config field 'model_type' must be a string, got {mt!r}")
+    _refuse_nested_model_type_only(cfg)
     if not isinstance(images, int) or isinstance(images, bool) or images < 0:
         raise ConfigError(f"images must be a non-negative integer, got {images!r}")
     res = resolve(cfg)
