@@ -106,7 +106,7 @@ def test_another_kv_dtype_holds_the_pool_and_doubles_the_tokens(capsys):
     assert w["tokens"] == {"low": lo // half * 16, "high": hi // half * 16}
     assert w["tokens"]["low"] <= 2 * 578_944 <= w["tokens"]["high"]  # the log's 578,944 bf16 tokens, doubled
     assert _how(w)["KV cache pool"] == "held"
-    assert w["changes"] == ["--kv-cache-dtype: auto → fp8"]
+    assert w["changes"] == ["--kv-cache-dtype: bf16 (given with --kv-format) → fp8"]  # the log's, as given
 
 
 def test_another_tp_re_splits_the_weights_and_re_estimates_the_rest(capsys):

@@ -10,6 +10,7 @@ from typing import Any
 from kvgate.atomicio import read_json
 from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
+from kvgate.gate.engine_words import RECORD_ENGINE_WORDS, engine_of
 from kvgate.gate.record import recheck_exit_code, recheck_path
 from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
 from kvgate.measure.select import select_measurement
@@ -26,12 +27,22 @@ _LABELS = {
 }
 
 
-def _change(key: str, value: Any) -> str:
+def _labels(engine: str | None) -> dict[str, str]:
+    """The what-if labels; an engine-log record's in the engine's words (its KV cache pool, its flags)."""
+    if engine is None:
+        return _LABELS
+    seqs, length = RECORD_ENGINE_WORDS[engine]
+    return {**_LABELS, "total_bytes": "KV cache pool", "peak_bytes": "KV cache pool used at start",
+            "idle_bytes": "KV cache pool used at start", "max_seq": length, "slots_target": seqs}
+
+
+def _change(key: str, value: Any, engine: str | None = None) -> str:
+    label = _labels(engine).get(key, key)
     if value is None:
-        return f"{_LABELS.get(key, key)} not available"
+        return f"{label} not available"
     if key.endswith("_bytes"):
-        return f"{_LABELS.get(key, key)} {fmt_mib(value)} ({fmt_gib(value)})"
-    return f"{_LABELS.get(key, key)} {value:,}"
+        return f"{label} {fmt_mib(value)} ({fmt_gib(value)})"
+    return f"{label} {value:,}"
 
 NAME = "recheck"
 HELP = "recompute a decision record; what-ifs (--total 24GiB, --max-seq 40960, --slots 16) or a new measurement"
@@ -101,8 +112,15 @@ def _text(res: dict[str, Any]) -> str:
     stored = res["stored"]["verdicts"]
     recomputed = res["recorded"]["verdicts"]
     sc = res["inputs"]["scenario"]
-    lines.append(f"measured  total {fmt_mib(sc['total_bytes'])}, peak {fmt_mib(sc['peak_bytes'])} with "
-                 f"{sc['slots_measured']} slots at max_seq {sc['max_seq_measured']:,}")
+    eng = engine_of(res["recorded"])
+    if eng is None:
+        lines.append(f"measured  total {fmt_mib(sc['total_bytes'])}, peak {fmt_mib(sc['peak_bytes'])} with "
+                     f"{sc['slots_measured']} slots at max_seq {sc['max_seq_measured']:,}")
+    else:
+        seqs, length = RECORD_ENGINE_WORDS[eng]
+        lines.append(f"from the {eng} log  KV cache pool {fmt_mib(sc['total_bytes'])} ({fmt_gib(sc['total_bytes'])}) "
+                     f"per GPU, empty at start; {sc['slots_target']} sequences of {sc['max_seq']:,} tokens "
+                     f"({seqs} {sc['slots_target']}, {length} {sc['max_seq']:,})")
     if recomputed != stored:
         lines.append(f"WARNING: recomputing the record gives {recomputed}, but it stores {stored}: "
                      "the record was edited or made by another kvgate version")
@@ -121,10 +139,11 @@ def _text(res: dict[str, Any]) -> str:
             lines += [f"  {s}" for s in candidate_limit_lines(res["recorded"])]
         return "\n".join(lines)
     lines += _stale_lines(res)
-    ch = ", ".join(_change(k, v) for k, v in res["changes"].items())
+    ch = ", ".join(_change(k, v, eng) for k, v in res["changes"].items())
     lines.append(f"what-if   {ch}")
     rows = [[name, recomputed[name], res["what_if"]["verdicts"][name]] for name in recomputed]
-    lines.append(table(rows, header=["candidate", "recorded (measured)", "what-if"], align="lll"))
+    lines.append(table(rows, header=["candidate", "recorded (measured)" if eng is None else "recorded (from the log)",
+                                     "what-if"], align="lll"))
     lines.append("verdict changes" if res["status"] == "changed" else "verdict unchanged")
     if res["what_if"]["status"] == "ok":
         lines.append(sensitivity_line(res["what_if"]))

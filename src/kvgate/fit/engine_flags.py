@@ -32,6 +32,9 @@ class EngineFlag:
     default: str
     changes: str
     roles: str
+    #: what the flag means next to an engine log (``import-log LOG``, ``gate --engine-log LOG``):
+    #: :data:`LOG_RULE` applied to this flag; empty where the flag has no part in a log command
+    with_a_log: str = ""
 
     @property
     def options(self) -> list[str]:
@@ -73,6 +76,25 @@ def _parser_options() -> dict[str, set[str]]:
 ENGINES = {"vllm": "vLLM (vllm serve)", "sglang": "SGLang (python -m sglang.launch_server)",
            "llama.cpp": "llama.cpp (llama-server, llama-cli)"}
 
+#: the one rule for log commands (``import-log LOG``, ``gate --engine-log LOG``), as
+#: ``import-log --help`` and the README ("What if, from an engine log") state it;
+#: kvgate.commands._engine_log.resolve_log_settings applies it
+LOG_RULE = ("with a log (import-log LOG, gate --engine-log LOG), one rule: kvgate's own spellings (--tp, --kv-format, "
+            "--pp) describe the LOG where it does not say; the engine's spellings (-tp, --kv-cache-dtype, -ctk/-ctv, "
+            "--max-model-len, -c, ...) are a WHAT-IF where they differ from what the log states, and are taken as the "
+            "log's own, with a note, where the log does not state the value (unless the log's own numbers decide: "
+            "the cross-check then makes the flag the what-if, and says so)")
+
+
+def _log_rule(flag: str, own: str, what: str, *, whatif: bool = True, auto: bool = False) -> str:
+    """:data:`LOG_RULE` for one engine ``flag`` whose kvgate spelling is ``own``."""
+    differ = ("the what-if where it differs from the log's" if whatif
+              else "refused where it differs from the log's (a what-if for it is not modelled)")
+    text = (f"next to a log, {own} (kvgate's) describes the log when the log does not state its {what}; "
+            f"{flag} is {differ}, and the log's own, with a note, where the log states none")
+    return text + ("; with neither, a vLLM or SGLang log that states none ran auto: the model's dtype (noted)" if auto else "")
+
+
 FLAGS: dict[str, list[EngineFlag]] = {
     "vllm": [
         EngineFlag("--gpu-memory-utilization U", "0.9 (every release)",
@@ -89,10 +111,12 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    "(512 before 0.6.4); V1: 2048, or 8192 on GPUs of 70 GiB or more other than A100",
                    "tokens per step: the profile run's activation peak; sliding-window blocks", "fit, layout"),
         EngineFlag("-tp, --tensor-parallel-size N", "1", "KV heads and weights split over N GPUs (MLA latents are "
-                   "not split)", "fit, layout (= --tp), what-if"),
-        EngineFlag("-pp, --pipeline-parallel-size N", "1", "layers split over N stages", "fit"),
+                   "not split)", "fit, layout (= --tp), what-if", _log_rule("-tp", "--tp", "tensor parallel size")),
+        EngineFlag("-pp, --pipeline-parallel-size N", "1", "layers split over N stages", "fit",
+                   _log_rule("-pp", "--pp", "pipeline parallel size", whatif=False)),
         EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8, fp8_e4m3, fp8_e5m2",
-                   "bytes per cached K/V element", "fit, layout (= --kv-format), what-if"),
+                   "bytes per cached K/V element", "fit, layout (= --kv-format), what-if",
+                   _log_rule("--kv-cache-dtype", "--kv-format", "KV cache dtype", auto=True)),
         EngineFlag("--kv-cache-memory-bytes B", "not set", "the KV pool per GPU, bypassing "
                    "--gpu-memory-utilization", "fit"),
         EngineFlag("--enforce-eager", "off", "no CUDA graphs: their pool is 0", "fit"),
@@ -114,9 +138,11 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    "capped at max_total_num_tokens − 1", "fit, what-if"),
         EngineFlag("--max-running-requests N", "computed by SGLang", "requests at once (the pool is unchanged; "
                    "more than fit wait in the queue)", "fit"),
-        EngineFlag("--tp-size, --tp N", "1", "KV heads and weights split over N GPUs", "fit (what-if: -tp)"),
+        EngineFlag("--tp-size, --tp N", "1", "KV heads and weights split over N GPUs", "fit (what-if: -tp)",
+                   _log_rule("-tp (or --tp-size)", "--tp", "tensor parallel size")),
         EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8_e4m3, fp8_e5m2", "bytes per cached "
-                   "K/V element", "fit, what-if"),
+                   "K/V element", "fit, what-if", _log_rule("--kv-cache-dtype", "--kv-format", "KV cache dtype",
+                                                            auto=True)),
         EngineFlag("--page-size N", "1", "max_total_num_tokens rounded down to whole pages", "fit"),
         EngineFlag("--chunked-prefill-size N", "by GPU", "prefill chunk (the pool is unchanged)", "fit"),
     ],
@@ -126,9 +152,10 @@ FLAGS: dict[str, list[EngineFlag]] = {
         EngineFlag("-np, --parallel N", "1", "parallel sequences (streams) sharing -c", "fit, layout (= --slots), "
                    "what-if"),
         EngineFlag("-ctk, --cache-type-k TYPE", "f16; q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, bf16, f32", "bytes "
-                   "per cached K row (ggml blocks)", "fit, layout, what-if"),
+                   "per cached K row (ggml blocks)", "fit, layout, what-if",
+                   _log_rule("-ctk", "--kv-format", "K cache type") + "; -ctk alone changes K only"),
         EngineFlag("-ctv, --cache-type-v TYPE", "f16 (a quantized V needs -fa)", "bytes per cached V row",
-                   "fit, layout, what-if"),
+                   "fit, layout, what-if", _log_rule("-ctv", "--kv-format", "V cache type")),
         EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds)", "layers (and their KV) on the GPU",
                    "fit"),
         EngineFlag("-fa, --flash-attn on|off|auto", "auto", "off pads V to the KV block; the compute buffer's "
@@ -157,11 +184,14 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
         raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
     out = ["Engine flags kvgate accepts, spelled as each engine spells them (one engine at a time).", ""]
     out += textwrap.wrap(COMMANDS_NOTE, width)
+    out += [""] + textwrap.wrap(LOG_RULE, width)
     for e in [engine] if engine else list(FLAGS):
         out += ["", ENGINES[e]]
         for f in FLAGS[e]:
             out.append(f"  {f.spellings}")
             rows = [("default", f.default), ("changes", f.changes), ("commands", f.commands or "none")]
+            if f.with_a_log:
+                rows.append(("with a log", f.with_a_log))
             if f.alias:
                 rows.append(("kvgate's own name", f.alias))
             for label, text in rows:
@@ -174,5 +204,5 @@ def engine_flags_dict(engine: str | None = None) -> dict[str, list[dict[str, str
     if engine is not None and engine not in FLAGS:
         raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
     return {e: [{"spellings": f.spellings, "default": f.default, "changes": f.changes, "commands": f.commands,
-                 "kvgate_name": f.alias or None}
+                 "kvgate_name": f.alias or None, "with_a_log": f.with_a_log or None}
                 for f in FLAGS[e]] for e in ([engine] if engine else FLAGS)}

@@ -61,8 +61,18 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
     for t in a.terms:
         name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
         rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
-    rows.append(["= KV cache pool (per GPU)", fmt_gib(a.kv_pool.low), fmt_gib(a.kv_pool.high), ""])
+    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high), ""])
     return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+def _pool_end(v: int) -> str:
+    """One end of the KV cache pool in GiB, or "none" where the non-KV terms take it all (v <= 0 bytes).
+
+    The engine never has a negative pool: vLLM stops with "No available memory for the cache blocks"
+    (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), so the table says "none" as the log lines do.
+    The JSON keeps the exact (possibly negative) int.
+    """
+    return fmt_gib(v) if v > 0 else "none"
 
 
 def _header(a: FitAnswer, engine: str) -> str:

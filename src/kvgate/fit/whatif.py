@@ -341,7 +341,7 @@ class _VllmFromLog:
             how.append(CarriedTerm("KV cache pool", "recomputed",
                                    f"{self.gpu.name}: CUDA total × {s.gpu_memory_utilization} − the terms above"))
         a.notes[:0] = self.notes
-        changes = _changes_vllm(self.base, self.flags, self.w, self.log_gpu)
+        changes = _changes_vllm(self.base, self.flags, self.w, self.log_gpu, log_kv=_log_kv_shown(self.pool))
         log = {"engine": "vllm", "release": self.release.text, "gpu": self.log_gpu.to_dict(),
                "terms": self.t.to_dict(),
                "settings": {"gpu_memory_utilization": self.base.gpu_memory_utilization,
@@ -369,7 +369,22 @@ def gpu_change(log_gpu: Gpu | None, new: Gpu) -> str:
     return f"GPU: {was} → {now}"
 
 
-def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu) -> list[str]:
+def _log_kv_shown(pool: EnginePool) -> str | None:
+    """The log's KV cache dtype as resolved, for the "from" side of a ``--kv-cache-dtype`` change.
+
+    ``None`` when the log states its cache dtype (or its model dtype, which ``auto`` follows:
+    :func:`kvgate.engines.pool.kv_format_name`): the flag's own value is shown then. When the log
+    states neither, the format the command line gave for the log (``--kv-format``, filled in by
+    :func:`kvgate.engines.report.apply_overrides`) is the log's value, not ``auto``.
+    """
+    if pool.kv_format is None or pool.flags.get("kv_cache_dtype") is not None or pool.flags.get("dtype") is not None:
+        return None
+    given = f"kv_format {pool.kv_format} from --kv-format (not in the log)" in pool.notes
+    how = "given with --kv-format" if given else "as given for the log"
+    return f"{pool.kv_format} ({how})"
+
+
+def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu, *, log_kv: str | None = None) -> list[str]:
     out = []
     if w.gpu is not None:
         out.append(gpu_change(log_gpu, w.gpu))
@@ -377,7 +392,8 @@ def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu) -> list[str]:
                     ("--max-num-seqs", "max_num_seqs"), ("-tp", "tensor_parallel_size"),
                     ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
-            out.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
+            was = log_kv if k == "kv_cache_dtype" and log_kv else _shown(getattr(base, k))
+            out.append(f"{flag}: {was} → {getattr(new, k)}")
     return out
 
 
@@ -447,7 +463,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
                     ("--max-running-requests", "max_running_requests"), ("--tp-size", "tp_size"),
                     ("--kv-cache-dtype", "kv_cache_dtype")):
         if getattr(base, k) != getattr(new, k):
-            changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
+            was = log_kv if k == "kv_cache_dtype" and (log_kv := _log_kv_shown(pool)) else _shown(getattr(base, k))
+            changes.append(f"{flag}: {was} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "sglang", "release": rel.text, "tp": log_tp,
                                           "mem_fraction_static": mfs})
 

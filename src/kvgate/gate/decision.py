@@ -18,6 +18,7 @@ from typing import Any
 
 from kvgate import __version__
 from kvgate.errors import KvgateError
+from kvgate.gate.engine_words import engine_of_layout, table_quantity
 from kvgate.gate.fit import check_overhead, conservative_fit, least_squares, project_sweep
 from kvgate.gate.schema import DECISION_SCHEMA, DecisionInputsModel, DecisionRecord, exact, ratio, validate
 from kvgate.gate.verdict import (
@@ -321,6 +322,11 @@ def decide(
         {"key": "target", "quantity": f"projected peak at {sc.slots_target} slots", "bytes": used,
          "share": _share(used, sc.total_bytes)},
     ]
+    engine = engine_of_layout(measurement.basis.sampler if measurement is not None else None,
+                              record["geometry"].get("layout", {}).get("name"))
+    if engine is not None:  # an engine-log record: sequences and the KV cache pool, in the JSON too
+        for row in record["table"]:
+            row["quantity"] = table_quantity(row["key"], engine, sequences=sc.slots_target, length=sc.max_seq)
     record["sensitivity"] = {
         "value": ratio(sens) if sens is not None else None,
         "threshold": ratio(gate.sensitivity_threshold),

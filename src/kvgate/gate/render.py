@@ -6,6 +6,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from kvgate.gate.engine_words import RECORD_ENGINE_WORDS as _RECORD_ENGINE_WORDS
+from kvgate.gate.engine_words import engine_of, table_quantity
 from kvgate.gate.schema import exact
 from kvgate.output import table
 from kvgate.units import NA, GiB, fmt_bytes, fmt_gib, fmt_mib, fmt_pct
@@ -18,33 +20,13 @@ _BOUNDARY_LABEL = {
 }
 
 
-#: an engine-log record's words (the measurement's sampler is ``engine-log``): the engine's
-#: flags for the requests at once and the length per request, by the record's layout
-_RECORD_ENGINE_WORDS = {"vllm": ("--max-num-seqs", "--max-model-len"), "sglang": ("--max-running-requests",
-                                                                                 "--context-length"),
-                        "llama.cpp": ("-np", "-c per sequence")}
-
-
-def engine_of(rec: dict[str, Any]) -> str | None:
-    """The engine of an engine-log record (``None`` for any other record)."""
-    if ((rec.get("measurement") or {}).get("basis") or {}).get("sampler") != "engine-log":
-        return None
-    name = ((rec.get("geometry") or {}).get("layout") or {}).get("name")
-    return name if name in _RECORD_ENGINE_WORDS else "vllm"
-
-
 def _engine_quantity(r: dict[str, Any], sc: dict[str, Any], engine: str | None) -> str:
     """A table row's label; in an engine-log record, in the engine's words (sequences, KV
-    cache pool) instead of slots and a measured peak."""
-    if engine is None:
+    cache pool) instead of slots and a measured peak (:mod:`kvgate.gate.engine_words`; a
+    record stored before its JSON said so is relabelled the same way)."""
+    if engine is None or r["key"] not in ("slot", "all_slots", "headroom", "peak", "target"):
         return str(r["quantity"])
-    seqs, length = _RECORD_ENGINE_WORDS[engine]
-    n, L = sc["slots_target"], sc["max_seq"]
-    return {"slot": f"one sequence S({L}) ({length} {L:,})",
-            "all_slots": f"all {n} sequences N·S ({seqs} {n})",
-            "headroom": "KV cache pool H = T − P",
-            "peak": "KV cache pool used at start P (0 sequences)",
-            "target": f"{n} sequences at full length"}.get(r["key"], str(r["quantity"]))
+    return table_quantity(r["key"], engine, sequences=sc["slots_target"], length=sc["max_seq"])
 
 
 def _mib(b: int | Fraction | str) -> str:
@@ -60,16 +42,28 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
     """One sentence per boundary, e.g. ``card memory below 23,565.6 MiB (23.01 GiB)``.
 
     When the target fits (not-a-bottleneck) each line says where it stops fitting;
-    otherwise where it would fit without any optimization.
+    otherwise where it would fit without any optimization. An engine-log record's lines
+    say the KV cache pool and the engine's flags, and leave out the resident-weights
+    boundary, which a pool (what is left after the weights) does not have
+    (:mod:`kvgate.gate.engine_words`).
     """
     sc = rec["inputs"]["scenario"]
     fits = all(v == "not-a-bottleneck" for v in rec["verdicts"].values())
+    eng = engine_of(rec)
+    labels = dict(_BOUNDARY_LABEL)
+    if eng is not None:
+        labels.update(total_bytes="KV cache pool", max_seq=_RECORD_ENGINE_WORDS[eng][1],
+                      slots=_RECORD_ENGINE_WORDS[eng][0])
     out = []
     for key, b in rec["boundaries"].items():
-        label = _BOUNDARY_LABEL[key]
+        if eng is not None and key == "weights_delta_bytes":
+            continue
+        label = labels[key]
         v = b["value"]
         if key == "total_bytes":
-            if v is None:
+            if v is None and eng is not None:
+                out.append(f"{label}: no pool up to 64× this size holds the target without a change")
+            elif v is None:
                 out.append(f"{label}: no card up to 64× this size fits the target without an optimization")
             else:
                 shown = _mib_gib(v)
@@ -83,9 +77,9 @@ def boundary_lines(rec: dict[str, Any]) -> list[str]:
                            else f"{label} of at most {v:,} fits without an optimization   (now {sc['max_seq']:,})")
         elif key == "slots":
             if v is None:
-                out.append(f"{label}: even 0 slots do not fit")
+                out.append(f"{label}: even 0 {'sequences' if eng else 'slots'} do not fit")
             else:
-                out.append(f"{label} more than {v:,}   (now {sc['slots_target']:,})" if fits
+                out.append(f"{label} {'above' if eng else 'more than'} {v:,}   (now {sc['slots_target']:,})" if fits
                            else f"{label}: at most {v:,} fit without an optimization   (now {sc['slots_target']:,})")
         elif v is not None:
             out.append(f"{label} heavier by more than {_mib_gib(v)}" if v >= 0
@@ -104,6 +98,8 @@ def pays_if_text(c: dict[str, Any]) -> str:
 
 def candidate_limit_lines(rec: dict[str, Any]) -> list[str]:
     """For candidates that pay (or pay if): where even their full reclaim stops being enough."""
+    eng = engine_of(rec)
+    seqs, length = _RECORD_ENGINE_WORDS[eng] if eng else ("slots", "max_seq")
     out = []
     for c in rec.get("candidates", []):
         if c["verdict"] not in ("pays", "pays-if"):
@@ -111,15 +107,22 @@ def candidate_limit_lines(rec: dict[str, Any]) -> list[str]:
         b = c["boundaries_insufficient"]
         parts = []
         if b.get("total_bytes") is not None:
-            parts.append(f"card below {_mib_gib(b['total_bytes'])}")
+            parts.append(f"{'KV cache pool' if eng else 'card'} below {_mib_gib(b['total_bytes'])}")
         if isinstance(b.get("max_seq"), int):
-            parts.append(f"max_seq above {b['max_seq']:,}")
+            parts.append(f"{length} above {b['max_seq']:,}")
         if isinstance(b.get("slots"), int):
-            parts.append(f"more than {b['slots']:,} slots")
+            parts.append(f"{seqs} above {b['slots']:,}" if eng else f"more than {b['slots']:,} slots")
         if not parts:
-            parts.append("nothing in range (its reclaim grows with max_seq and slots)")
-        out.append(f"{c['name']} is no longer enough with: " + ", ".join(parts))
+            parts.append(f"nothing in range (its reclaim grows with {length} and {seqs})")
+        name = c["name"]
+        if eng and name == "kv-quant" and rec["inputs"].get("quant_to"):
+            name = f"kv-quant ({_kv_dtype_flag(eng)} {rec['inputs']['quant_to']})"
+        out.append(f"{name} is no longer enough with: " + ", ".join(parts))
     return out
+
+
+def _kv_dtype_flag(engine: str) -> str:
+    return "-ctk/-ctv" if engine == "llama.cpp" else "--kv-cache-dtype"
 
 
 def basis_line(m: dict[str, Any] | None) -> str:
@@ -155,6 +158,12 @@ def sensitivity_line(rec: dict[str, Any]) -> str:
         return "sensitivity  no headroom at all: re-measure"
     v = exact(sens["value"])
     flag = "> " if sens["flagged"] else "≤ "
+    eng = engine_of(rec)
+    if eng is not None:
+        seqs, length = _RECORD_ENGINE_WORDS[eng]
+        return (f"sensitivity  N·S / KV cache pool = {fmt_pct(v, 1)} {flag}{fmt_pct(exact(sens['threshold']), 1, 0)}"
+                + (f": flagged: read the engine's log again when the GPU, {length}, {seqs} or the weights change"
+                   if sens["flagged"] else ": stable"))
     return (f"sensitivity  N·S / H = {fmt_pct(v, 1)} {flag}{fmt_pct(exact(sens['threshold']), 1, 0)}"
             + (": flagged (the write-up's rule): re-measure when the card, max_seq, slots or weights change"
                if sens["flagged"] else ": stable"))
@@ -246,17 +255,6 @@ def render_text(rec: dict[str, Any], *, record_path: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _engine_boundary(line: str, engine: str | None) -> str:
-    """A boundary line in the engine's words for an engine-log record."""
-    if engine is None:
-        return line
-    seqs, length = _RECORD_ENGINE_WORDS[engine]
-    for old, new in (("card memory", "KV cache pool"), ("concurrent slots", seqs), ("max_seq", length)):
-        if line.startswith(old):
-            return new + line[len(old):]
-    return line
-
-
 def render_markdown(rec: dict[str, Any]) -> str:
     """The Markdown rendering written next to each JSON record."""
     inp = rec["inputs"]
@@ -290,10 +288,11 @@ def render_markdown(rec: dict[str, Any]) -> str:
             for c in rec["candidates"]]
     sens = rec["sensitivity"]
     if sens["value"] is not None:
-        out.append(f"- sensitivity N·S/H = {fmt_pct(exact(sens['value']), 1)}"
-                   + (" (flagged: re-measure on any change)" if sens["flagged"] else ""))
+        out.append(f"- sensitivity N·S/{'KV cache pool' if eng else 'H'} = {fmt_pct(exact(sens['value']), 1)}"
+                   + ((" (flagged: read the engine's log again on any change)" if eng
+                       else " (flagged: re-measure on any change)") if sens["flagged"] else ""))
     out += ["", "## Where the verdict flips (each alone, the rest held)", ""]
-    out += [f"- {_engine_boundary(s, eng)}" for s in boundary_lines(rec)]
+    out += [f"- {s}" for s in boundary_lines(rec)]
     out += [f"- {s}" for s in candidate_limit_lines(rec)]
     if rec.get("notes"):
         out += ["", "## Notes", ""] + [f"- {n}" for n in rec["notes"]]
