@@ -158,27 +158,18 @@ class RecurrentState(LayerKind):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttentionKV(LayerKind):
+class HeadRows(LayerKind):
     """Per-head K and V rows of ``num_kv_heads × head_dim`` (V: ``v_head_dim``) values per
-    position (vLLM ``AttentionSpec.real_page_size_bytes`` / ``block_size``; transformers
-    K, V ``[B, kv_heads, L, head_dim]``; llama.cpp ``ggml_row_size(type, n_embd_k_gqa)``).
-
-    Attributes:
-        v_padded_width: V stored at this many values per position instead (llama.cpp
-            ``-fa off``), or ``None``.
-        state: a recurrent state the same layer also keeps (Falcon-H1's ``hybrid``
-            layers: attention and a Mamba-2 mixer in one layer), or ``None``.
-    """
+    position, split over tensor-parallel ranks by :func:`kv_heads_per_rank`: the one place
+    these rows are sized. :class:`AttentionKV` (every engine's attention) and the kinds only
+    the ``contiguous`` layout sizes (:class:`IndexedAttention`, :class:`CrossAttention`)
+    derive from it; the latter are not ``AttentionKV``, so a layout's attention rules (vLLM's
+    page unification, llama.cpp's V padding) never take them for one, and
+    :func:`kvgate.geometry.base.rule_for` refuses them by name."""
 
     num_kv_heads: int
     head_dim: int
     v_head_dim: int
-    v_padded_width: int | None = None
-    state: RecurrentState | None = None
-
-    @property
-    def recurrent(self) -> RecurrentState | None:
-        return self.state
 
     def kv_heads(self, tp: int) -> int:
         return kv_heads_per_rank(self.num_kv_heads, tp)
@@ -190,9 +181,33 @@ class AttentionKV(LayerKind):
         return fmt.row_bytes(self.kv_heads(tp), self.head_dim)
 
     def v_bytes(self, fmt: KVFormat, tp: int) -> int:
+        return fmt.row_bytes(self.kv_heads(tp), self.v_head_dim)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionKV(HeadRows):
+    """Per-head K and V rows of ``num_kv_heads × head_dim`` (V: ``v_head_dim``) values per
+    position (vLLM ``AttentionSpec.real_page_size_bytes`` / ``block_size``; transformers
+    K, V ``[B, kv_heads, L, head_dim]``; llama.cpp ``ggml_row_size(type, n_embd_k_gqa)``).
+
+    Attributes:
+        v_padded_width: V stored at this many values per position instead (llama.cpp
+            ``-fa off``), or ``None``.
+        state: a recurrent state the same layer also keeps (Falcon-H1's ``hybrid``
+            layers: attention and a Mamba-2 mixer in one layer), or ``None``.
+    """
+
+    v_padded_width: int | None = None
+    state: RecurrentState | None = None
+
+    @property
+    def recurrent(self) -> RecurrentState | None:
+        return self.state
+
+    def v_bytes(self, fmt: KVFormat, tp: int) -> int:
         if self.v_padded_width is not None:
             return fmt.vector_bytes(self.v_padded_width)
-        return fmt.row_bytes(self.kv_heads(tp), self.v_head_dim)
+        return super().v_bytes(fmt, tp)
 
     def with_v_padding(self, width: int) -> AttentionKV:
         return replace(self, v_padded_width=width)
@@ -230,31 +245,7 @@ class ChunkedLocal(SlidingWindow):
 
 
 @dataclass(frozen=True, kw_only=True)
-class _HeadRows(LayerKind):
-    """Per-head K and V rows (as :class:`AttentionKV`) for kinds that engine layouts other
-    than ``contiguous`` do not size: not an ``AttentionKV``, so a layout's attention rules
-    (vLLM's page unification, llama.cpp's V padding) never take it for one, and
-    :func:`kvgate.geometry.base.rule_for` refuses it by name."""
-
-    num_kv_heads: int
-    head_dim: int
-    v_head_dim: int
-
-    def kv_heads(self, tp: int) -> int:
-        return kv_heads_per_rank(self.num_kv_heads, tp)
-
-    def v_width(self, tp: int) -> int:
-        return self.kv_heads(tp) * self.v_head_dim
-
-    def k_bytes(self, fmt: KVFormat, tp: int) -> int:
-        return fmt.row_bytes(self.kv_heads(tp), self.head_dim)
-
-    def v_bytes(self, fmt: KVFormat, tp: int) -> int:
-        return fmt.row_bytes(self.kv_heads(tp), self.v_head_dim)
-
-
-@dataclass(frozen=True, kw_only=True)
-class IndexedAttention(_HeadRows):
+class IndexedAttention(HeadRows):
     """Full attention whose layer also keeps lightning-index keys: MiniMax-M3's
     ``minimax_m3_sparse`` layers (transformers 5.24 ``modeling_minimax_m3_vl.py``,
     ``MiniMaxM3VLSparseStaticCacheLayer``: K, V ``[B, kv_heads, L, head_dim]`` plus
@@ -272,7 +263,7 @@ class IndexedAttention(_HeadRows):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(_HeadRows):
+class CrossAttention(HeadRows):
     """Cross-attention to image positions (Llama-3.2-Vision ``mllama``): K and V rows of
     ``num_kv_heads × head_dim`` for each of ``images × image_positions`` vision positions,
     a fixed amount per sequence that does not grow with the text. Without an image the
