@@ -345,8 +345,11 @@ def _log_fa(pool: EnginePool) -> str | None:
 
 
 def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup: int | None,
-                  service: str | None, weights_ref: str | None) -> WhatIfAnswer:
-    """The what-if answer for the startup of ``path`` that ``pool`` was read from."""
+                  service: str | None, weights_ref: str | None,
+                  check: dict[str, Any] | None = None) -> WhatIfAnswer:
+    """The what-if answer for the startup of ``path`` that ``pool`` was read from; ``check``:
+    the cross-check (:func:`kvgate.engines.crosscheck.crosscheck`), whose block count gives the
+    budget of a log that prints its pool only in tokens."""
     from pathlib import Path  # noqa: PLC0415
 
     from kvgate.engines.logtext import logical_lines  # noqa: PLC0415
@@ -357,7 +360,13 @@ def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup
     lines, _ = select_startup(logical_lines(text), pool.engine, startup=startup, service=service)
     if weights_ref is None and pool.model and Path(pool.model).expanduser().exists():
         weights_ref = str(Path(pool.model).expanduser())
-    return whatif_from_log(pool, lines, model, w, weights_ref=weights_ref)
+    budget = None
+    exp = (check or {}).get("expected") if (check or {}).get("status") in ("agrees", "consistent") else None
+    if isinstance(exp, dict) and exp.get("budget_low") is not None and exp.get("budget_high") is not None:
+        from kvgate.fit.interval import Interval  # noqa: PLC0415
+
+        budget = Interval(int(exp["budget_low"]), int(exp["budget_high"]))
+    return whatif_from_log(pool, lines, model, w, weights_ref=weights_ref, budget=budget)
 
 
 def add_startup_flags(p: argparse.ArgumentParser) -> None:
@@ -446,6 +455,10 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     res = gate_from_engine_log(pool, model, slots=slots, max_seq=max_seq, kv_format=kv_format or auto_kv, tp=ls.tp,
                                pool_bytes=check.get("pool_bytes"), trace=trace,
                                host_bytes=parse_bytes(args.host_bytes) if args.host_bytes else None)
+    wa = None
+    if w.asked():  # answered before the record is written: a refusal (exit 2) writes nothing
+        wa = answer_whatif(args.engine_log, pool, model, w, startup=args.startup, service=args.service,
+                           weights_ref=engine.model, check=check)
     path = None
     if not record.no_record:
         path = str(write_record(res["record"], record.out, force=record.force))
@@ -455,11 +468,9 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     lines = render_engine_log_gate(res, pool.engine, slots=slots, max_seq=max_seq)
     text = "\n".join([render_pool(pool), render_check(check), "", *lines] + ([f"record: {path}"] if path else []))
     payload = {"pool": pool.to_dict(), "crosscheck": check, **res}
-    if w.asked():
+    if wa is not None:
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 
-        wa = answer_whatif(args.engine_log, pool, model, w, startup=args.startup, service=args.service,
-                           weights_ref=engine.model)
         payload["what_if"] = wa.to_dict()
         text += "\n\n" + render_whatif(wa)
     emit(args.json, payload, text)

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 
         wa = answer_whatif(args.log, pool, model, w, startup=args.startup, service=args.service,
-                           weights_ref=args.model)
+                           weights_ref=args.model, check=check)
         payload["what_if"] = wa.to_dict()
         text += "\n\n" + render_whatif(wa)
     emit(args.json, payload, text)

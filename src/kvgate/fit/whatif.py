@@ -115,7 +115,7 @@ class WhatIfAnswer:
 
 
 def whatif_from_log(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *,
-                    weights_ref: str | None = None) -> WhatIfAnswer:
+                    weights_ref: str | None = None, budget: Interval | None = None) -> WhatIfAnswer:
     """The engine's answer for the settings of ``w`` from the startup of ``pool`` / ``lines``.
 
     Args:
@@ -124,13 +124,17 @@ def whatif_from_log(pool: EnginePool, lines: list[Line], model: ModelSpec, w: Wh
         model: the served model.
         w: the settings asked for.
         weights_ref: the model reference, for weights the log did not print.
+        budget: vLLM: the KV budget the log's pool implies when it prints no bytes
+            (:func:`kvgate.engines.crosscheck.crosscheck`'s ``expected`` ``budget_low`` …
+            ``budget_high``: ``num_blocks`` × bytes per block up to one block more, as
+            vLLM's ``kv_cache_utils`` floors the budget to whole blocks).
 
     Raises:
         KvgateError: a change the log cannot answer (e.g. SGLang or llama.cpp without a GPU
             total), bad flags, or the engine's own refusals (a TP that does not divide).
     """
     if pool.engine == "vllm":
-        return _VllmFromLog(pool, lines, model, w, weights_ref).answer()
+        return _VllmFromLog(pool, lines, model, w, weights_ref, budget).answer()
     if pool.engine == "sglang":
         return _sglang(pool, model, w, weights_ref)
     return _llamacpp(pool, lines, model, w, weights_ref)
@@ -167,7 +171,7 @@ class _VllmFromLog:
     """vLLM's what-if (module docstring)."""
 
     def __init__(self, pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf,
-                 weights_ref: str | None) -> None:
+                 weights_ref: str | None, budget: Interval | None = None) -> None:
         from kvgate.fit.vllm_flags import VllmFlags  # noqa: PLC0415
 
         self.pool, self.model, self.w = pool, model, w
@@ -184,8 +188,14 @@ class _VllmFromLog:
         if pool.tp is None and w.tp is not None:
             self.notes.append(f"the log does not print its tensor parallel size: TP 1 presumed (its weights per rank "
                               f"are re-split from there to -tp {w.tp})")
+        seqs = fl.get("max_num_seqs")
+        if seqs is None and w.max_num_seqs is not None and (w.gpu, w.utilization, w.tp) == (None, None, None):
+            # the pool is the log's (held); the target's sequences, which the log does not state, are
+            # taken as the log's own (RULE_HELP: a silent log takes the engine spelling)
+            seqs = w.max_num_seqs
+            self.notes.append(f"the log does not print --max-num-seqs: {seqs} (the target) taken as the log's own")
         self.base = VllmFlags(
-            gpu_memory_utilization=util, max_model_len=L, max_num_seqs=fl.get("max_num_seqs"),
+            gpu_memory_utilization=util, max_model_len=L, max_num_seqs=seqs,
             max_num_batched_tokens=fl.get("max_num_batched_tokens"), tensor_parallel_size=self.log_tp,
             pipeline_parallel_size=self.log_pp, kv_cache_dtype=str(fl.get("kv_cache_dtype") or "auto"),
             block_size=fl.get("block_size"), use_v1=self.t.v1 if not self.release.at_least(0, 11) else None)
@@ -203,6 +213,9 @@ class _VllmFromLog:
         self.flags = replace(self.base, **kw)
         self.logged_pool = (Interval(pool.pool_bytes.low, pool.pool_bytes.high)
                             if pool.pool_bytes is not None and pool.pool_is_budget else self.t.available_kv)
+        self.pool_from_blocks = self.logged_pool is None and budget is not None
+        if self.logged_pool is None:
+            self.logged_pool = budget
         self.weights_log = self.t.weights
         self.weights_file: tuple[int, bool, str] | None = None
         if self.weights_log is None:
@@ -216,7 +229,7 @@ class _VllmFromLog:
         if self.t.total is not None:
             return Gpu("the log's GPU", None, self.t.total,  # type: ignore[arg-type]  # NVML total: not printed
                        f"CUDA total printed by the log ({self.t.printed['total']})")
-        if self.logged_pool is None:
+        if self.logged_pool is None or (self.pool_from_blocks and self.w.gpu is not None):
             if self.w.gpu is None:
                 raise KvgateError("the log prints neither its GPU's total memory nor its KV pool in bytes",
                                   hint="name the card with --gpu NAME or --total BYTES")
@@ -334,9 +347,10 @@ class _VllmFromLog:
         _, how = self.terms(s, model_widths(self.model.config, s.tensor_parallel_size))
         lp = self.logged_pool
         if lp is not None and self.held(s):
-            how.append(CarriedTerm("KV cache pool", "held",
-                                   f"the log's Available KV cache memory ({lp.low / GiB:.2f} … {lp.high / GiB:.2f} "
-                                   "GiB): same GPU, utilization, TP and profile run"))
+            what = (f"the log's pool, from its blocks ({lp.low:,} … {lp.high:,} B: its block count up to one block "
+                    "more; no GPU total needed)" if self.pool_from_blocks else
+                    f"the log's Available KV cache memory ({lp.low / GiB:.2f} … {lp.high / GiB:.2f} GiB)")
+            how.append(CarriedTerm("KV cache pool", "held", what + ": same GPU, utilization, TP and profile run"))
         else:
             how.append(CarriedTerm("KV cache pool", "recomputed",
                                    f"{self.gpu.name}: CUDA total × {s.gpu_memory_utilization} − the terms above"))

@@ -1,0 +1,42 @@
+"""Round 5: ``import-log`` / ``gate --engine-log`` faults a new user found (what-if settings,
+records on refusal, llama.cpp -ngl, engine spellings, wording).
+
+Hand-worked numbers (tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log): 198,784 tokens =
+12,424 blocks of 16; Qwen3-30B-A3B under TP 4 holds 1 KV head of 128 per rank over 48
+layers, so a bf16 block is 16 × 48 × 2 (K, V) × 128 × 2 B = 393,216 B and the pool is
+12,424 × 393,216 = 4,885,315,584 B; vLLM floors its budget to whole blocks, so the budget
+is 4,885,315,584 … 4,885,708,799 B. An fp8 block is 196,608 B: 4,885,315,584 / 196,608 =
+24,848 blocks (397,568 tokens) and 4,885,708,799 // 196,608 = 24,849 (397,584 tokens).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvgate.cli import main
+
+DATA = Path(__file__).parent / "data"
+QWEN = str(DATA / "logs" / "vllm_0.8.5_qwen3-30b-a3b_tp4.log")
+QWEN_GATE = ["gate", "--engine-log", QWEN, "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--tp", "4",
+             "--max-num-seqs", "32", "--max-model-len", "8192"]
+
+
+def test_dtype_only_whatif_holds_the_pool_from_blocks_without_a_gpu_total(capsys, tmp_path):
+    out_dir = tmp_path / "rec"
+    assert main([*QWEN_GATE, "--kv-cache-dtype", "fp8", "--out", str(out_dir), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    wi = d["what_if"]
+    assert wi["changes"] == ["--kv-cache-dtype: bf16 (given with --kv-format) → fp8"]
+    pool = [c for c in wi["carried_terms"] if c["name"] == "KV cache pool"][0]
+    assert pool["how"] == "held" and "4,885,315,584 … 4,885,708,799 B" in pool["detail"]
+    assert main([*QWEN_GATE, "--kv-cache-dtype", "fp8", "--no-record"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU KV cache size: 397,568 tokens   …   397,584 tokens" in out
+
+
+def test_gate_refused_by_its_whatif_writes_no_record(capsys, tmp_path):
+    out_dir = tmp_path / "rec"
+    rc = main([*QWEN_GATE, "--kv-cache-dtype", "fp8", "--vllm-version", "0.1.0", "--out", str(out_dir)])
+    assert rc == 2 and "ERROR:" in capsys.readouterr().err
+    assert not out_dir.exists() or not any(out_dir.iterdir())
