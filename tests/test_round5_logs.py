@@ -40,3 +40,24 @@ def test_gate_refused_by_its_whatif_writes_no_record(capsys, tmp_path):
     rc = main([*QWEN_GATE, "--kv-cache-dtype", "fp8", "--vllm-version", "0.1.0", "--out", str(out_dir)])
     assert rc == 2 and "ERROR:" in capsys.readouterr().err
     assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+GPT_OSS = str(DATA / "fit_logs" / "vllm_0.19.0_gpt-oss-20b_a100_1.log")
+
+
+def test_whatif_sizes_with_the_kv_dtype_the_log_part_resolved(capsys):
+    """gpt-oss-20b, fp8 (taken as the log's own: the log does not state it): one request of
+    65,536 tokens is 12 full layers × 65,536 × 2 × 8 heads × 64 × 1 B = 805,306,368 B plus
+    12 sliding layers × 8,336 tokens (vLLM's sliding-window page budget: cdiv(127 + 8,192, 16)
+    + 1 = 521 blocks of 16) × 1,024 B = 102,432,768 B: 907,739,136 B (bf16 would be twice)."""
+    assert main(["import-log", GPT_OSS, "--model", "gpt-oss-20b", "--kv-cache-dtype", "fp8", "-tp", "2",
+                 "--max-model-len", "65536", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    w = d["what_if"]
+    assert d["pool"]["kv_format"] == "fp8" and d["pool"]["tp"] == 2
+    assert w["settings"]["kv_cache_dtype"] == "fp8" and w["settings"]["tensor_parallel_size"] == 2
+    assert w["changes"] == ["--max-model-len: 131072 → 65536"]
+    assert main(["import-log", GPT_OSS, "--model", "gpt-oss-20b", "--kv-cache-dtype", "fp8",
+                 "--max-model-len", "65536", "--json"]) == 0
+    w = json.loads(capsys.readouterr().out)["what_if"]
+    assert w["request_bytes"] == 907_739_136

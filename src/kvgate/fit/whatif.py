@@ -197,7 +197,7 @@ class _VllmFromLog:
         self.base = VllmFlags(
             gpu_memory_utilization=util, max_model_len=L, max_num_seqs=seqs,
             max_num_batched_tokens=fl.get("max_num_batched_tokens"), tensor_parallel_size=self.log_tp,
-            pipeline_parallel_size=self.log_pp, kv_cache_dtype=str(fl.get("kv_cache_dtype") or "auto"),
+            pipeline_parallel_size=self.log_pp, kv_cache_dtype=_log_kv_dtype(pool, model),
             block_size=fl.get("block_size"), use_v1=self.t.v1 if not self.release.at_least(0, 11) else None)
         kw: dict[str, Any] = {}
         if w.utilization is not None:
@@ -398,6 +398,24 @@ def _log_kv_shown(pool: EnginePool) -> str | None:
     return f"{pool.kv_format} ({how})"
 
 
+def _log_kv_dtype(pool: EnginePool, model: ModelSpec) -> str:
+    """The log's ``--kv-cache-dtype`` as the what-if's starting point: the logged flag, else
+    the KV format the log part resolved (``--kv-format`` or an engine spelling taken as the
+    log's own, :func:`kvgate.commands._engine_log.resolve_log_settings`) when it is not the
+    model's dtype, else ``auto`` (vLLM's / SGLang's default)."""
+    from kvgate.fit.vllm_fit import kv_format_for  # noqa: PLC0415
+
+    if pool.flags.get("kv_cache_dtype"):
+        return str(pool.flags["kv_cache_dtype"])
+    if pool.kv_format is None:
+        return "auto"
+    try:
+        fmt = kv_format_for(str(pool.kv_format), model)
+    except KvgateError:  # a kvgate-only name: the engine's default
+        return "auto"
+    return "auto" if fmt == kv_format_for("auto", model) else fmt
+
+
 def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu, *, log_kv: str | None = None) -> list[str]:
     out = []
     if w.gpu is not None:
@@ -444,7 +462,7 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
                      f"weights {pool.weights.bytes / GiB:.2f} GiB) / free at start {free / GiB:.2f} GiB = {mfs}, "
                      "as the log implies")
     base = SglangFlags(mem_fraction_static=mfs, context_length=pool.max_model_len, tp_size=log_tp,
-                       kv_cache_dtype=str(fl.get("kv_cache_dtype") or "auto"), page_size=int(fl.get("page_size") or 1))
+                       kv_cache_dtype=_log_kv_dtype(pool, model), page_size=int(fl.get("page_size") or 1))
     kw: dict[str, Any] = {}
     for k, given in (("mem_fraction_static", w.utilization), ("context_length", w.max_model_len), ("tp_size", w.tp),
                      ("kv_cache_dtype", w.kv_cache_dtype), ("max_running_requests", w.max_num_seqs)):
