@@ -61,3 +61,34 @@ def test_whatif_sizes_with_the_kv_dtype_the_log_part_resolved(capsys):
                  "--max-model-len", "65536", "--json"]) == 0
     w = json.loads(capsys.readouterr().out)["what_if"]
     assert w["request_bytes"] == 907_739_136
+
+
+PYTHIA = str(DATA / "fit_logs" / "llamacpp_b4459_pythia-2.8b-q4_0_v100_ngl10_1.log")
+PYTHIA_CFG = str(DATA / "fit_logs" / "configs" / "pythia-2.8b.json")
+
+
+def _lcpp_whatif(capsys, *extra: str) -> dict:
+    assert main(["import-log", PYTHIA, "--model", PYTHIA_CFG, "--total", "16GiB", "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)["what_if"]
+
+
+def test_llamacpp_whatif_keeps_the_logs_ngl(capsys):
+    """'offloaded 10/33 layers': -ngl 10 stays. Pythia-2.8B (hidden 2,560) at -c 4,096 with
+    K q8_0 (2,560 × 34/32 = 2,720 B) and V f16 (5,120 B) per layer and token: the 10
+    offloaded layers hold 4,096 × 7,840 × 10 = 321,126,400 B (306.25 MiB) on the GPU."""
+    w = _lcpp_whatif(capsys, "-c", "4096", "-ctk", "q8_0")
+    assert w["settings"]["n_gpu_layers"] == 10
+    assert not any(c.startswith("-ngl") for c in w["changes"])
+    assert w["kv_pool_bytes"]["low"] == 321_126_400
+    assert w["from_log"]["terms"]["offloaded_layers"] == {"on_gpu": 10, "of": 33}
+
+
+def test_llamacpp_ngl_whatif_scales_the_buffer_per_layer(capsys):
+    """CUDA0 model buffer 423.14 MiB for 10 layers: at most 423.145 MiB = 443,699,691 B, so
+    44,369,969 B per layer; -ngl 20 carries 20 × 44,369,969 = 887,399,380 B at the high end."""
+    w = _lcpp_whatif(capsys, "-c", "4096", "-ngl", "20")
+    assert "-ngl: 10 → 20" in w["changes"]
+    mb = next(t for t in w["terms"] if t["name"].startswith("model buffer"))
+    assert mb["high"] == 887_399_380
+    how = {c["name"]: c["how"] for c in w["carried_terms"]}
+    assert how["model buffer (weights on the GPU)"] == "re-scaled"

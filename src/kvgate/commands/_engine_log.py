@@ -73,6 +73,9 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
                    help="SGLang's share of free memory")
     g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
                    help="SGLang's tokens per request")
+    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="whatif_ngl", metavar="N", type=nonneg_int,
+                   default=None, help=argparse.SUPPRESS if gate else
+                   "llama.cpp's layers on the GPU (default: the log's 'offloaded N/M layers')")
     if gate:
         g.description = RULE_GATE
         p.add_argument("--pp", dest="pp", type=positive_int, default=None, help="the log's -pp, when it is silent")
@@ -116,7 +119,7 @@ RULE_HELP = (
     "  do not state their KV dtype ran --kv-cache-dtype auto: the model's dtype, with a note.")
 
 RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is\n"
-             "silent; -tp, --kv-cache-dtype, -ctk/-ctv, ... are what-ifs where they differ from it and the log's own\n"
+             "silent; -tp, --kv-cache-dtype, -ctk/-ctv, -ngl ... are what-ifs where they differ from it and the log's own\n"
              "(noted) where it is silent; the what-if judges the target --max-num-seqs N --max-model-len L")
 
 
@@ -319,7 +322,10 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings
     fa = getattr(args, "flash_attn", None) if pool.engine == "llama.cpp" else None
     if fa is not None and str(fa) == str(_log_fa(pool)):
         fa = None
-    started = any(v is not None for v in (gpu, util, ls.whatif_tp, ls.whatif_kv, ls.whatif_ctv, fa))
+    ngl = getattr(args, "whatif_ngl", None)
+    if ngl is not None and pool.engine != "llama.cpp":
+        raise KvgateError(f"-ngl {ngl}: a llama.cpp flag, and this is a {pool.engine} log", hint="leave -ngl out")
+    started = any(v is not None for v in (gpu, util, ls.whatif_tp, ls.whatif_kv, ls.whatif_ctv, fa, ngl))
     if target is not None:
         if not started:
             L = np_ = None  # the target alone: the gate answers it on the logged pool
@@ -331,7 +337,7 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings
             else:
                 L, seqs = length, n
     return WhatIf(gpu=gpu, utilization=util, max_model_len=L, tp=ls.whatif_tp, kv_cache_dtype=ls.whatif_kv,
-                  cache_type_v=ls.whatif_ctv, parallel=np_, max_num_seqs=seqs, flash_attn=fa,
+                  cache_type_v=ls.whatif_ctv, parallel=np_, max_num_seqs=seqs, flash_attn=fa, n_gpu_layers=ngl,
                   release=getattr(args, "vllm_version", None))
 
 

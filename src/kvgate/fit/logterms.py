@@ -64,6 +64,7 @@ _V1 = re.compile(r"gpu_worker\.py|EngineCore|V1 LLM engine|gpu_model_runner\.py"
 _V0 = re.compile(r"\bworker\.py:\d+\]|executor_base\.py|\bmodel_runner\.py:\d+\]|Memory profiling results")
 _LCPP_MODEL = re.compile(r"CUDA0 model buffer size\s*=\s*" + _N + r" MiB")
 _LCPP_ANY_MODEL = re.compile(r"\b([A-Za-z][\w]*) model buffer size\s*=\s*" + _N + r" MiB")
+_LCPP_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _LCPP_COMPUTE = re.compile(r"CUDA0 compute buffer size\s*=\s*" + _N + r" MiB")
 
 
@@ -96,6 +97,9 @@ class LoggedTerms:
         model_buffer, compute_buffer: llama.cpp's ``CUDA0`` buffers.
         model_buffers: llama.cpp's model buffers on every device summed (``CPU_Mapped``,
             ``CUDA0``, ...; each device's first line): the loaded weights, wherever they are.
+        offloaded: llama.cpp's ``offloaded N/M layers to GPU`` (``llama-model.cpp``
+            ``load_tensors``: ``N = min(-ngl, n_layer + 1)`` of ``M = n_layer + 1``, the
+            output layer counted), or ``None``.
         printed: each term's printed text, for the user.
     """
 
@@ -110,6 +114,7 @@ class LoggedTerms:
     model_buffer: Interval | None = None
     compute_buffer: Interval | None = None
     model_buffers: Interval | None = None
+    offloaded: tuple[int, int] | None = None
     printed: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +124,8 @@ class LoggedTerms:
             v = getattr(self, k)
             out[k] = v.to_dict() if v is not None else None
         out.update(utilization=self.utilization, v1=self.v1, printed=dict(self.printed))
+        if self.offloaded is not None:
+            out["offloaded_layers"] = {"on_gpu": self.offloaded[0], "of": self.offloaded[1]}
         return out
 
 
@@ -161,13 +168,20 @@ def vllm_logged_terms(lines: list[Line], weights: Logged | None = None) -> Logge
 
 
 def llamacpp_logged_terms(lines: list[Line]) -> LoggedTerms:
-    """llama.cpp's ``CUDA0 model buffer size`` and ``CUDA0 compute buffer size``, MiB."""
+    """llama.cpp's ``CUDA0 model buffer size`` and ``CUDA0 compute buffer size``, MiB, and
+    its ``offloaded N/M layers to GPU``."""
     t = LoggedTerms()
     for name, pat in (("model_buffer", _LCPP_MODEL), ("compute_buffer", _LCPP_COMPUTE)):
         hit = _first(lines, (pat,))
         if hit:
             setattr(t, name, _iv(logged(hit[0], MIB, "MiB")))
             t.printed[name] = f"{hit[0]} MiB at line {hit[1].number}"
+    for ln in lines:
+        m = _LCPP_OFFLOADED.search(ln.text)
+        if m:
+            t.offloaded = (int(m.group(1)), int(m.group(2)))
+            t.printed["offloaded"] = f"offloaded {m.group(1)}/{m.group(2)} layers at line {ln.number}"
+            break
     seen: dict[str, tuple[Interval, str]] = {}
     for ln in lines:  # ``llama-model.cpp`` ``load_tensors``: one line per buffer type
         m = _LCPP_ANY_MODEL.search(ln.text)

@@ -63,6 +63,7 @@ class WhatIf:
         max_num_seqs: vLLM ``--max-num-seqs`` / SGLang ``--max-running-requests`` (the
             sequences the answer judges).
         flash_attn: llama.cpp ``-fa`` on/off/auto.
+        n_gpu_layers: llama.cpp ``-ngl``.
         release: the engine release when the log does not print it.
     """
 
@@ -75,6 +76,7 @@ class WhatIf:
     parallel: int | None = None
     max_num_seqs: int | None = None
     flash_attn: str | None = None
+    n_gpu_layers: int | None = None
     release: str | None = None
 
     def asked(self) -> bool:
@@ -520,8 +522,11 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
         flash_attn=fa if fa in ("on", "off", "auto") else ("on" if fa in (1, "1", True, "true") else
                                                         "off" if fa in (0, "0", False, "false") else "auto"),
         ubatch_size=int(fl.get("n_ubatch") or 512), batch_size=int(fl.get("n_batch") or 2048),
-        kv_unified=str(fl.get("kv_unified")).lower() in ("1", "true"))
+        kv_unified=str(fl.get("kv_unified")).lower() in ("1", "true"),
+        n_gpu_layers=_log_ngl(t, model) if t.model_buffer is not None else 999)
     kw: dict[str, Any] = {}
+    if w.n_gpu_layers is not None:
+        kw["n_gpu_layers"] = w.n_gpu_layers
     if w.max_model_len is not None:
         kw["ctx_size"] = w.max_model_len
     if w.parallel is not None:
@@ -544,8 +549,19 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
         # without a CUDA0 line (a CPU / unified-memory log) the model buffers on every device
         # are the loaded weights (llama-model.cpp load_tensors prints one line per buffer type)
         b, exact, src = printed.high, True, f"the log's model buffer size {said}"
-        how.append(CarriedTerm("model buffer (weights on the GPU)", "carried",
-                               f"{said}, under llama.cpp's band for the GPU's share"))
+        log_layers, n = min(base.n_gpu_layers, model.num_layers), model.num_layers
+        if t.model_buffer is not None and 0 < log_layers < n:
+            # a partial offload: the CUDA0 buffer holds the log's offloaded layers; the what-if's
+            # layers are sized per layer from it (fit_llamacpp's model_buffer spreads b over n layers)
+            per = t.model_buffer.high // log_layers
+            b, src = per * n, f"the log's model buffer size {said} ÷ {log_layers} offloaded layers = {per:,} B per layer"
+            verb = "carried" if new.n_gpu_layers == base.n_gpu_layers else "re-scaled"
+            how.append(CarriedTerm("model buffer (weights on the GPU)", verb,
+                                   f"{said} for {log_layers} layers: {per:,} B per layer × the what-if's layers, "
+                                   "under llama.cpp's band for the layers' share"))
+        else:
+            how.append(CarriedTerm("model buffer (weights on the GPU)", "carried",
+                                   f"{said}, under llama.cpp's band for the GPU's share"))
     else:
         b, exact, src = _model_weights(None, "model buffer (no 'CUDA0 model buffer size' line)")
     how.append(CarriedTerm("compute buffer", "re-estimated" if t.compute_buffer is not None else "estimated",
@@ -555,10 +571,22 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
     a = fit_llamacpp(model, b, exact, src, gpu, new, rel)
     changes = [gpu_change(None, gpu)]
     for flag, k in (("-c", "ctx_size"), ("-np", "parallel"), ("-ctk", "cache_type_k"), ("-ctv", "cache_type_v"),
-                    ("-fa", "flash_attn")):
+                    ("-fa", "flash_attn"), ("-ngl", "n_gpu_layers")):
         if getattr(base, k) != getattr(new, k):
             changes.append(f"{flag}: {_shown(getattr(base, k))} → {getattr(new, k)}")
     return WhatIfAnswer(a, changes, how, {"engine": "llama.cpp", "release": rel.text, "terms": t.to_dict()})
+
+
+def _log_ngl(t: LoggedTerms, model: ModelSpec) -> int:
+    """The log's ``-ngl``: ``offloaded N/M layers to GPU`` (``N = min(-ngl, n_layer + 1)``,
+    llama.cpp ``src/llama-model.cpp`` ``load_tensors``) gives ``N`` when some layers stayed on
+    the CPU; all of them (or no such line): 999, llama.cpp's "all". Used only with a ``CUDA0
+    model buffer`` line: without one (a CPU / unified-memory log) the buffers on every device
+    are what the what-if carries, as all layers."""
+    if t.offloaded is None:
+        return 999
+    on, of = t.offloaded
+    return on if on < of and on < model.num_layers + 1 else 999
 
 
 def render_whatif(wa: WhatIfAnswer) -> str:
