@@ -92,3 +92,17 @@ def test_llamacpp_ngl_whatif_scales_the_buffer_per_layer(capsys):
     assert mb["high"] == 887_399_380
     how = {c["name"]: c["how"] for c in w["carried_terms"]}
     assert how["model buffer (weights on the GPU)"] == "re-scaled"
+
+
+def test_gate_skips_a_cache_type_llama_cpp_refuses(capsys, tmp_path):
+    """Pythia-2.8B's head dim is 80 (2,560 / 32 heads): q8_0's and q4_0's blocks of 32 do not
+    divide it, so neither is a candidate; the gate still answers. The logged pool is 2,048
+    cells × 32 layers × 2 (K, V) × 2,560 × 2 B = 671,088,640 B, and 4 sequences of 2,048
+    need 4 × 671,088,640 = 2,684,354,560 B."""
+    rc = main(["gate", "--engine-log", PYTHIA, "--model", PYTHIA_CFG, "-np", "4", "-c", "8192", "-ctk", "f16",
+               "-ctv", "f16", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "4 sequences of 2,048 tokens need 4 × 671,088,640 = 2,684,354,560 B" in out
+    assert "-ctk q8_0 -ctv q8_0        not possible: llama.cpp refuses K cache type q8_0" in out
+    assert len(list(tmp_path.glob("*.json"))) == 1

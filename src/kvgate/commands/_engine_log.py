@@ -472,6 +472,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     from kvgate.gate.render import render_engine_log_gate  # noqa: PLC0415
 
     lines = render_engine_log_gate(res, pool.engine, slots=slots, max_seq=max_seq)
+    lines += [f"  {k['label']:<26} not possible: {k['reason']}" for k in res.get("skipped", [])]
     text = "\n".join([render_pool(pool), render_check(check), "", *lines] + ([f"record: {path}"] if path else []))
     payload = {"pool": pool.to_dict(), "crosscheck": check, **res}
     if wa is not None:

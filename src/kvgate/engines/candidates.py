@@ -114,7 +114,9 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     Returns:
         ``{"pool_bytes", "demand_bytes", "slot_bytes" (= "sequence_bytes": one sequence of
         L tokens, per rank), "verdict", "candidates": [...], "record": <kvgate.decision/2
-        dict>, "lines": [...]}``; each candidate keeps its ``name`` (``fewer slots`` …, for
+        dict>, "lines": [...], "skipped": [{name, label, reason}]}`` (``skipped``: a KV
+        cache type the engine refuses for this model, e.g. llama.cpp's q8_0 on head dim 80,
+        which is no candidate); each candidate keeps its ``name`` (``fewer slots`` …, for
         records and scripts) and has ``label``, the engine's own flag for it.
 
     Raises:
@@ -142,9 +144,16 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     base = "not-a-bottleneck" if D <= C else None
     cands: list[dict[str, Any]] = []
     words = ENGINE_WORDS[pool.engine]
-    for q in quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt]:
-        Sq = _slot_fn(model, q, tpv, layout, cp)
-        dq = slots * Sq(max_seq)
+    skipped: list[dict[str, str]] = []
+    tried = quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt]
+    for q in tried:
+        try:
+            Sq = _slot_fn(model, q, tpv, layout, cp)
+            dq = slots * Sq(max_seq)
+        except KvgateError as exc:  # the engine refuses this cache type for this model: not a candidate
+            skipped.append({"name": f"kv-quant:{q}", "label": words["quant"].format(q=q),
+                            "reason": exc.message + (f" ({exc.hint})" if exc.hint else "")})
+            continue
         cands.append({"name": f"kv-quant:{q}", "label": words["quant"].format(q=q), "demand_bytes": dq,
                       "capacity_bytes": C, "verdict": base or ("pays" if dq <= C else "insufficient"),
                       "text": f"{_seqs(slots)} at {q} need N·S_{q}(L) = {dq:,} B"})
@@ -164,13 +173,17 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     cands.append(_more_tp(pool, model, fmt, tpv, layout, slots, max_seq, C, base))
     sc = Scenario(total_bytes=C, peak_bytes=0, idle_bytes=0, slots_measured=0, slots_target=slots,
                   max_seq_measured=max_seq, max_seq=max_seq, margin=Fraction(0))
-    q0 = (quant_to or [f for f in QUANT_FORMATS[pool.engine] if f != fmt] or ["fp8"])[0]
+    usable = [q for q in tried if q not in {k["name"].split(":", 1)[1] for k in skipped}]
+    # the record's kv-quant: the first cache type the engine takes; none (all refused): the
+    # log's own format, so the record says no quantization helps (the refusals are its notes)
+    q0 = (usable or ([fmt] if tried else ["fp8"]))[0]
     inputs = DecisionInputs(model=model, scenario=sc, kv_format=fmt, tp=tpv, layout=layout,
                             candidates=["kv-quant"], quant_to=q0)
     lines = [f"KV cache pool C = {C:,} B per rank; {_seqs(slots)} of {max_seq:,} tokens ({words['seqs']} {slots}, "
              f"{words['len']} {max_seq:,}) need N·S(L) = {slots} × {S(max_seq):,} = {D:,} B "
              f"({'fits' if D <= C else 'does not fit'})"]
     lines += [f"{c.get('label', c['name']):<24} {c['verdict']:<17} {c['text']}" for c in cands]
+    lines += [f"{k['label']:<24} {'not possible':<17} {k['reason']}" for k in skipped]
     # NOTE: host offload is judged above (trace-measured need, host size), not by the
     # gate's bound-only 'tiering' candidate, which would always 'pay' here and contradict
     # it; the record keeps the engine-log verdicts as notes, exactly as printed.
@@ -181,7 +194,7 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
                            *(f"engine-log gate: {ln}" for ln in lines)])
     return {"pool_bytes": C, "slot_bytes": S(max_seq), "sequence_bytes": S(max_seq), "demand_bytes": D, "kv_format": fmt, "tp": tpv,
             "layout": layout, "verdict": base or "does-not-fit", "candidates": cands, "record": record,
-            "lines": lines}
+            "lines": lines, "skipped": skipped}
 
 
 def _largest(pred, hi: int) -> int | None:
