@@ -106,3 +106,21 @@ def test_gate_skips_a_cache_type_llama_cpp_refuses(capsys, tmp_path):
     assert "4 sequences of 2,048 tokens need 4 × 671,088,640 = 2,684,354,560 B" in out
     assert "-ctk q8_0 -ctv q8_0        not possible: llama.cpp refuses K cache type q8_0" in out
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+SGL = str(DATA / "fit_logs" / "sglang_2025-03_gemma-3-4b_h200_1.log")
+GEMMA_CFG = str(DATA / "fit_logs" / "configs" / "gemma-3-4b-it.json")
+
+
+def test_sglang_spellings_name_the_gate_target(capsys):
+    """Gemma-3-4B: 34 layers × 4 KV heads × 256 × 2 B = 69,632 B of K per token, as much V:
+    8,192 tokens are 8,192 × 139,264 = 1,140,850,688 B, 200 of them 228,170,137,600 B."""
+    base = ["gate", "--engine-log", SGL, "--model", GEMMA_CFG, "--no-record"]
+    assert main([*base, "--max-running-requests", "200", "--context-length", "8192"]) == 0
+    ours = capsys.readouterr().out
+    assert "200 sequences of 8,192 tokens need 200 × 1,140,850,688 = 228,170,137,600 B" in ours
+    assert main([*base, "--max-num-seqs", "200", "--max-model-len", "8192"]) == 0
+    assert capsys.readouterr().out == ours
+    rc = main(["gate", "--engine-log", QWEN, "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--tp", "4",
+               "--max-running-requests", "8", "--max-model-len", "8192", "--no-record"])
+    assert rc == 2 and "an SGLang flag" in capsys.readouterr().err

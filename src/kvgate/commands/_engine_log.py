@@ -76,7 +76,9 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="whatif_ngl", metavar="N", type=nonneg_int,
                    default=None, help=argparse.SUPPRESS if gate else
                    "llama.cpp's layers on the GPU (default: the log's 'offloaded N/M layers')")
-    if gate:
+    if gate:  # SGLang's spelling of the target sequences (its --context-length is the target length)
+        g.add_argument("--max-running-requests", dest="sglang_max_running_requests", metavar="N", type=positive_int,
+                       default=None, help=argparse.SUPPRESS)
         g.description = RULE_GATE
         p.add_argument("--pp", dest="pp", type=positive_int, default=None, help="the log's -pp, when it is silent")
         return
@@ -118,9 +120,10 @@ RULE_HELP = (
     "  as the log's own, with a note (so pasting your launch flags works). vLLM/SGLang logs that\n"
     "  do not state their KV dtype ran --kv-cache-dtype auto: the model's dtype, with a note.")
 
-RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is\n"
-             "silent; -tp, --kv-cache-dtype, -ctk/-ctv, -ngl ... are what-ifs where they differ from it and the log's own\n"
-             "(noted) where it is silent; the what-if judges the target --max-num-seqs N --max-model-len L")
+RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is silent;\n"
+             "-tp, --kv-cache-dtype, -ctk/-ctv, -ngl ... are what-ifs where they differ from it (else the log's own, noted);\n"
+             "the what-if judges the target --max-num-seqs N --max-model-len L (SGLang: --max-running-requests, "
+             "--context-length)")
 
 
 @dataclass
@@ -384,6 +387,31 @@ def add_startup_flags(p: argparse.ArgumentParser) -> None:
                    help="read this docker compose service of the log (default: the only one with a pool)")
 
 
+def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None,
+                   max_seq: int | None) -> tuple[int | None, int | None]:
+    """The gate's target in SGLang's spellings: ``--max-running-requests N`` (sequences) and
+    ``--context-length L`` (tokens per request, SGLang ``server_args.py``), on an SGLang log.
+
+    Raises:
+        KvgateError: ``--max-running-requests`` on another engine's log; a target given twice
+            with different values.
+    """
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+
+    mrr = getattr(args, "sglang_max_running_requests", None)
+    if mrr is not None and pool.engine != "sglang":
+        raise KvgateError(f"--max-running-requests {mrr}: an SGLang flag, and this is a {pool.engine} log",
+                          hint="vLLM: --max-num-seqs; llama.cpp: -np")
+    if pool.engine != "sglang":
+        return slots, max_seq
+    ctx = getattr(args, "whatif_context_length", None)
+    for flag, mine, theirs, other in (("--max-running-requests", slots, mrr, "--max-num-seqs/--slots"),
+                                      ("--context-length", max_seq, ctx, "--max-model-len/--max-seq")):
+        if mine is not None and theirs is not None and mine != theirs:
+            raise KvgateError(f"{flag} {theirs} and {other} {mine} name the target twice", hint="give one of them")
+    return (slots if slots is not None else mrr), (max_seq if max_seq is not None else ctx)
+
+
 def run_engine_gate(args: argparse.Namespace) -> int:
     """Run the engine-log gate: the engine flags as :class:`kvgate.options.EngineOptions`,
     ``--trace`` as :class:`kvgate.options.ReplayOptions`, the record flags as
@@ -426,6 +454,9 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     ls = resolve_log_settings(args, pool, model)
     settle_by_crosscheck(pool, model, ls, block_size=engine.layout_options.get("block_size"))
     slots, max_seq = engine.slots, engine.max_seq_for(model)
+    slots, max_seq = _sglang_target(args, pool, slots, max_seq)
+    if (slots, max_seq) != (engine.slots, engine.max_seq_for(model)):  # given in SGLang's spellings
+        engine = replace(engine, slots=slots, max_seq=max_seq)
     if not slots or not max_seq:
         raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
                              "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
