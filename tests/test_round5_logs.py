@@ -124,3 +124,23 @@ def test_sglang_spellings_name_the_gate_target(capsys):
     rc = main(["gate", "--engine-log", QWEN, "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--tp", "4",
                "--max-running-requests", "8", "--max-model-len", "8192", "--no-record"])
     assert rc == 2 and "an SGLang flag" in capsys.readouterr().err
+
+
+L40S_LOG = str(DATA / "fit_logs" / "vllm_0.8.5-dev_llama-3.1-8b_l40s_1.log")
+
+
+def test_same_settings_whatif_that_misses_the_logged_pool_says_so(capsys):
+    """Llama-3.1-8B bf16: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 131,072 B per
+    token, a block of 16 is 2,097,152 B; the log's 158,656 tokens are 9,916 blocks =
+    20,795,359,232 B. The default utilization 0.9 on an L40S predicts more than that: the
+    answer says it does not rebuild the log and names the unprinted utilization."""
+    assert main(["import-log", L40S_LOG, "--model", "llama-3.1-8b", "--gpu", "L40S"]) == 0
+    out = capsys.readouterr().out
+    assert "pool (exact, from the model): 20,795,359,232 B per rank" in out
+    warn = [ln for ln in out.splitlines() if ln.startswith("WARNING:")]
+    assert warn[0].startswith("WARNING: the log's own settings, yet its pool (158,656 tokens) is outside")
+    assert "a --gpu-memory-utilization the log does not print" in warn[1]
+    # another utilization is a what-if: no such warning
+    assert main(["import-log", L40S_LOG, "--model", "llama-3.1-8b", "--gpu", "L40S",
+                 "--gpu-memory-utilization", "0.8"]) == 0
+    assert "WARNING:" not in capsys.readouterr().out

@@ -105,6 +105,7 @@ class WhatIfAnswer:
     changes: list[str]
     carried: list[CarriedTerm]
     log: dict[str, Any] = field(default_factory=dict)
+    contradicts_log: list[str] = field(default_factory=list)  # the log's own settings, and its pool outside
 
     def to_dict(self) -> dict[str, Any]:
         """``kvgate fit``'s payload (schema ``kvgate.fit/1``) plus ``changes`` (from the log's
@@ -113,6 +114,8 @@ class WhatIfAnswer:
         log said)."""
         d = self.answer.to_dict()
         d.update(changes=list(self.changes), carried_terms=[c.to_dict() for c in self.carried], from_log=self.log)
+        if self.contradicts_log:
+            d["contradicts_log"] = list(self.contradicts_log)
         return d
 
 
@@ -363,7 +366,39 @@ class _VllmFromLog:
                "settings": {"gpu_memory_utilization": self.base.gpu_memory_utilization,
                             "max_model_len": self.base.max_model_len, "tensor_parallel_size": self.log_tp,
                             "pipeline_parallel_size": self.log_pp, "kv_cache_dtype": self.base.kv_cache_dtype}}
-        return WhatIfAnswer(a, changes, how, log)
+        return WhatIfAnswer(a, changes, how, log, self.contradiction(a, s))
+
+    def contradiction(self, a: FitAnswer, s: Any) -> list[str]:
+        """When the what-if asks the log's own settings (no flag changed; at most the log's
+        unnamed GPU named) and the logged pool falls outside the answer's interval: what the
+        log says, what was predicted, and the likely cause (a ``--gpu-memory-utilization``
+        the log does not print: the one its pool implies, from the terms above)."""
+        tokens = self.pool.pool_tokens
+        same_gpu = self.w.gpu is None or self.t.total is None
+        if self.flags != self.base or not same_gpu or tokens is None or not a.tokens:
+            return []
+        lo, hi = int(a.tokens["low"]), int(a.tokens["high"])
+        if lo <= tokens <= hi:
+            return []
+        out = [f"the log's own settings, yet its pool ({tokens:,} tokens) is outside the answer's {lo:,} … {hi:,} "
+               "tokens: the answer does not rebuild this log"]
+        printed_util = self.t.utilization is not None or self.pool.flags.get("gpu_memory_utilization") is not None
+        lp = self.logged_pool
+        if not printed_util and lp is not None:
+            from kvgate.fit.widths import model_widths  # noqa: PLC0415
+
+            terms, _ = self.terms(s, model_widths(self.model.config, s.tensor_parallel_size))
+            need = lp + total(terms)
+            cuda = self.gpu.cuda_total
+            u_lo, u_hi = need.low / cuda.high, need.high / cuda.low
+            out.append(f"likely cause: a --gpu-memory-utilization the log does not print (its pool implies "
+                       f"{u_lo:.2f} … {u_hi:.2f} on {self.gpu.name}, not the default "
+                       f"{self.base.gpu_memory_utilization}); give it to size from the log's own share")
+        elif not printed_util:
+            out.append("likely cause: a --gpu-memory-utilization the log does not print")
+        else:
+            out.append("likely cause: another GPU than the one named, or a non-KV term outside kvgate's band")
+        return out
 
 
 def gpu_change(log_gpu: Gpu | None, new: Gpu) -> str:
@@ -595,6 +630,7 @@ def render_whatif(wa: WhatIfAnswer) -> str:
     from kvgate.fit.render import render_text  # noqa: PLC0415
 
     head = ["what if (from the log): " + ("; ".join(wa.changes) if wa.changes else "the log's own settings")]
+    head += [f"WARNING: {ln}" for ln in wa.contradicts_log]
     if wa.answer.engine == "llama.cpp":  # its buffer table already lists every term with its source: once
         tail = ["", "non-KV terms, from the log or not: "
                 + "; ".join(f"{c.name.split(' (')[0]} {c.how}" + (f" ({c.detail})" if c.how != "estimated" else "")
