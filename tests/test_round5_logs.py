@@ -144,3 +144,24 @@ def test_same_settings_whatif_that_misses_the_logged_pool_says_so(capsys):
     assert main(["import-log", L40S_LOG, "--model", "llama-3.1-8b", "--gpu", "L40S",
                  "--gpu-memory-utilization", "0.8"]) == 0
     assert "WARNING:" not in capsys.readouterr().out
+
+
+def test_llamacpp_import_log_speaks_llama_cpp(capsys):
+    """Pythia-2.8B f16 at 2,048 cells: 2,048 × 32 layers × 2,560 × 2 B = 335,544,320 B of K,
+    as much V: 671,088,640 B, the logged 640.00 MiB."""
+    assert main(["import-log", PYTHIA, "--model", PYTHIA_CFG]) == 0
+    out = capsys.readouterr().out
+    assert "KV cache (all layers) 671,088,640 B" in out and "pool (exact, from the model): 671,088,640 B (all layers)" in out
+    for leak in ("per rank", "TP / PP", "None layers", "? layers"):
+        assert leak not in out, leak
+    assert "kv        2,048 cells, layers not logged, f16/f16: 640.00 MiB" in out
+    assert main(["import-log", PYTHIA, "--model", PYTHIA_CFG, "--json"]) == 0
+    pool = json.loads(capsys.readouterr().out)["pool"]
+    assert "slots" not in pool and pool["n_seq_max"] == 1
+
+
+def test_vllm_concurrency_is_printed_as_vllm_does(capsys):
+    assert main(["import-log", QWEN, "--model", "qwen3-30b-a3b", "--tp", "4", "--kv-format", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "Maximum concurrency for 8,192 tokens per request: 24.27x" in out
+    assert "max_concurrency=" not in out and "concurrency_len=" not in out

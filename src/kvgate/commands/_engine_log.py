@@ -29,7 +29,7 @@ from kvgate.commands._args import engine_options_from_args, gate_options_from_ar
 from kvgate.engines.candidates import gate_from_engine_log
 from kvgate.engines.crosscheck import crosscheck
 from kvgate.engines.pool import EngineLogError, EnginePool, read_engine_log
-from kvgate.engines.report import apply_overrides, model_from_log, render_check, render_pool
+from kvgate.engines.report import apply_overrides, model_from_log, pool_payload, render_check, render_pool
 from kvgate.units import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -505,7 +505,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     lines = render_engine_log_gate(res, pool.engine, slots=slots, max_seq=max_seq)
     lines += [f"  {k['label']:<26} not possible: {k['reason']}" for k in res.get("skipped", [])]
     text = "\n".join([render_pool(pool), render_check(check), "", *lines] + ([f"record: {path}"] if path else []))
-    payload = {"pool": pool.to_dict(), "crosscheck": check, **res}
+    payload = {"pool": pool_payload(pool), "crosscheck": check, **res}
     if wa is not None:
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 

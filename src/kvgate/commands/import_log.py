@@ -18,7 +18,7 @@ from kvgate.commands._engine_log import (
 )
 from kvgate.commands._types import positive_int
 from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.report import model_from_log, render_check, render_pool
+from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import get_format
 from kvgate.measure.measurement import measurement_file
@@ -106,10 +106,11 @@ def run(args: argparse.Namespace) -> int:
     elif args.out:
         raise KvgateError(f"--out {args.out}: the log states no pool bytes, so there is no measurement to write",
                           hint="pass --model so that kvgate computes the pool's bytes from the model")
-    payload = {"pool": pool.to_dict(), "crosscheck": check, "measurement": doc, "out": args.out}
+    payload = {"pool": pool_payload(pool), "crosscheck": check, "measurement": doc, "out": args.out}
     text = render_pool(pool) + "\n" + render_check(check)
     if exact:
-        text += f"\npool (exact, from the model): {exact:,} B per rank"
+        text += f"\npool (exact, from the model): {exact:,} B " + ("(all layers)" if pool.engine == "llama.cpp"
+                                                                   else "per rank")
     if args.out:
         text += f"\nwrote {args.out}"
     if w.asked():

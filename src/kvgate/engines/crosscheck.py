@@ -292,7 +292,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
         lines = [f"agrees to the block: {count} blocks of {sol['pool_bytes_per_block']:,} B "
                  f"(block size {sol['block_size']}, {sol['groups']} group(s)"
                  + (", the stage that sets the pool" if pp > 1 else "") + f") give the logged "
-                 f"{tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
+                 f"{tokens:,} tokens" + _conc_said(pool, " and ")]
         if avail is None:
             # the token and concurrency lines agree with each other for any model: only the
             # block count is checked, not the model, KV format or TP split behind it
@@ -339,7 +339,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                          f"(get_kv_cache_configs), and this log shows one rank's ({avail.text}); the pool implies "
                          f"{sol['budget_low']:,} … {sol['budget_high']:,} B on the smallest rank")
     lines = [f"differs: no block count under kv format {fmt}, tp {tp}" + (f", pp {pp}" if pp > 1 else "")
-             + f", block {block} gives the logged {tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
+             + f", block {block} gives the logged {tokens:,} tokens" + _conc_said(pool, " at ")
              + (f" within {avail.text}" if avail else "")]
     if sol is not None and avail is not None:
         lines.append(f"{sol['num_blocks']:,} blocks reproduce the lines but need {sol['budget_low']:,} … "
@@ -398,6 +398,12 @@ def _checks(check: Any, f: str, t: int) -> bool:
         return False
 
 
+def _conc_said(pool: EnginePool, joint: str) -> str:
+    """`` and 24.27x`` (``joint`` first) when the log prints its maximum concurrency, else ``""``."""
+    conc = pool.flags.get("max_concurrency")
+    return f"{joint}{conc}x" if conc is not None else ""
+
+
 # ---------------------------------------------------------------- llama.cpp
 
 def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
@@ -447,7 +453,8 @@ def _llamacpp(pool: EnginePool, model: ModelSpec) -> dict[str, Any]:
         lines.append(f"{'agrees to the cell' if good else 'differs'}: {c['cells']:,} cells × {c['n_stream']} "
                      f"stream(s) × {len(sub)} layers: "
                      f"K ({c['k_type']}) {kb:,} B, V ({c['v_type']}) {vb:,} B; logged K {c['k_size'].text}, "
-                     f"V {c['v_size'].text}, {c['layers']} layers")
+                     f"V {c['v_size'].text}" + (f", {c['layers']} layers" if c["layers"] is not None else
+                                               " (the log does not print its layer count)"))
     return {"status": "agrees" if ok else "differs", "unit": "cell", "pool_bytes": total if ok else None,
             "causes": [] if ok else ["layer count, head width or cache type differ from the model given"],
             "lines": lines}
