@@ -375,9 +375,10 @@ class _VllmFromLog:
         the log does not print: the one its pool implies, from the terms above)."""
         tokens = self.pool.pool_tokens
         same_gpu = self.w.gpu is None or self.t.total is None
-        if self.flags != self.base or not same_gpu or tokens is None or not a.tokens:
+        t_lo, t_hi = (a.tokens or {}).get("low"), (a.tokens or {}).get("high")
+        if self.flags != self.base or not same_gpu or tokens is None or t_lo is None or t_hi is None:
             return []
-        lo, hi = int(a.tokens["low"]), int(a.tokens["high"])
+        lo, hi = int(t_lo), int(t_hi)
         if lo <= tokens <= hi:
             return []
         out = [f"the log's own settings, yet its pool ({tokens:,} tokens) is outside the answer's {lo:,} … {hi:,} "
