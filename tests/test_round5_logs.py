@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kvgate.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -165,3 +167,48 @@ def test_vllm_concurrency_is_printed_as_vllm_does(capsys):
     out = capsys.readouterr().out
     assert "Maximum concurrency for 8,192 tokens per request: 24.27x" in out
     assert "max_concurrency=" not in out and "concurrency_len=" not in out
+
+
+# --- the log's own settings cannot be contradicted by kvgate's spellings (breaker round 2) ---
+def _run(argv, capsys):
+    from kvgate.cli import main
+
+    code = main(argv)
+    cap = capsys.readouterr()
+    return code, cap.out + cap.err
+
+
+@pytest.mark.parametrize("argv,why", [
+    # llama.cpp has no tensor parallel size: --tp would halve each sequence's bytes
+    (["import-log", "llamacpp_b5489_qwen3-0.6b-q4_k_m_jetson-orin_1.log", "--model", "qwen3-0.6b", "--tp", "2"],
+     "llama.cpp has no tensor parallel size"),
+    # the log's cache lines say K (f16): --kv-format q8_0 would size q8_0 sequences against an f16 pool
+    (["gate", "--engine-log", "llamacpp_b5489_qwen3-0.6b-q4_k_m_jetson-orin_1.log", "--model", "qwen3-0.6b",
+      "--kv-format", "q8_0", "--slots", "1", "--max-seq", "4096", "--no-record"], "the log states its cache types"),
+    (["import-log", "llamacpp_b5489_qwen3-0.6b-q4_k_m_jetson-orin_1.log", "--model", "qwen3-0.6b", "-pp", "2"],
+     "the pipeline-parallel size is vLLM's"),
+    # another engine's flag on import-log would go unused
+    (["import-log", "sglang_2025-07_llama-3.1-8b_24gb-gpu_1.log", "--model", "llama-3.1-8b", "--gpu", "RTX-4090",
+      "--max-model-len", "8192"], "a vLLM flag, and this is a SGLang log"),
+    (["import-log", "sglang_2025-07_llama-3.1-8b_24gb-gpu_1.log", "--model", "llama-3.1-8b", "--gpu", "RTX-4090",
+      "-np", "4"], "a llama.cpp flag, and this is a SGLang log"),
+    # SGLang's log states kv_cache_dtype='auto' (the model's bf16): q4_0 is a what-if SGLang does not have
+    (["import-log", "sglang_2025-01_llama-3.1-8b_h100_1.log", "--model", "llama-3.1-8b", "--kv-cache-dtype", "q4_0",
+      "--gpu", "H100"], "not one of SGLang's"),
+])
+def test_a_log_setting_contradicted_or_a_foreign_flag_is_refused(argv, why, capsys, tmp_path):
+    fit_logs = Path(__file__).parent / "data" / "fit_logs"
+    argv = [str(fit_logs / a) if (fit_logs / a).is_file() else a for a in argv]
+    code, text = _run(argv, capsys)
+    assert code == 2, text
+    assert why in text
+
+
+def test_pp_below_the_stages_the_process_tags_show_is_refused(capsys):
+    """The log's Worker_PP… tags show at least 4 stages; --pp 2 names fewer, which the log
+    contradicts (--pp names the log's own only where the log is silent)."""
+    log = Path(__file__).parent / "data" / "logs" / "vllm_pp4_worker-tags.log"
+    cfg = Path(__file__).parent / "data" / "configs" / "qwen3-8b.json"
+    code, text = _run(["gate", "--engine-log", str(log), "--model", str(cfg), "--pp", "2", "--slots", "16",
+                       "--max-seq", "32768", "--no-record"], capsys)
+    assert code == 2 and "the log states pipeline parallel size at least" in text

@@ -110,6 +110,16 @@ def _stated_tp(pool: EnginePool) -> int | None:
     return pool.tp if pool.tp is not None and "at least" not in src else None
 
 
+_ENGINE_NAME = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
+
+
+def _stated_pp(pool: EnginePool) -> tuple[int | None, bool]:
+    """The log's pipeline parallel size and whether it is exact (``False``: a lower bound
+    from ``Worker_PP…`` process tags); ``(None, False)`` when the log does not say."""
+    src = str((pool.parallel.get("pp") or {}).get("source") or "")
+    return pool.pp, pool.pp is not None and "at least" not in src
+
+
 # -- the one rule for the log's settings and the what-ifs (import-log and gate --engine-log) --
 RULE_HELP = (
     "The log's settings and the what-ifs (one rule for import-log and gate --engine-log):\n"
@@ -183,6 +193,20 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
     if pool.engine != "llama.cpp" and eng_kv is None:
         eng_kv = ctk
     eng_tp, eng_pp = getattr(args, "vllm_tp", None), getattr(args, "vllm_pp", None)
+    if pool.engine == "llama.cpp" and own_tp not in (None, 1):  # one process, its layers split by -ngl/-sm
+        raise KvgateError(f"--tp {own_tp}: llama.cpp has no tensor parallel size, and this is a llama.cpp log",
+                          hint="leave --tp out")
+    if pool.engine != "vllm":
+        for flag, val in (("--pp", own_pp), ("-pp", eng_pp)):
+            if val not in (None, 1):  # vLLM's pipeline stages; kvgate models no other engine's
+                raise KvgateError(f"{flag} {val}: the pipeline-parallel size is vLLM's, and this is a {pool.engine} log",
+                                  hint=f"leave {flag} out")
+    stated_pp, pp_exact = _stated_pp(pool)
+    if own_pp is not None and stated_pp is not None and (own_pp != stated_pp if pp_exact else own_pp < stated_pp):
+        src = (pool.parallel.get("pp") or {}).get("source") or "the log"
+        raise KvgateError(f"--pp {own_pp}: the log states pipeline parallel size "
+                          f"{'' if pp_exact else 'at least '}{stated_pp} ({src}); --pp names the log's own when it "
+                          "does not say", hint="leave --pp out")
     stated_tp = _stated_tp(pool)
     # TP
     log_tp = stated_tp
@@ -210,12 +234,18 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
                               "another -pp is not modelled", hint=f"drop -pp, or give the log's own (-pp {log_pp})")
     # KV format
     log_kv = pool.kv_format
+    if log_kv is None and pool.engine != "llama.cpp" and str(pool.flags.get("kv_cache_dtype") or "") == "auto":
+        log_kv = _fmt_name("auto", model)  # the log states auto: the model's dtype (vLLM/SGLang rule)
     if own_kv is not None:
         out.kv_format = own_kv
         log_kv = log_kv or own_kv
     if pool.engine == "llama.cpp":
         caches = pool.parsed.get("caches") or []
-        log_k = (caches[0].get("k_type") if caches else None) or log_kv
+        stated_k = caches[0].get("k_type") if caches else None
+        if own_kv is not None and stated_k is not None and _fmt_name(own_kv, model) != _fmt_name(str(stated_k), model):
+            raise KvgateError(f"--kv-format {own_kv}: the log states its cache types (K {stated_k}); --kv-format "
+                              "names the log's own when it does not say", hint="ask the what-if with -ctk/-ctv")
+        log_k = stated_k or log_kv
         log_v = (caches[0].get("v_type") if caches else None) or log_kv
         if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
             out.whatif_kv = ctk
@@ -304,6 +334,17 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings
     from kvgate.fit.gpus import gpu_from_total, lookup_gpu  # noqa: PLC0415
     from kvgate.fit.whatif import WhatIf  # noqa: PLC0415
 
+    if target is None:  # import-log: another engine's flag would go unused
+        for flag, dest, engines in (("--max-model-len", "vllm_max_model_len", ("vllm",)),
+                                    ("--context-length", "whatif_context_length", ("sglang",)),
+                                    ("-c", "lcpp_ctx_size", ("llama.cpp",)), ("-np", "lcpp_parallel", ("llama.cpp",)),
+                                    ("-fa", "flash_attn", ("llama.cpp",)), ("-ctv", "lcpp_cache_type_v", ("llama.cpp",))):
+            val = getattr(args, dest, None)
+            if val is not None and pool.engine not in engines:
+                raise KvgateError(f"{flag} {val}: a {_ENGINE_NAME[engines[0]]} flag, and this is a {_ENGINE_NAME[pool.engine]} log",
+                                  hint={"vllm": "vLLM: --max-model-len, --max-num-seqs",
+                                        "sglang": "SGLang: --context-length, --max-running-requests",
+                                        "llama.cpp": "llama.cpp: -c, -np, -ctk/-ctv, -fa, -ngl"}[pool.engine])
     name, total = getattr(args, "whatif_gpu", None), getattr(args, "total", None)
     if name and total:
         raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
