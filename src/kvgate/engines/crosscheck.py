@@ -362,7 +362,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
     p = pool.parsed
     if pool.pool_tokens is None or pool.pool_bytes is None:
         return {"status": "cannot-check", "unit": "token", "causes": [], "pool_bytes": None,
-                "lines": ["the log has no 'KV Cache is allocated. #tokens: …' line"]}
+                "lines": ["the log has no 'KV Cache is allocated. …' line with the pool's size "
+                          "(#tokens, or max_total_num_tokens and the K/V sizes)"]}
     tokens = pool.pool_tokens
     logged_text = pool.pool_bytes.text
 
@@ -374,7 +375,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
 
     ok, sp = check(fmt, tp)
     n = tokens + sp.page_size
-    line = (f"(#tokens {tokens:,} + page {sp.page_size}) × per-token " + (
+    what = "#tokens" if p.get("tokens") is not None else "max_total_num_tokens"  # old logs: no #tokens
+    line = (f"({what} {tokens:,} + page {sp.page_size}) × per-token " + (
         f"K {sp.k_bytes // n:,} B, V {sp.v_bytes // n:,} B" if not sp.mla else f"KV {sp.k_bytes // n:,} B")
         + (f" + DSA indexer pages {sp.index_bytes:,} B" if sp.index_bytes else "")
         + f" = {sp.total:,} B; logged {logged_text}")
