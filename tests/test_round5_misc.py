@@ -3,6 +3,8 @@ layout does not take, unreadable vLLM figures, llama.cpp's printed flash-attenti
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kvgate.cli import main
@@ -43,9 +45,39 @@ def test_old_sglang_log_pool_comes_from_max_total_num_tokens_and_is_checked_to_t
 
 def test_gate_on_an_old_sglang_log_sizes_the_pool(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    import os
     log = os.path.join(os.path.dirname(__file__), "..", OLD_SGLANG)
     assert main(["gate", "--engine-log", log, "--model", "llama-3.1-8b", "--slots", "16", "--max-seq", "8192",
                  "--no-record"]) == 0
     out = capsys.readouterr().out
     assert "KV cache pool 58,261,635,072 B per GPU" in out
+
+
+@pytest.mark.parametrize("name, opts, bad", [("sglang", {"block_size": 16}, "block_size"),
+                                             ("contiguous", {"page_size": 64}, "page_size"),
+                                             ("llama.cpp", {"block_size": 16, "page_size": 1}, "block_size, page_size")])
+def test_a_layout_option_the_layout_does_not_take_names_both(name, opts, bad):
+    from kvgate.geometry import GeometryError, get_layout
+
+    with pytest.raises(GeometryError) as ei:
+        get_layout(name, **opts)
+    assert ei.value.message.startswith(f"layout {name!r} does not take the option")
+    assert ei.value.message.endswith(bad)
+    assert "__init__" not in ei.value.message and "unexpected keyword" not in ei.value.message
+
+
+def test_recheck_of_a_record_with_a_layout_option_it_does_not_take(tmp_path, capsys):
+    import json
+    import sys
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_recheck_fidelity import RECORDS
+
+    rec = json.loads(json.dumps(RECORDS["demo"]))
+    rec["inputs"]["layout"] = {"name": "sglang", "block_size": 16}  # a vLLM option under the SGLang layout
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(rec))
+    assert main(["recheck", str(path)]) == 2
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert "inputs.layout: layout 'sglang' does not take the option block_size" in text
+    assert "__init__" not in text and "unexpected keyword" not in text

@@ -24,6 +24,7 @@ from kvgate.errors import (
 from kvgate.gate.decision import DecisionInputs, decide, finalize, with_overrides
 from kvgate.gate.digest import derived_differences, inputs_digest
 from kvgate.gate.render import render_markdown
+from kvgate.geometry import GeometryError, get_layout
 from kvgate.gate.schema import (
     DECISION_SCHEMA,
     MEASUREMENT_SCHEMA,
@@ -176,6 +177,11 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
         KvgateError: what-ifs the gate refuses (peak above the card, ...).
     """
     inputs = DecisionInputs.from_dict(rec["inputs"])
+    lay = dict(inputs.layout)
+    try:  # the record's layout and its options, named by field before anything is sized
+        get_layout(str(lay.pop("name", "contiguous")), **lay)
+    except GeometryError as exc:
+        raise RecordError(f"inputs.layout: {exc.message}", hint=exc.hint) from None
     old_m = recorded_measurement(rec)
     recomputed = decide(inputs, old_m)
     recomputed["created"] = rec.get("created")  # the decision's own date, not the recheck's
