@@ -81,3 +81,26 @@ def test_recheck_of_a_record_with_a_layout_option_it_does_not_take(tmp_path, cap
     text = err.out + err.err
     assert "inputs.layout: layout 'sglang' does not take the option block_size" in text
     assert "__init__" not in text and "unexpected keyword" not in text
+
+
+def test_a_cut_off_vllm_concurrency_line_says_not_available_in_words():
+    from kvgate.engines import read_engine_log
+    from kvgate.engines.crosscheck import crosscheck
+    from kvgate.model import load_model
+
+    with open("tests/data/fit_logs/vllm_0.8.5-dev_llama-3.1-8b_l40s_1.log") as fh:
+        text = fh.read()
+    full = "Maximum concurrency for 32,768 tokens per request: 4.84x"
+    assert full in text
+    cut = text.replace(full, "Maximum concurrency for 32,768 tokens per request: 4.8")  # 4.8 of 4.84x: no figure
+    pool = read_engine_log("cut.log", text=cut)
+    assert pool.parsed["max_concurrency"] is None and pool.parsed["max_concurrency_unread"] == 8
+    assert pool.parsed["concurrency_len"] == 32_768
+    cc = crosscheck(pool, load_model("llama-3.1-8b"), kv_format="bf16")
+    # 158,656 logged tokens / block 16 = 9,916 blocks of 16 × 131,072 = 2,097,152 B
+    assert cc["lines"][0].startswith("consistent to the block: 9,916 blocks of 2,097,152 B")
+    assert cc["lines"][0].endswith("158,656 tokens and maximum concurrency not available "
+                                   "(line 8 is cut off before its 'x')")
+    assert "?" not in cc["lines"][0]
+    whole = crosscheck(read_engine_log("whole.log", text=text), load_model("llama-3.1-8b"), kv_format="bf16")
+    assert whole["lines"][0].endswith("158,656 tokens and 4.84x")

@@ -292,7 +292,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
         lines = [f"agrees to the block: {count} blocks of {sol['pool_bytes_per_block']:,} B "
                  f"(block size {sol['block_size']}, {sol['groups']} group(s)"
                  + (", the stage that sets the pool" if pp > 1 else "") + f") give the logged "
-                 f"{tokens:,} tokens and {pool.flags.get('max_concurrency') or '?'}x"]
+                 f"{tokens:,} tokens and {_concurrency_words(pool)}"]
         if avail is None:
             # the token and concurrency lines agree with each other for any model: only the
             # block count is checked, not the model, KV format or TP split behind it
@@ -339,7 +339,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                          f"(get_kv_cache_configs), and this log shows one rank's ({avail.text}); the pool implies "
                          f"{sol['budget_low']:,} … {sol['budget_high']:,} B on the smallest rank")
     lines = [f"differs: no block count under kv format {fmt}, tp {tp}" + (f", pp {pp}" if pp > 1 else "")
-             + f", block {block} gives the logged {tokens:,} tokens at {pool.flags.get('max_concurrency') or '?'}x"
+             + f", block {block} gives the logged {tokens:,} tokens and {_concurrency_words(pool)}"
              + (f" within {avail.text}" if avail else "")]
     if sol is not None and avail is not None:
         lines.append(f"{sol['num_blocks']:,} blocks reproduce the lines but need {sol['budget_low']:,} … "
@@ -348,6 +348,16 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                                                             "(KV format, TP split, block size, token rule)"]
     return {"status": "differs", "unit": "block", "expected": sol, "logged": logged, "pool_bytes": None,
             "causes": causes, "lines": lines}
+
+
+def _concurrency_words(pool: EnginePool) -> str:
+    """The logged "Maximum concurrency" figure as ``24.25x``, or in words when the log
+    gives none (or a line cut off before its ``x``)."""
+    x = pool.flags.get("max_concurrency")
+    if x is not None:
+        return f"{x}x"
+    line = pool.parsed.get("max_concurrency_unread")
+    return ("maximum concurrency not available" + (f" (line {line} is cut off before its 'x')" if line else ""))
 
 
 # ---------------------------------------------------------------- SGLang
