@@ -104,3 +104,36 @@ def test_a_cut_off_vllm_concurrency_line_says_not_available_in_words():
     assert "?" not in cc["lines"][0]
     whole = crosscheck(read_engine_log("whole.log", text=text), load_model("llama-3.1-8b"), kv_format="bf16")
     assert whole["lines"][0].endswith("158,656 tokens and 4.84x")
+
+
+QWEN3_CPU = "tests/data/logs/llamacpp_qwen3-ctx4096_cpu.log"
+
+
+@pytest.mark.parametrize("printed, extra, want", [
+    ("enabled", "", "on"), ("disabled", "", "off"), ("1", "", "on"), ("0", "", "off"),
+    ("auto -> enabled", "", "on"), ("auto -> disabled", "", "off"), ("auto", "", "auto"),
+    ("auto", "llama_context: Flash Attention was auto, set to enabled\n", "on"),
+    ("auto", "sched_reserve: Flash Attention was auto, set to disabled\n", "off"),
+])
+def test_llamacpp_printed_flash_attention_state_is_read_as_on_off(printed, extra, want):
+    from kvgate.engines import read_engine_log
+
+    with open(QWEN3_CPU) as fh:
+        text = fh.read()
+    line = "llama_context: flash_attn    = auto\n"
+    assert line in text
+    text = text.replace(line, f"llama_context: flash_attn    = {printed}\n" + extra)
+    pool = read_engine_log("fa.log", text=text)
+    assert pool.engine == "llama.cpp"
+    assert pool.flags["flash_attn"] == want
+    assert pool.parsed["flash_attn_printed"] == printed
+
+
+def test_llamacpp_whatif_keeps_the_logged_flash_attention_on(tmp_path, capsys):
+    with open(QWEN3_CPU) as fh:
+        text = fh.read()
+    log = tmp_path / "fa.log"
+    log.write_text(text.replace("flash_attn    = auto", "flash_attn    = enabled"))
+    assert main(["import-log", str(log), "--model", "qwen3-4b", "--gpu", "H100", "-c", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert " -fa on " in out and "-fa auto" not in out
