@@ -24,7 +24,6 @@ from kvgate.errors import (
 from kvgate.gate.decision import DecisionInputs, decide, finalize, with_overrides
 from kvgate.gate.digest import derived_differences, inputs_digest
 from kvgate.gate.render import render_markdown
-from kvgate.geometry import GeometryError, get_layout
 from kvgate.gate.schema import (
     DECISION_SCHEMA,
     MEASUREMENT_SCHEMA,
@@ -33,6 +32,7 @@ from kvgate.gate.schema import (
     RecordError,
     validate,
 )
+from kvgate.geometry import GeometryError, get_layout
 from kvgate.measure.fallback import Saved, save_with_fallback
 from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
