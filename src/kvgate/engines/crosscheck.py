@@ -339,7 +339,7 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                          f"(get_kv_cache_configs), and this log shows one rank's ({avail.text}); the pool implies "
                          f"{sol['budget_low']:,} … {sol['budget_high']:,} B on the smallest rank")
     lines = [f"differs: no block count under kv format {fmt}, tp {tp}" + (f", pp {pp}" if pp > 1 else "")
-             + f", block {block} gives the logged {tokens:,} tokens" + _conc_said(pool, " at ")
+             + f", block {block} gives the logged {tokens:,} tokens" + _conc_said(pool, " and ")
              + (f" within {avail.text}" if avail else "")]
     if sol is not None and avail is not None:
         lines.append(f"{sol['num_blocks']:,} blocks reproduce the lines but need {sol['budget_low']:,} … "
@@ -348,6 +348,16 @@ def _vllm_check(pool: EnginePool, model: ModelSpec, fmt: str, tp: int, block: in
                                                             "(KV format, TP split, block size, token rule)"]
     return {"status": "differs", "unit": "block", "expected": sol, "logged": logged, "pool_bytes": None,
             "causes": causes, "lines": lines}
+
+
+def _concurrency_words(pool: EnginePool) -> str:
+    """The logged "Maximum concurrency" figure as ``24.25x``, or in words when the log
+    gives none (or a line cut off before its ``x``)."""
+    x = pool.flags.get("max_concurrency")
+    if x is not None:
+        return f"{x}x"
+    line = pool.parsed.get("max_concurrency_unread")
+    return ("maximum concurrency not available" + (f" (line {line} is cut off before its 'x')" if line else ""))
 
 
 # ---------------------------------------------------------------- SGLang
@@ -362,7 +372,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
     p = pool.parsed
     if pool.pool_tokens is None or pool.pool_bytes is None:
         return {"status": "cannot-check", "unit": "token", "causes": [], "pool_bytes": None,
-                "lines": ["the log has no 'KV Cache is allocated. #tokens: …' line"]}
+                "lines": ["the log has no 'KV Cache is allocated. …' line with the pool's size "
+                          "(#tokens, or max_total_num_tokens and the K/V sizes)"]}
     tokens = pool.pool_tokens
     logged_text = pool.pool_bytes.text
 
@@ -374,7 +385,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
 
     ok, sp = check(fmt, tp)
     n = tokens + sp.page_size
-    line = (f"(#tokens {tokens:,} + page {sp.page_size}) × per-token " + (
+    what = "#tokens" if p.get("tokens") is not None else "max_total_num_tokens"  # old logs: no #tokens
+    line = (f"({what} {tokens:,} + page {sp.page_size}) × per-token " + (
         f"K {sp.k_bytes // n:,} B, V {sp.v_bytes // n:,} B" if not sp.mla else f"KV {sp.k_bytes // n:,} B")
         + (f" + DSA indexer pages {sp.index_bytes:,} B" if sp.index_bytes else "")
         + f" = {sp.total:,} B; logged {logged_text}")
@@ -399,9 +411,11 @@ def _checks(check: Any, f: str, t: int) -> bool:
 
 
 def _conc_said(pool: EnginePool, joint: str) -> str:
-    """`` and 24.27x`` (``joint`` first) when the log prints its maximum concurrency, else ``""``."""
-    conc = pool.flags.get("max_concurrency")
-    return f"{joint}{conc}x" if conc is not None else ""
+    """`` and 24.27x`` (``joint`` first) when the log prints its maximum concurrency; in words
+    when its line is cut off before the ``x`` (:func:`_concurrency_words`); else ``""``."""
+    if pool.flags.get("max_concurrency") is None and not pool.parsed.get("max_concurrency_unread"):
+        return ""
+    return joint + _concurrency_words(pool)
 
 
 # ---------------------------------------------------------------- llama.cpp

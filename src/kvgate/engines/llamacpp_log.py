@@ -4,7 +4,10 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
 
 - ``llama_context: n_seq_max = 4``, ``n_ctx``, ``n_ctx_seq`` (``n_ctx_per_seq``),
   ``n_batch``, ``n_ubatch``, ``flash_attn``, ``kv_unified``
-  (``llama-context.cpp``; before 2025 ``llama_new_context_with_model:``).
+  (``llama-context.cpp``; before 2025 ``llama_new_context_with_model:``). ``flash_attn``
+  is kept as ``on`` / ``off`` / ``auto`` (``enabled``/``1`` → on, ``disabled``/``0`` → off,
+  ``auto -> enabled`` → on; the printed text in ``flash_attn_printed``), and a later
+  ``Flash Attention was auto, set to enabled|disabled`` line resolves ``auto``.
 - every ``llama_kv_cache: size = 160.00 MiB (  4096 cells,   8 layers,  1/1 seqs),
   K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
   ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
@@ -43,6 +46,8 @@ _KV = re.compile(
 _AT = r"(?:^|(?<=[\s\]]))"  # a function name at the start or after a host program's prefix
 _CTX = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
 _META = re.compile(_AT + r"(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
+_FA = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(.+?)\s*$")
+_FA_SET = re.compile(r"Flash Attention was auto, set to (enabled|disabled)", re.I)
 _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
 
 
@@ -84,6 +89,16 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
             swa_next = None
             kv_size_next = None
             continue
+        m = _FA_SET.search(t)
+        if m:  # the state "auto" resolved to (llama-context.cpp, after the graph reserve)
+            r["context"]["flash_attn"] = "on" if m.group(1).lower() == "enabled" else "off"
+            continue
+        m = _FA.search(t)
+        if m:
+            r["flash_attn_printed"] = m.group(1)
+            if not (r["context"].get("flash_attn") in ("on", "off") and _flash_attn(m.group(1)) == "auto"):
+                r["context"]["flash_attn"] = _flash_attn(m.group(1))
+            continue
         m = _CTX.search(t)
         if m:
             key = {"n_ctx_per_seq": "n_ctx_seq"}.get(m.group(1), m.group(1))
@@ -101,6 +116,22 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
         if m:
             r["model"] = m.group(1)
     return r
+
+
+def _flash_attn(printed: str) -> Any:
+    """llama.cpp's printed flash-attention state as ``-fa`` says it: ``on`` / ``off`` /
+    ``auto``. ``llama-context.cpp`` prints ``flash_attn = %s`` with
+    ``llama_flash_attn_type_name`` (``enabled`` / ``disabled`` / ``auto``) since the
+    ``flash_attn_type`` parameter, ``%d`` (1 / 0) before; a resolved ``auto -> enabled``
+    is the state it took. Anything else is kept as printed."""
+    v = printed.strip().lower()
+    if "->" in v:
+        v = v.split("->")[-1].strip()
+    if v in ("enabled", "on", "1", "true"):
+        return "on"
+    if v in ("disabled", "off", "0", "false"):
+        return "off"
+    return "auto" if v == "auto" else printed.strip()
 
 
 def _value(s: str) -> Any:

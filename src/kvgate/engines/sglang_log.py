@@ -6,7 +6,11 @@ Lines read (``python/sglang/srt/…``):
   (``mem_cache/memory_pool.py``, ``MHATokenToKVPool``): X = Σ_layers (N + page_size) ×
   head_num × head_dim × itemsize / GB, and **GB there is ``1024 * 1024 * 1024``** (the
   module's own constant), so the figures are GiB although printed "GB". The MLA pool
-  prints ``KV size: X GB`` (one latent); newer releases put ``dtype: …`` first.
+  prints ``KV size: X GB`` (one latent); newer releases put ``dtype: …`` first. Older
+  releases (``tests/data/fit_logs/sglang_2025-01_llama-3.1-8b_h100_1.log``) print no ``#tokens``: ``KV Cache is allocated. K size:
+  X GB, V size: Y GB.``; the pool's size is then the scheduler's ``max_total_num_tokens``
+  (``model_runner.py`` ``init_memory_pool`` builds the pool with
+  ``size=self.max_total_num_tokens``), and ``tokens`` stays ``None``.
 - ``Load weight end. type=…, dtype=torch.bfloat16, avail mem=X GB, mem usage=Y GB``
   (``model_executor/model_runner.py``; ``get_available_gpu_memory`` divides by 1 << 30).
 - ``server_args=ServerArgs(model_path='…', …, kv_cache_dtype='auto', …,
@@ -44,6 +48,13 @@ def _arg(text: str, key: str) -> str | None:
     return m.group(2) if m.group(2) is not None else m.group(1).strip()
 
 
+def _pool_size(p: dict[str, Any]) -> int:
+    """Bytes of one rank's logged pool (K + V, or the MLA KV), for picking the smallest."""
+    if p.get("k_size") is not None:
+        return int(p["k_size"].bytes + p["v_size"].bytes)
+    return int(p["kv_size"].bytes) if p.get("kv_size") is not None else 0
+
+
 def parse_sglang(lines: list[Line]) -> dict[str, Any]:
     """The figures of an SGLang startup log (module docstring); missing ones ``None``."""
     r: dict[str, Any] = {
@@ -68,10 +79,10 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
                         r[k] = conv(v)
                     except ValueError:
                         pass
-        m = re.search(r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: "
+        m = re.search(r"KV Cache is allocated\.(?: dtype: ([\w.]+),)?(?: #tokens: (\d+),)? (?:K size: "
                       + _NUM + r" GB, V size: " + _NUM + r" GB|KV size: " + _NUM + r" GB)", t)
         if m:
-            p = {"tokens": to_int(m.group(2), "#tokens"), "dtype": m.group(1)}
+            p = {"tokens": to_int(m.group(2), "#tokens") if m.group(2) else None, "dtype": m.group(1)}
             if m.group(3):
                 p["k_size"] = logged(m.group(3), GIB, "GB (SGLang's GB = 2^30 B)")
                 p["v_size"] = logged(m.group(4), GIB, "GB (SGLang's GB = 2^30 B)")
@@ -113,7 +124,9 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         r["page_size"] = dsa["page_size"]
     if pools:
         r["ranks"] = {("?" if k is None else k): v["tokens"] for k, v in pools.items()}
-        best = min(pools.values(), key=lambda p: p["tokens"])
+        # the smallest pool: by #tokens, or (old logs without it) by its bytes
+        best = min(pools.values(), key=lambda p: (p["tokens"] if p["tokens"] is not None else -1,
+                                                  _pool_size(p)))
         for k in ("tokens", "k_size", "v_size", "kv_size"):
             r[k] = best.get(k)
         r["kv_store_dtype"] = best.get("dtype")

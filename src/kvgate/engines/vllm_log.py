@@ -15,6 +15,8 @@ Lines read, with the vLLM source that prints them (``vllm/v1/…``, 0.8.5 … 0.
   ``available_kv_cache_memory / GiB_bytes`` with ``%.2f``): several ranks → the minimum,
   as ``get_kv_cache_configs`` takes the minimum over workers.
 - ``GPU KV cache size: N tokens`` and ``Maximum concurrency for L tokens per request: Xx``
+  (a line cut off before the ``x`` gives L but no X: ``max_concurrency`` ``None``,
+  ``max_concurrency_unread`` its line number)
   (``core/kv_cache_utils.py``; old V1 and V0: ``# GPU blocks: N`` / ``# cuda blocks: N``;
   V0's budget ``… the rest of the memory reserved for KV Cache is X GiB``,
   ``worker/worker.py``), ``Overriding num_gpu_blocks=…
@@ -118,7 +120,7 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
         "max_num_seqs": None, "max_num_batched_tokens": None, "kv_offloading_size": None,
         "num_gpu_blocks_override": None, "model_loading": None, "available_kv": None,
         "available_kv_by_rank": {}, "gpu_kv_cache_tokens": None, "gpu_blocks": None,
-        "max_concurrency": None, "concurrency_len": None, "cuda_graph": None,
+        "max_concurrency": None, "max_concurrency_unread": None, "concurrency_len": None, "cuda_graph": None,
         "padding_layers": None, "device": None, "non_default_args": None,
         "decode_context_parallel_size": None, "prefill_context_parallel_size": None, "data_parallel_size": None,
         "cp_world_size": None, "logged_gpu_kv_cache_tokens": None, "tokens_per_rank": None, "pp_layer_partition": None,
@@ -210,10 +212,13 @@ def parse_vllm(lines: list[Line]) -> dict[str, Any]:
         m = re.search(r"num_gpu_blocks_override=(\d+)", t)
         if m:
             r["num_gpu_blocks_override"] = to_int(m.group(1))
-        m = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: " + _NUM + "x", t)
+        m = re.search(r"Maximum concurrency for ([\d,]+) tokens per request:", t)
         if m:
             r["concurrency_len"] = to_int(m.group(1))
-            r["max_concurrency"] = check_digits(m.group(2), "maximum concurrency")
+            x = re.match(r"\s*" + _NUM + "x", t[m.end():])
+            # a line cut off before the "x" (24.2 of 24.25x?) gives no figure: not available
+            r["max_concurrency"] = check_digits(x.group(1), "maximum concurrency") if x else None
+            r["max_concurrency_unread"] = None if x else ln.number
         m = re.search(r"(?:Graph capturing finished in \d+ secs?, took|Estimated CUDA graph memory:) "
                       + _NUM + r" GiB", t)
         if m:

@@ -32,6 +32,7 @@ from kvgate.gate.schema import (
     RecordError,
     validate,
 )
+from kvgate.geometry import GeometryError, get_layout
 from kvgate.measure.fallback import Saved, save_with_fallback
 from kvgate.measure.measurement import Basis, Measurement, basis_differences
 
@@ -176,6 +177,11 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
         KvgateError: what-ifs the gate refuses (peak above the card, ...).
     """
     inputs = DecisionInputs.from_dict(rec["inputs"])
+    lay = dict(inputs.layout)
+    try:  # the record's layout and its options, named by field before anything is sized
+        get_layout(str(lay.pop("name", "contiguous")), **lay)
+    except GeometryError as exc:
+        raise RecordError(f"inputs.layout: {exc.message}", hint=exc.hint) from None
     old_m = recorded_measurement(rec)
     recomputed = decide(inputs, old_m)
     recomputed["created"] = rec.get("created")  # the decision's own date, not the recheck's

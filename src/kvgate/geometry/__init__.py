@@ -24,6 +24,7 @@ sglang         every token in every layer, whole pages;     ``python/sglang/srt/
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -39,13 +40,26 @@ from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 
 __all__ = [
     "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "LayerKind",
-    "Layout", "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "spec_of",
+    "Layout", "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "layout_options", "spec_of",
     "vllm_kv_cache_report",
 ]
 
 # name -> factory(**options) -> Layout
 LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp,
                                              "sglang": SGLang}
+
+
+def layout_options(name: str) -> set[str]:
+    """The option names the layout ``name`` takes: its factory's keyword parameters
+    (the dataclass fields set at construction).
+
+    Raises:
+        GeometryError: unknown layout name.
+    """
+    if name not in LAYOUTS:
+        raise GeometryError(f"unknown layout {name!r}", hint=f"one of: {', '.join(LAYOUTS)}")
+    params = inspect.signature(LAYOUTS[name]).parameters.values()
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def get_layout(name: str = "contiguous", **options: Any) -> Layout:
@@ -56,6 +70,12 @@ def get_layout(name: str = "contiguous", **options: Any) -> Layout:
     """
     if name not in LAYOUTS:
         raise GeometryError(f"unknown layout {name!r}", hint=f"one of: {', '.join(LAYOUTS)}")
+    takes = layout_options(name)
+    bad = sorted(set(options) - takes)
+    if bad:
+        raise GeometryError(f"layout {name!r} does not take the option{'s' if len(bad) > 1 else ''} "
+                            f"{', '.join(map(str, bad))}",
+                            hint=f"it takes: {', '.join(sorted(takes)) or 'no options'}")
     try:
         return LAYOUTS[name](**options)
     except TypeError as exc:

@@ -348,8 +348,9 @@ class VLLM(Layout):
             GeometryError: attention page sizes that do not divide the largest one (vLLM
                 raises NotImplementedError there).
         """
-        b = replace(self)
         specs = [self.engine_spec(s) for s in geometry.specs]
+        self.refuse_unknown_kinds(specs)
+        b = replace(self)
         b._mode = self.resolve_mamba_cache_mode(specs)
         b._formats = self.state_formats(geometry)
         attn = [(s, s.position_bytes(geometry.fmt_k, geometry.fmt_v, geometry.tp)) for s in specs
@@ -387,6 +388,25 @@ class VLLM(Layout):
         if self.pipeline_parallel_size > 1:
             b._stage = bottleneck_stage(b, geometry, specs)
         return b
+
+    def refuse_unknown_kinds(self, specs: Sequence[LayerKind]) -> None:
+        """Refuse layers vLLM has no ``KVCacheSpec`` rule for here (those missing from
+        ``_BLOCKS``, e.g. mllama ``CrossAttention``), naming their kind and layer indices,
+        before any page size is worked out (a page of 0 bytes would follow otherwise).
+
+        Raises:
+            GeometryError: some layer's kind has no vLLM rule.
+        """
+        bad: dict[str, list[int]] = {}
+        for i, s in enumerate(specs):
+            if type(s) not in _BLOCKS:
+                bad.setdefault(type(s).__name__, []).append(i)
+        if bad:
+            what = "; ".join(f"{k} layers {', '.join(map(str, v))} ({len(v)})" for k, v in bad.items())
+            hint = ("--layout contiguous sizes cross-attention layers (with --images)"
+                    if "CrossAttention" in bad else "--layout contiguous")
+            raise GeometryError(f"layout {self.name!r} has no rule for {what}: vLLM's KV cache "
+                                "layout is not modelled for them", hint=hint)
 
     def _mamba_raw(self, g: Geometry, spec: LayerKind) -> int:
         """Unpadded Mamba page: conv (kernel − 1 + num_spec columns) + SSM, each in its format."""

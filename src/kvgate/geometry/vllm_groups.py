@@ -20,7 +20,12 @@ DRAFT_MARK = "vllm_speculative_layers"  # config key: draft layers appended for 
 
 def spec_key(g: Any, lay: Any, spec: Any, L: int) -> tuple[Any, ...]:
     """``(kind, window, block size, page bytes)``: layers with equal keys share a group
-    (vLLM groups layers by equal ``KVCacheSpec``)."""
+    (vLLM groups layers by equal ``KVCacheSpec``).
+
+    Raises:
+        GeometryError: a layer kind the vLLM layout has no rule for (never a 0-byte page).
+    """
+    lay.refuse_unknown_kinds([spec])
     if isinstance(spec, RecurrentState):
         page = lay._mamba_page if lay._mamba_page is not None else lay._mamba_raw(g, spec)
         block = lay.block_of(spec) if lay._mode != "none" else L  # mamba_block_size
