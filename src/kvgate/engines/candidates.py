@@ -134,7 +134,11 @@ def gate_from_engine_log(pool: EnginePool, model: ModelSpec, *, slots: int, max_
     C = pool_bytes
     if C is None:
         if pool.pool_bytes is None:
-            raise EngineLogError("the log gives no pool size in bytes", hint="pass --model and let the cross-check size it")
+            raise EngineLogError("the log gives no KV cache pool to gate: no pool size in bytes, and the cross-check "
+                                 "could not size one from the model (its status says why)",
+                                 hint="`kvgate import-log LOG --model M` shows what the log lacks (the pool line: "
+                                      "vLLM 'GPU KV cache size', SGLang 'KV Cache is allocated', llama.cpp "
+                                      "'llama_kv_cache: size')")
         C = pool.pool_bytes.bytes
         if pool.engine == "vllm":
             opts = {k: v for k, v in layout.items() if k != "name"}
