@@ -111,6 +111,6 @@ def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
     else:
         w = weight_bytes(inp.model)
         wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
-    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp), resolve_release("llama.cpp", inp.release))
+    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp, ngl_given="n_gpu_layers" in inp.llamacpp), resolve_release("llama.cpp", inp.release))
     emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

@@ -162,6 +162,8 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    "KQ scores", "fit, layout"),
         EngineFlag("-ub, --ubatch-size N", "512", "the compute buffer; iSWA cache cells", "fit, layout"),
         EngineFlag("-b, --batch-size N", "2048", "the logical batch (-ub is clamped to it)", "fit, layout"),
+        EngineFlag("-fit, --fit on|off", "on (builds from ~b7400; before: no such flag)", "without -ngl, moves "
+                   "layers to the CPU (and, without -c, shrinks the context) until 1024 MiB stay free", "fit"),
         EngineFlag("-kvu, --kv-unified", "off", "one KV cache for all sequences instead of one stream each",
                    "fit, layout"),
         EngineFlag("--swa-full", "off", "sliding-window layers at full size", "layout"),
