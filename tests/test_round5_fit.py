@@ -55,3 +55,34 @@ def test_fit_flag_in_engine_flags_help() -> None:
 def test_fit_flag_rejects_other_values(bad: str) -> None:
     r = _fit(*REPRO, "-fit", bad)
     assert r.returncode == 2
+
+
+QWEN = ["tests/data/llamacpp/conformance/qwen3-8b.gguf", "-np", "2", "--gpu", "RTX 4090", "--weights-bytes", "8.7GB"]
+
+
+def test_vllm_flips_respect_max_position_embeddings() -> None:
+    """llama-3.1-8b: max_position_embeddings 131,072; --max-model-len 200,000 is refused, so
+    no flip point may say 200,000 fits or that sequences of it run."""
+    d = json.loads(_fit("llama-3.1-8b", "--gpu", "H100", "--max-model-len", "200000", "--json").stdout)
+    assert d["fits"] == "no"
+    ml = d["flip_points"]["max_model_len"]
+    assert ml["sure"] <= 131072 and ml["possible"] <= 131072
+    assert d["flip_points"]["max_num_seqs_at_max_model_len"]["possible"] == 0
+    text = _fit("llama-3.1-8b", "--gpu", "H100", "--max-model-len", "200000").stdout
+    assert "fits up to 200,000" not in text
+    assert "sequences of 200,000 tokens run at once" not in text
+
+
+def test_llamacpp_c_flip_is_n_ctx_train_times_np_not_the_input() -> None:
+    """qwen3-8b: n_ctx_train 40,960; -np 2 streams: the largest -c is 81,920 whatever -c was given
+    (8.7 GB of weights leave room for it on a 4090)."""
+    for c in ("65536", "16384"):
+        d = json.loads(_fit(*QWEN, "-c", c, "--json").stdout)
+        assert d["flip_points"]["ctx_size_all_layers_on_gpu"]["possible"] == 40960 * 2, c
+        assert any("n_ctx_train 40,960 × 2" in n for n in d["notes"])
+
+
+def test_llamacpp_c_above_n_ctx_train_gets_the_warning_note() -> None:
+    # -c 100,000 / -np 2 = 50,000 cells a sequence, padded to 256: 50,176 > 40,960
+    d = json.loads(_fit(*QWEN, "-c", "100000", "--json").stdout)
+    assert any("n_ctx_seq (50176) > n_ctx_train (40960)" in n for n in d["notes"]), d["notes"]

@@ -361,6 +361,15 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         notes.append("this build has no --fit (llama.cpp adds it, on by default, near b7400): give -ngl to keep "
                      "layers on the CPU")
     flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
+    nct = model.max_position_embeddings
+    if nct:
+        cap = flips["ctx_size_cap"]
+        if flips["ctx_size_all_layers_on_gpu"]["possible"] == cap:
+            notes.append(f"-c flip points stop at n_ctx_train {nct:,} × {cap // nct} stream(s) = {cap:,}: "
+                         "beyond it a sequence passes the model's trained context")
+        if n_ctx_seq > nct:
+            notes.append(f"n_ctx_seq {n_ctx_seq:,} is above n_ctx_train {nct:,}: llama.cpp warns \"n_ctx_seq "
+                         f"({n_ctx_seq}) > n_ctx_train ({nct}) -- possible training context overflow\"")
     kv_mib = kv_whole / MiB
     lines = [f"llama_context: n_ctx = {n_ctx}, n_ctx_seq = {n_ctx_seq}, n_seq_max = {flags.parallel}",
              f"CUDA0 KV buffer size = {kv_gpu / MiB:.2f} MiB",
@@ -539,7 +548,10 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
         return gpu.cuda_total - total(terms)
 
     step = 256 * f.parallel
-    limit = max(ctx, (model.max_position_embeddings or 0))
+    # the largest -c: n_ctx_train × streams (-c 0 and --fit's n_ctx_max, common/fit.cpp); above it
+    # each sequence passes n_ctx_train (llama-context.cpp warns "n_ctx_seq > n_ctx_train")
+    streams = 1 if f.kv_unified else f.parallel
+    limit = (model.max_position_embeddings or 0) * streams or ctx
     all_on = model.num_layers + 1
 
     def largest(end: str) -> int | None:
@@ -568,7 +580,7 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
     return {"ctx_size_all_layers_on_gpu": {"sure": largest("low"), "possible": largest("high")},
             "layers_on_cpu_at_ctx_size": {"sure": cpu_layers("low"), "possible": cpu_layers("high")},
             "n_gpu_layers_at_ctx_size": {"sure": ngl_for(cpu_layers("low")), "possible": ngl_for(cpu_layers("high"))},
-            "n_layers": model.num_layers}
+            "n_layers": model.num_layers, "ctx_size_cap": limit}
 
 
 def _gib(b: int) -> str:

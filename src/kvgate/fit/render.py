@@ -45,8 +45,16 @@ def render_llamacpp(a: FitAnswer) -> str:
     f = a.flip_points
     flips: list[str] = []
     c = f["ctx_size_all_layers_on_gpu"]
-    flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
-               f"(-np {s['parallel']} sequences share it)")
+    share = f"(-np {s['parallel']} " + ("sequence has it)" if s["parallel"] == 1 else "sequences share it)")
+    if c["possible"] is None:
+        flips.append(f"  -c: no -c fits with every layer on the GPU {share}")
+    elif c["sure"] is None:
+        flips.append(f"  -c: with every layer on the GPU, none for sure, up to {_n(c['possible'])} at best {share}")
+    elif c["sure"] == c["possible"]:
+        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} {share}")
+    else:
+        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
+                     f"{share}")
     lcpu = f["layers_on_cpu_at_ctx_size"]
     if lcpu["sure"] == lcpu["possible"]:
         flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)}")
@@ -198,23 +206,34 @@ def _vllm_flips(a: FitAnswer) -> list[str]:
     elif ml.get("sure") is None:
         flips.append(f"  --max-model-len: none fits for sure (at the low end of the pool no request fits); "
                      f"up to {_n(ml.get('possible'))} at best")
+    elif ml.get("sure") == ml.get("possible"):
+        flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))}")
     else:
         flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
     ms = f.get("max_num_seqs_at_max_model_len", {})
     lo, hi = ms.get("sure"), ms.get("possible")
     cap = s.get("max_num_seqs")
-    if not hi:
+    if ms.get("refused_above"):
+        flips.append(f"  --max-num-seqs: none: vLLM refuses --max-model-len {L:,} (above max_position_embeddings "
+                     f"{ms['refused_above']:,}) before any sequence runs")
+    elif not hi:
         flips.append(f"  --max-num-seqs: not one sequence of {L:,} tokens fits in the pool")
     elif isinstance(cap, int) and lo is not None and cap < lo:
         flips.append(f"  --max-num-seqs: the pool would hold {_n(lo)} … {_n(hi)} sequences of {L:,} tokens, but "
                      f"--max-num-seqs {cap} caps it: {cap} run at once, more wait in the queue")
     else:
-        flips.append(f"  --max-num-seqs: {_n(lo)} … {_n(hi)} sequences of {L:,} tokens run at once; more wait in the "
+        many = (f"{_n(hi)}" if lo == hi else f"up to {_n(hi)}" if not lo else f"{_n(lo)} … {_n(hi)}")
+        if not lo and lo != hi:
+            many = f"none for sure, up to {_n(hi)}"
+        one = "sequence" if hi == 1 else "sequences"
+        flips.append(f"  --max-num-seqs: {many} {one} of {L:,} tokens run at once; more wait in the "
                      f"queue (shorter requests share the pool)")
     if "gpu_memory_utilization" in f:
         u = f["gpu_memory_utilization"]
         if u.get("sure") is None and u.get("possible") is None:
             flips.append(f"  --gpu-memory-utilization: none up to 1.0 holds one request of {L:,} tokens on this card")
+        elif u.get("sure") == u.get("possible"):
+            flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))}, for one request of {L:,} tokens")
         else:
             flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
                          f"for one request of {L:,} tokens")
