@@ -86,3 +86,21 @@ def test_llamacpp_c_above_n_ctx_train_gets_the_warning_note() -> None:
     # -c 100,000 / -np 2 = 50,000 cells a sequence, padded to 256: 50,176 > 40,960
     d = json.loads(_fit(*QWEN, "-c", "100000", "--json").stdout)
     assert any("n_ctx_seq (50176) > n_ctx_train (40960)" in n for n in d["notes"]), d["notes"]
+
+
+def test_sglang_dsa_table_shows_the_stored_pool() -> None:
+    """GLM-5 (DeepSeek sparse attention) at SGLang 0.5.9: the pool stores 61,464 B a token
+    (fp8 row with its scales and bf16 rope part, plus the indexer) while SGLang budgets
+    55,224 B; the table's stored row is (#tokens + one page of 64) × 61,464 B (the pool holds
+    size + page_size slots), the log's "KV size"."""
+    args = ["tests/data/configs/glm-5.json", "--gpu", "B200", "--tp-size", "8", "--context-length", "32768",
+            "--weights-bytes", "750GB", "--release", "0.5.9"]
+    d = json.loads(_fit(*args, "--json").stdout)
+    lo, hi = d["tokens"]["low"], d["tokens"]["high"]
+    assert d["kv_stored_bytes"]["low"] == (lo + 64) * 61464
+    assert d["kv_stored_bytes"]["high"] == (hi + 64) * 61464
+    text = _fit(*args).stdout
+    row = next(ln for ln in text.splitlines() if ln.startswith("  KV cache pool as stored"))
+    shown = (lo + 64) * 61464 / 2**30
+    assert f"{shown:.2f} GiB" in row
+    assert f"KV size: {shown:.2f} GB" in text

@@ -69,7 +69,11 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
     for t in a.terms:
         name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
         rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
-    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high), ""])
+    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high),
+                 "what SGLang budgets" if a.kv_stored is not None else ""])
+    if a.kv_stored is not None:
+        rows.append(["  KV cache pool as stored (per GPU)", _pool_end(a.kv_stored.low), _pool_end(a.kv_stored.high),
+                     f"{a.kv_stored_label or ''}: the log's KV size"])
     return table(rows, header=["term", "low", "high", "source"], align="lrrl")
 
 
