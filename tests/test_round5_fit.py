@@ -104,3 +104,64 @@ def test_sglang_dsa_table_shows_the_stored_pool() -> None:
     shown = (lo + 64) * 61464 / 2**30
     assert f"{shown:.2f} GiB" in row
     assert f"KV size: {shown:.2f} GB" in text
+
+
+def test_wording_no_c_fits_and_singular_np() -> None:
+    text = _fit(*REPRO).stdout
+    assert "-c: no -c fits with every layer on the GPU" in text
+    assert "up to none" not in text
+    one = _fit("qwen3-4b", "-c", "32768", "--gpu", "RTX 4090").stdout
+    assert "-np 1 sequences" not in one
+    assert "(-np 1 sequence has it)" in one
+
+
+def test_wording_max_num_seqs_none_for_sure() -> None:
+    from types import SimpleNamespace
+
+    from kvgate.fit.render import _vllm_flips
+
+    a = SimpleNamespace(settings={"max_model_len": 8192, "max_num_seqs": None},
+                        flip_points={"max_model_len": {"sure": 4096, "possible": 9000},
+                                     "max_num_seqs_at_max_model_len": {"sure": 0, "possible": 2}})
+    line = next(ln for ln in _vllm_flips(a) if "--max-num-seqs" in ln)  # type: ignore[arg-type]
+    assert "none for sure, up to 2 sequences" in line
+    assert "0 …" not in line
+
+
+def test_flags_line_shows_dcp() -> None:
+    text = _fit("llama-3.1-70b", "--gpu", "H200", "-tp", "16", "-dcp", "2").stdout
+    flags = next(ln for ln in text.splitlines() if ln.startswith("flags:"))
+    assert "--decode-context-parallel-size 2" in flags
+
+
+def test_header_says_one_cuda_total_when_both_ends_print_the_same() -> None:
+    from types import SimpleNamespace
+
+    from kvgate.fit.interval import Interval
+    from kvgate.fit.render import _header
+
+    gib = 2**30
+    a = SimpleNamespace(release=SimpleNamespace(text="0.11.0", how="given"), model="m",
+                        gpu=SimpleNamespace(name="H100", cuda_total=Interval(int(79.19 * gib), int(79.19 * gib) + 4096),
+                                            nvml_total_bytes=None))
+    head = _header(a, "vLLM")  # type: ignore[arg-type]
+    assert "(CUDA total 79.19 GiB)" in head
+
+
+def test_sources_read_for_a_user_json_keeps_the_rule() -> None:
+    from kvgate.fit.render import plain_source
+
+    src = ("max(...); 0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed (b+12) or PyTorch's sort "
+           "(b+36; b+49 for 2-127 rows)")
+    out = plain_source(src)
+    assert "b+" not in out and "_dummy_sampler_run" not in out
+    assert "sampler warm-up" in out
+    assert plain_source("×[0.85, 1.00]: x, ESTIMATE ×[0.85, 1.15]") == "× 85–100%: x, an estimate × 85–115%"
+    d = json.loads(_fit("llama-3.1-8b", "--gpu", "H100", "--release", "0.10.1", "--json").stdout)
+    assert any("_dummy_sampler_run" in t["source"] for t in d["terms"])
+
+
+def test_preset_without_gguf_says_bf16() -> None:
+    # qwen3-4b: 4,022,468,096 parameters × 2 B (bfloat16) = 8,044,936,192 B
+    d = json.loads(_fit("qwen3-4b", "-c", "32768", "--gpu", "RTX 4090", "--json").stdout)
+    assert any("taken as bf16" in n and "--weights-bytes" in n for n in d["notes"])

@@ -4,6 +4,7 @@ concurrency)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvgate.fit.answer import FitAnswer
@@ -33,7 +34,7 @@ def render_llamacpp(a: FitAnswer) -> str:
                f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
                + (" -kvu" if s["kv_unified"] else ""))
     out.append("")
-    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source] for t in a.terms]
+    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)] for t in a.terms]
     used_lo = sum(t.value.low for t in a.terms)
     used_hi = sum(t.value.high for t in a.terms)
     rows.append(["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi), f"of {fmt_gib(cuda.low)}"])
@@ -68,13 +69,34 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
     rows = [[budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
     for t in a.terms:
         name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
-        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
+        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)])
     rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high),
                  "what SGLang budgets" if a.kv_stored is not None else ""])
     if a.kv_stored is not None:
         rows.append(["  KV cache pool as stored (per GPU)", _pool_end(a.kv_stored.low), _pool_end(a.kv_stored.high),
                      f"{a.kv_stored_label or ''}: the log's KV size"])
     return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+_PLAIN = (
+    (re.compile(r"\s*\((?:[^()]*\bb\+\d+)[^()]*\)"), ""),  # the sampler's buffer counts (b+12 …): JSON only
+    (re.compile(r"\b_dummy_sampler_run\b"), "sampler warm-up"),
+    (re.compile(r"×\[(\d+\.\d+), (\d+\.\d+)\]"),
+     lambda m: f"× {round(float(m[1]) * 100)}–{round(float(m[2]) * 100)}%"),
+    (re.compile(r"\(ESTIMATE\)"), "(an estimate)"),
+    (re.compile(r"ESTIMATE"), "an estimate"),
+    (re.compile(r"\(file\)"), "(the file's bytes)"),
+)
+
+
+def plain_source(src: str) -> str:
+    """A term's source as the table says it to a user: the sampler's buffer counts dropped
+    (``(b+12) … (b+36; b+49 for 2-127 rows)``: the number of vocab-wide fp32 buffers of
+    ``vllm_budget.sampler_rows``, kept in the ``--json`` source), ``_dummy_sampler_run`` as
+    "sampler warm-up", ``×[0.85, 1.15]`` as ``× 85–115%``, ``ESTIMATE`` as "an estimate"."""
+    for pat, rep in _PLAIN:
+        src = pat.sub(rep, src)  # type: ignore[call-overload]
+    return src
 
 
 def _pool_end(v: int) -> str:
@@ -91,7 +113,7 @@ def _header(a: FitAnswer, engine: str) -> str:
     """``vLLM 0.11.0 (given) · MODEL on GPU (CUDA total X GiB … Y GiB)``."""
     cuda = a.gpu.cuda_total
     head = (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
-            + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")")
+            + ("" if fmt_gib(cuda.low) == fmt_gib(cuda.high) else f" … {fmt_gib(cuda.high)}") + ")")
     from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW  # noqa: PLC0415
 
     nvml = a.gpu.nvml_total_bytes
@@ -171,6 +193,8 @@ def render_vllm(a: FitAnswer) -> str:
         if isinstance(v, int) and not isinstance(v, bool):
             v = f"{v:,}"
         flags.append(f"{_flag(k)} {v}" + (" (default)" if k in s["defaults"] else ""))
+    if s.get("decode_context_parallel_size", 1) != 1:
+        flags.append(f"--decode-context-parallel-size {s['decode_context_parallel_size']}")
     if s["enforce_eager"]:
         flags.append("--enforce-eager")
     if s["kv_cache_memory_bytes"] is not None:
