@@ -95,7 +95,7 @@ def plain_source(src: str) -> str:
     ``vllm_budget.sampler_rows``, kept in the ``--json`` source), ``_dummy_sampler_run`` as
     "sampler warm-up", ``×[0.85, 1.15]`` as ``× 85–115%``, ``ESTIMATE`` as "an estimate"."""
     for pat, rep in _PLAIN:
-        src = pat.sub(rep, src)  # type: ignore[call-overload]
+        src = pat.sub(rep, src)
     return src
 
 
