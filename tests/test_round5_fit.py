@@ -165,3 +165,22 @@ def test_preset_without_gguf_says_bf16() -> None:
     # qwen3-4b: 4,022,468,096 parameters × 2 B (bfloat16) = 8,044,936,192 B
     d = json.loads(_fit("qwen3-4b", "-c", "32768", "--gpu", "RTX 4090", "--json").stdout)
     assert any("taken as bf16" in n and "--weights-bytes" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("name,mib", [("V100-16GB", 16160), ("Tesla V100-PCIE-16GB", 16160), ("V100 32GB", 32510),
+                                      ("T4", 15360), ("RTX 3060", 12288), ("RTX 4060", 8188)])
+def test_gpu_table_has_the_logs_cards(name: str, mib: int) -> None:
+    from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW, lookup_gpu
+
+    g = lookup_gpu(name)
+    assert g.nvml_total_bytes == mib * 2**20
+    assert (g.cuda_total.low, g.cuda_total.high) == (mib * 2**20 - RESERVED_HIGH, mib * 2**20 - RESERVED_LOW)
+    assert "nvidia-smi" in g.source
+
+
+def test_v100_alone_is_ambiguous() -> None:
+    from kvgate.errors import KvgateError
+    from kvgate.fit.gpus import lookup_gpu
+
+    with pytest.raises(KvgateError, match="16 GB or 32 GB"):
+        lookup_gpu("V100")
