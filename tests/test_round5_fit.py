@@ -184,3 +184,15 @@ def test_v100_alone_is_ambiguous() -> None:
 
     with pytest.raises(KvgateError, match="16 GB or 32 GB"):
         lookup_gpu("V100")
+
+
+def test_fit_without_c_reduces_the_context_by_the_1024_mib_target() -> None:
+    """llama-3.1-8b, 8.5 GB weights, RTX 4090, no -c: the whole n_ctx_train 131,072 does not
+    leave 1024 MiB. KV is 131,072 B a token (32 layers × 8 heads × 128 × 2 B × K and V), so the
+    1024 MiB target costs 8,192 tokens: --fit's -c is the all-on-GPU flip point less 8,192."""
+    d = json.loads(_fit("llama-3.1-8b", "-np", "1", "--gpu", "RTX 4090", "--weights-bytes", "8.5GB", "--json").stdout)
+    flip = d["flip_points"]["ctx_size_all_layers_on_gpu"]["sure"]
+    assert d["fits"] == "yes"
+    assert d["settings"]["ctx_size"] == flip - 8192
+    assert d["settings"]["n_gpu_layers"] == 999
+    assert not any("run slower" in n for n in d["notes"])

@@ -464,8 +464,9 @@ def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: st
         return ", ".join(parts) or "no change"
 
     what = said(sure) if sure == possible else f"{said(sure)} for sure, {said(possible)} at best"
-    note = (f"llama.cpp's --fit (on by default; -fit off to stop it) leaves {FIT_TARGET // MiB} MiB free: {what}; "
-            "layers on the CPU run slower")
+    moved = any(p is not None and p[1] != fitted["n_gpu_layers_in"] for p in (sure, possible))
+    note = (f"llama.cpp's --fit (on by default; -fit off to stop it) leaves {FIT_TARGET // MiB} MiB free: {what}"
+            + ("; layers on the CPU run slower" if moved else ""))
     if sure is not None:
         return "yes", f"--fit sets {said(sure)}", None, note
     if possible is not None:
