@@ -156,7 +156,7 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    _log_rule("-ctk", "--kv-format", "K cache type") + "; -ctk alone changes K only"),
         EngineFlag("-ctv, --cache-type-v TYPE", "f16 (a quantized V needs -fa)", "bytes per cached V row",
                    "fit, layout, what-if", _log_rule("-ctv", "--kv-format", "V cache type")),
-        EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds)", "layers (and their KV) on the GPU",
+        EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds); unset, --fit picks it", "layers (and their KV) on the GPU",
                    "fit"),
         EngineFlag("-fa, --flash-attn on|off|auto", "auto", "off pads V to the KV block; the compute buffer's "
                    "KQ scores", "fit, layout"),
