@@ -121,6 +121,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                     help="physical batch (default 512)")
     lc.add_argument("-b", "--batch-size", dest="batch_size", metavar="N", type=_positive_count, default=None,
                     help="logical batch (default 2048)")
+    lc.add_argument("-fit", "--fit", dest="fit", choices=("on", "off"), default=None,
+                    help="llama.cpp's --fit: move layers to the CPU / shrink an unset -c to fit (default on from ~b7400)")
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
@@ -167,7 +169,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
                                          ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
                                          ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
-                                         ("-kvu", args.kv_unified or None)) if v is not None]
+                                         ("-kvu", args.kv_unified or None), ("-fit", args.fit)) if v is not None]
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
         raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
@@ -195,7 +197,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
                             ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
                             ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
-                            ("batch_size", args.batch_size)) if v is not None}
+                            ("batch_size", args.batch_size), ("fit", args.fit)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
                      weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc)

@@ -111,6 +111,12 @@ def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
     else:
         w = weight_bytes(inp.model)
         wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
-    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp), resolve_release("llama.cpp", inp.release))
+    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp, ngl_given="n_gpu_layers" in inp.llamacpp), resolve_release("llama.cpp", inp.release))
+    if inp.weights_bytes is None and not exact and getattr(w, "params", None):
+        per = w.bytes / w.params
+        dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
+        answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, the "
+                            "config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the .gguf file "
+                            "or --weights-bytes")
     emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

@@ -43,6 +43,10 @@ class FitAnswer:
         log_lines: what the engine would print, at the pool's low and high end.
         flip_points: the engine flags' values where the answer changes.
         notes: assumptions said to the user.
+        kv_stored: the bytes the KV pool stores, per GPU, where the engine stores more per
+            token than it budgets (SGLang's DeepSeek sparse attention pool, the size of its
+            ``KV size`` log line); ``None`` where they are the same.
+        kv_stored_label: how ``kv_stored`` is counted, for the table.
     """
 
     engine: str
@@ -65,6 +69,8 @@ class FitAnswer:
     how_to_measure: str | None = None
     tokens_per_sequence: dict[str, int | None] = field(default_factory=dict)
     max_concurrency_printed: dict[str, str | None] = field(default_factory=dict)
+    kv_stored: Interval | None = None
+    kv_stored_label: str | None = None
 
     def __post_init__(self) -> None:
         """The release's own note (e.g. newer than modelled) said first among the notes."""
@@ -84,6 +90,7 @@ class FitAnswer:
             "terms": [t.to_dict() for t in self.terms],
             "budget_bytes": self.budget.to_dict(),
             "kv_pool_bytes": self.kv_pool.to_dict(),
+            "kv_stored_bytes": None if self.kv_stored is None else self.kv_stored.to_dict(),
             "tokens": self.tokens,
             "max_concurrency": self.max_concurrency,
             "max_concurrency_printed": self.max_concurrency_printed,

@@ -156,12 +156,14 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    _log_rule("-ctk", "--kv-format", "K cache type") + "; -ctk alone changes K only"),
         EngineFlag("-ctv, --cache-type-v TYPE", "f16 (a quantized V needs -fa)", "bytes per cached V row",
                    "fit, layout, what-if", _log_rule("-ctv", "--kv-format", "V cache type")),
-        EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds)", "layers (and their KV) on the GPU",
+        EngineFlag("-ngl, --n-gpu-layers N", "999 = all (recent builds); unset, --fit picks it", "layers (and their KV) on the GPU",
                    "fit"),
         EngineFlag("-fa, --flash-attn on|off|auto", "auto", "off pads V to the KV block; the compute buffer's "
                    "KQ scores", "fit, layout"),
         EngineFlag("-ub, --ubatch-size N", "512", "the compute buffer; iSWA cache cells", "fit, layout"),
         EngineFlag("-b, --batch-size N", "2048", "the logical batch (-ub is clamped to it)", "fit, layout"),
+        EngineFlag("-fit, --fit on|off", "on (builds from ~b7400; before: no such flag)", "without -ngl, moves "
+                   "layers to the CPU (and, without -c, shrinks the context) until 1024 MiB stay free", "fit"),
         EngineFlag("-kvu, --kv-unified", "off", "one KV cache for all sequences instead of one stream each",
                    "fit, layout"),
         EngineFlag("--swa-full", "off", "sliding-window layers at full size", "layout"),

@@ -69,6 +69,16 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "RTX A6000": (("a6000", "rtx-a6000"), 49_140, _SMI),
     "RTX 3090": (("3090", "rtx-3090", "rtx3090"), 24_576, _SMI),
     "RTX 4090": (("4090", "rtx-4090", "rtx4090"), 24_564, _SMI),
+    "V100 16GB": (("v100-16gb", "v100-pcie-16gb", "v100-sxm2-16gb", "tesla-v100-pcie-16gb", "tesla-v100-sxm2-16gb"),
+                  16_160, _SMI + " (Tesla V100-PCIE-16GB, V100-SXM2-16GB; the llama.cpp V100 logs of "
+                  "tests/data/fit_logs run on a V100-PCIE-16GB)"),
+    "V100 32GB": (("v100-32gb", "v100-pcie-32gb", "v100-sxm2-32gb", "v100s", "v100s-pcie-32gb",
+                   "tesla-v100-pcie-32gb", "tesla-v100-sxm2-32gb"), 32_510,
+                  _SMI + " (Tesla V100-PCIE-32GB, V100S-PCIE-32GB)"),
+    "T4": (("t4", "tesla-t4"), 15_360, _SMI + " (Tesla T4; tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log)"),
+    "RTX 3060 12GB": (("3060", "rtx-3060", "rtx3060", "rtx-3060-12gb", "3060-12gb"), 12_288, _SMI + " (RTX 3060 12GB)"),
+    "RTX 4060": (("4060", "rtx-4060", "rtx4060", "rtx-4060-8gb"), 8_188,
+                 _SMI + " (RTX 4060 8GB; tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log)"),
     "RTX 5090": (("5090", "rtx-5090", "rtx5090", "rtx-5090-d"), 32_607,
                  "nvidia-smi line in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
     "RTX 5070 Ti": (("5070ti", "rtx-5070-ti", "5070-ti"), 16_303,
@@ -100,7 +110,8 @@ def gpu_names() -> list[str]:
 
 def lookup_gpu(text: str) -> Gpu:
     """A card of the table by name or alias, case and spacing ignored (``h100``,
-    ``A100-80GB``, ``"RTX 4090"``). ``A100`` alone is ambiguous (40 or 80 GB).
+    ``A100-80GB``, ``"RTX 4090"``). ``A100`` alone is ambiguous (40 or 80 GB), as is
+    ``V100`` (16 or 32 GB).
 
     Raises:
         KvgateError: unknown or ambiguous name (the hint lists the table).
@@ -109,6 +120,8 @@ def lookup_gpu(text: str) -> Gpu:
     for name, (aliases, _, _) in GPU_TABLE.items():
         if k == _key(name) or k in aliases:
             return _from_table(name)
+    if k in ("v100", "tesla-v100"):
+        raise KvgateError("GPU 'V100' is ambiguous: 16 GB or 32 GB", hint="--gpu V100-16GB or --gpu V100-32GB")
     if k in ("a100",):
         raise KvgateError("GPU 'A100' is ambiguous: 40 GB or 80 GB", hint="--gpu A100-40GB or --gpu A100-80GB")
     raise KvgateError(f"unknown GPU {text!r}", hint=f"one of: {', '.join(GPU_TABLE)}; or --total BYTES")

@@ -37,7 +37,7 @@ the context: failed to allocate buffer for kv cache`` or ``… compute buffers``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -58,7 +58,9 @@ class LlamaCppFlags:
     """``llama-server`` / ``llama-cli`` memory flags: ``-c`` (whole context, 0 = the
     model's), ``-np``, ``-ctk``/``-ctv``, ``-ngl`` (default 999 = all, as recent builds),
     ``-fa`` (auto/on/off), ``-ub``, ``-b``, ``-kvu``; ``n_outputs_max`` the logits rows the
-    graph reserve keeps (``None``: by release, :func:`logits_rows`)."""
+    graph reserve keeps (``None``: by release, :func:`logits_rows`); ``ngl_given`` whether
+    ``-ngl`` was on the command line (``--fit`` leaves a given ``-ngl`` alone); ``fit`` the
+    ``-fit on|off`` switch (``None``: the build's default, :func:`fit_on`)."""
 
     ctx_size: int | None = None
     parallel: int = 1
@@ -70,6 +72,8 @@ class LlamaCppFlags:
     batch_size: int = 2048
     kv_unified: bool = False
     n_outputs_max: int | None = None
+    ngl_given: bool = True
+    fit: str | None = None
 
     def __post_init__(self) -> None:
         if self.flash_attn not in ("auto", "on", "off"):
@@ -79,6 +83,8 @@ class LlamaCppFlags:
                 raise KvgateError(f"{k} must be positive")
         if self.n_outputs_max is not None and self.n_outputs_max <= 0:
             raise KvgateError("n_outputs_max must be positive")
+        if self.fit not in (None, "on", "off"):
+            raise KvgateError(f"-fit {self.fit!r}: one of on, off")
         if self.n_gpu_layers < 0 or (self.ctx_size is not None and self.ctx_size < 0):
             raise KvgateError("-ngl and -c must not be negative")
 
@@ -116,6 +122,24 @@ ALL_ROWS_UP_TO = (7000,)
 #: last build whose ``-fa`` was a switch, off unless given (no ``auto``)
 FA_SWITCH_UP_TO = (6000,)
 LOW, HIGH = Fraction(9, 10), Fraction(115, 100)
+#: first build taken to have ``-fit``/``--fit``, on by default (``common/common.h``
+#: ``fit_params = true``; ``common/arg.cpp`` ``-fit, --fit [on|off]``; ``common/fit.cpp``
+#: ``common_params_fit_impl`` at 0c1e57098bba). The feature was merged in mid-December 2025,
+#: near build b7400; the exact first build is approximate.
+FIT_FROM = (7400,)
+#: ``-fitt`` default: free memory --fit leaves per device (``common/common.h``
+#: ``fit_params_target`` = 1024 MiB); ``-fitc`` default: the smallest context per stream it
+#: reduces ``-c`` to (``fit_params_min_ctx`` = 4096).
+FIT_TARGET = 1024 * MiB
+FIT_MIN_CTX = 4096
+
+
+def fit_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
+    """Whether llama.cpp's ``--fit`` runs: ``-fit on|off`` as given, else on from
+    :data:`FIT_FROM` (unknown release: on, as the newest modelled)."""
+    if f.fit is not None:
+        return f.fit == "on"
+    return release is None or release.version >= FIT_FROM
 
 
 def flash_attn_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
@@ -307,6 +331,13 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     if not ctx:
         raise KvgateError("-c 0 (the model's context) but the model states no context length", hint="give -c N")
     g = kv_geometry(model, flags)
+    fitted = None
+    if fit_on(flags, release):
+        fitted = auto_fit(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
+        pick = fitted["sure"] or fitted["possible"]
+        if pick is not None:
+            ctx, ngl = pick
+            flags = replace(flags, n_gpu_layers=ngl)
     terms, kv_gpu, kv_whole = _terms(model, g, flags, ctx, weights_bytes, weights_exact, weights_source,
                                      release=release)
     budget = gpu.cuda_total
@@ -321,7 +352,24 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         fits, reason, err = "unknown", "the buffers' interval straddles the GPU's memory", None
     else:
         fits, reason, err = "yes", f"{_gib(left.low)} of the GPU stays free at least", None
+    notes = [f"-c {ctx:,} is the whole context: each of -np {flags.parallel} "
+             f"sequence{'s' if flags.parallel != 1 else ''} gets n_ctx_seq = {n_ctx_seq:,}"]
+    if fitted is not None and fitted["changed"]:
+        fits, reason, err, fit_note = _fit_verdict(fitted, model.num_layers, ctx, fits, reason, err)
+        notes.insert(0, fit_note)
+    elif fitted is None and not flags.ngl_given and fits == "no":
+        notes.append("this build has no --fit (llama.cpp adds it, on by default, near b7400): give -ngl to keep "
+                     "layers on the CPU")
     flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
+    nct = model.max_position_embeddings
+    if nct:
+        cap = flips["ctx_size_cap"]
+        if flips["ctx_size_all_layers_on_gpu"]["possible"] == cap:
+            notes.append(f"-c flip points stop at n_ctx_train {nct:,} × {cap // nct} stream(s) = {cap:,}: "
+                         "beyond it a sequence passes the model's trained context")
+        if n_ctx_seq > nct:
+            notes.append(f"n_ctx_seq {n_ctx_seq:,} is above n_ctx_train {nct:,}: llama.cpp warns \"n_ctx_seq "
+                         f"({n_ctx_seq}) > n_ctx_train ({nct}) -- possible training context overflow\"")
     kv_mib = kv_whole / MiB
     lines = [f"llama_context: n_ctx = {n_ctx}, n_ctx_seq = {n_ctx_seq}, n_seq_max = {flags.parallel}",
              f"CUDA0 KV buffer size = {kv_gpu / MiB:.2f} MiB",
@@ -332,17 +380,100 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         settings={"ctx_size": ctx, "parallel": flags.parallel, "cache_type_k": flags.cache_type_k,
                   "cache_type_v": flags.cache_type_v, "n_gpu_layers": flags.n_gpu_layers, "flash_attn": flags.flash_attn,
                   "ubatch_size": flags.ubatch_size, "batch_size": flags.batch_size, "kv_unified": flags.kv_unified,
-                  "n_ctx_seq": n_ctx_seq, "defaults": {} if flags.ctx_size else {"ctx_size": "-c 0: the model's"}},
+                  "n_ctx_seq": n_ctx_seq, "fit": "on" if fitted is not None else "off", "defaults": {} if flags.ctx_size else {"ctx_size": "-c 0: the model's"}},
         terms=terms, budget=budget, kv_pool=Interval.point(kv_gpu), tokens={"low": n_ctx, "high": n_ctx},
         tokens_per_sequence={"low": n_ctx_seq, "high": n_ctx_seq},
         max_concurrency={"low": float(flags.parallel), "high": float(flags.parallel)},
         max_concurrency_printed={"low": f"n_seq_max = {flags.parallel}", "high": f"n_seq_max = {flags.parallel}"},
         request_bytes=None,
         fits=fits, reason=reason, engine_error=err, log_lines={"low": lines, "high": lines}, flip_points=flips,
-        notes=[f"-c {ctx:,} is the whole context: each of -np {flags.parallel} sequences gets n_ctx_seq = {n_ctx_seq:,}"],
+        notes=notes,
         how_to_measure=("measure it: `kvgate run -- llama-server -m MODEL ...`, or `kvgate import-log` its log"
                         if fits == "unknown" else None),
     )
+
+
+def auto_fit(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
+             gpu: Gpu, release: Release | None = None) -> dict[str, Any]:
+    """What llama.cpp's ``--fit`` sets on one GPU (``common/fit.cpp`` ``common_params_fit_impl``,
+    0c1e57098bba): nothing when the projected use leaves :data:`FIT_TARGET` free; else, with
+    no ``-c``, the context is reduced (between ``-fitc`` 4096 × streams and ``n_ctx_train`` ×
+    streams, a multiple of 256 × streams; llama.cpp interpolates linearly, kvgate takes the
+    largest that leaves the target: the pick may differ by a step); then, unless ``-ngl`` was
+    given (``n_gpu_layers already set by user … abort``), layers move to the CPU, whole layers
+    here (for MoE models llama.cpp may move only expert tensors and keep more on the GPU).
+
+    Returns:
+        ``{"sure", "possible", "changed", "ctx_in", "ctx_auto"}``: ``sure`` / ``possible`` the
+        ``(ctx, n_gpu_layers)`` chosen at the low / high end of the buffers' bands (``None``:
+        nothing fits, llama.cpp goes on with the given settings); ``changed`` whether either
+        differs from the input.
+    """
+    n = model.num_layers
+    streams = 1 if f.kv_unified else f.parallel
+    ctx_auto = not f.ctx_size
+    align = 256 * streams
+    c_max = ctx if not ctx_auto else (model.max_position_embeddings or ctx) * streams
+    c_min = min(FIT_MIN_CTX * streams, c_max)
+
+    def ok(c: int, ngl: int, end: str) -> bool:
+        terms, _, _ = _terms(model, g, f, c, wb, exact, src, ngl, release)
+        li = gpu.cuda_total - total(terms)
+        return (li.low if end == "low" else li.high) >= FIT_TARGET
+
+    def pick(end: str) -> tuple[int, int] | None:
+        ngl0 = f.n_gpu_layers
+        if ok(c_max, ngl0, end):
+            return c_max, ngl0
+        c = c_max
+        if ctx_auto and c_max > c_min:
+            lo, hi = c_min // align, c_max // align
+            if ok(lo * align, ngl0, end):
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    lo, hi = (mid, hi) if ok(mid * align, ngl0, end) else (lo, mid - 1)
+                return max(lo * align, c_min), ngl0
+            c = c_min
+        if f.ngl_given:
+            return None
+        for ngl in range(min(ngl0, n + 1), -1, -1):
+            if ok(c, ngl, end):
+                return c, ngl
+        return None
+
+    sure, possible = pick("low"), pick("high")
+    same = (c_max, f.n_gpu_layers)
+    return {"sure": sure, "possible": possible, "changed": sure != same or possible != same,
+            "ctx_in": c_max, "ctx_auto": ctx_auto, "n_gpu_layers_in": f.n_gpu_layers}
+
+
+def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: str,
+                 err: str | None) -> tuple[str, str, str | None, str]:
+    """The verdict and a note for what ``--fit`` chose (:func:`auto_fit`)."""
+    sure, possible = fitted["sure"], fitted["possible"]
+
+    def said(p: tuple[int, int] | None) -> str:
+        if p is None:
+            return "nothing fits"
+        c, ngl = p
+        parts = []
+        if c != fitted["ctx_in"]:
+            parts.append(f"-c {c:,}")
+        if ngl != fitted["n_gpu_layers_in"]:
+            parts.append(f"{min(ngl, n)} of {n} layers on the GPU (-ngl {ngl})")
+        return ", ".join(parts) or "no change"
+
+    what = said(sure) if sure == possible else f"{said(sure)} for sure, {said(possible)} at best"
+    moved = any(p is not None and p[1] != fitted["n_gpu_layers_in"] for p in (sure, possible))
+    note = (f"llama.cpp's --fit (on by default; -fit off to stop it) leaves {FIT_TARGET // MiB} MiB free: {what}"
+            + ("; layers on the CPU run slower" if moved else ""))
+    if sure is not None:
+        return "yes", f"--fit sets {said(sure)}", None, note
+    if possible is not None:
+        return "unknown", f"--fit may set {said(possible)}; the buffers' interval straddles the GPU's memory", None, note
+    return ("no", "--fit finds nothing that fits and llama.cpp goes on with the settings given",
+            "common_fit_params: failed to fit params to free device memory; then cudaMalloc failed: out of memory",
+            note)
 
 
 def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
@@ -418,7 +549,10 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
         return gpu.cuda_total - total(terms)
 
     step = 256 * f.parallel
-    limit = max(ctx, (model.max_position_embeddings or 0))
+    # the largest -c: n_ctx_train × streams (-c 0 and --fit's n_ctx_max, common/fit.cpp); above it
+    # each sequence passes n_ctx_train (llama-context.cpp warns "n_ctx_seq > n_ctx_train")
+    streams = 1 if f.kv_unified else f.parallel
+    limit = (model.max_position_embeddings or 0) * streams or ctx
     all_on = model.num_layers + 1
 
     def largest(end: str) -> int | None:
@@ -447,7 +581,7 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
     return {"ctx_size_all_layers_on_gpu": {"sure": largest("low"), "possible": largest("high")},
             "layers_on_cpu_at_ctx_size": {"sure": cpu_layers("low"), "possible": cpu_layers("high")},
             "n_gpu_layers_at_ctx_size": {"sure": ngl_for(cpu_layers("low")), "possible": ngl_for(cpu_layers("high"))},
-            "n_layers": model.num_layers}
+            "n_layers": model.num_layers, "ctx_size_cap": limit}
 
 
 def _gib(b: int) -> str:

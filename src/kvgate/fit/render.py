@@ -4,6 +4,7 @@ concurrency)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvgate.fit.answer import FitAnswer
@@ -33,7 +34,7 @@ def render_llamacpp(a: FitAnswer) -> str:
                f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
                + (" -kvu" if s["kv_unified"] else ""))
     out.append("")
-    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source] for t in a.terms]
+    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)] for t in a.terms]
     used_lo = sum(t.value.low for t in a.terms)
     used_hi = sum(t.value.high for t in a.terms)
     rows.append(["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi), f"of {fmt_gib(cuda.low)}"])
@@ -45,8 +46,16 @@ def render_llamacpp(a: FitAnswer) -> str:
     f = a.flip_points
     flips: list[str] = []
     c = f["ctx_size_all_layers_on_gpu"]
-    flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
-               f"(-np {s['parallel']} sequences share it)")
+    share = f"(-np {s['parallel']} " + ("sequence has it)" if s["parallel"] == 1 else "sequences share it)")
+    if c["possible"] is None:
+        flips.append(f"  -c: no -c fits with every layer on the GPU {share}")
+    elif c["sure"] is None:
+        flips.append(f"  -c: with every layer on the GPU, none for sure, up to {_n(c['possible'])} at best {share}")
+    elif c["sure"] == c["possible"]:
+        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} {share}")
+    else:
+        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
+                     f"{share}")
     lcpu = f["layers_on_cpu_at_ctx_size"]
     if lcpu["sure"] == lcpu["possible"]:
         flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)}")
@@ -60,9 +69,34 @@ def _terms_table(a: FitAnswer, budget_label: str) -> str:
     rows = [[budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
     for t in a.terms:
         name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
-        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), t.source])
-    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high), ""])
+        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)])
+    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high),
+                 "what SGLang budgets" if a.kv_stored is not None else ""])
+    if a.kv_stored is not None:
+        rows.append(["  KV cache pool as stored (per GPU)", _pool_end(a.kv_stored.low), _pool_end(a.kv_stored.high),
+                     f"{a.kv_stored_label or ''}: the log's KV size"])
     return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+
+
+_PLAIN = (
+    (re.compile(r"\s*\((?:[^()]*\bb\+\d+)[^()]*\)"), ""),  # the sampler's buffer counts (b+12 …): JSON only
+    (re.compile(r"\b_dummy_sampler_run\b"), "sampler warm-up"),
+    (re.compile(r"×\[(\d+\.\d+), (\d+\.\d+)\]"),
+     lambda m: f"× {round(float(m[1]) * 100)}–{round(float(m[2]) * 100)}%"),
+    (re.compile(r"\(ESTIMATE\)"), "(an estimate)"),
+    (re.compile(r"ESTIMATE"), "an estimate"),
+    (re.compile(r"\(file\)"), "(the file's bytes)"),
+)
+
+
+def plain_source(src: str) -> str:
+    """A term's source as the table says it to a user: the sampler's buffer counts dropped
+    (``(b+12) … (b+36; b+49 for 2-127 rows)``: the number of vocab-wide fp32 buffers of
+    ``vllm_budget.sampler_rows``, kept in the ``--json`` source), ``_dummy_sampler_run`` as
+    "sampler warm-up", ``×[0.85, 1.15]`` as ``× 85–115%``, ``ESTIMATE`` as "an estimate"."""
+    for pat, rep in _PLAIN:
+        src = pat.sub(rep, src)
+    return src
 
 
 def _pool_end(v: int) -> str:
@@ -79,7 +113,7 @@ def _header(a: FitAnswer, engine: str) -> str:
     """``vLLM 0.11.0 (given) · MODEL on GPU (CUDA total X GiB … Y GiB)``."""
     cuda = a.gpu.cuda_total
     head = (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
-            + ("" if cuda.width == 0 else f" … {fmt_gib(cuda.high)}") + ")")
+            + ("" if fmt_gib(cuda.low) == fmt_gib(cuda.high) else f" … {fmt_gib(cuda.high)}") + ")")
     from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW  # noqa: PLC0415
 
     nvml = a.gpu.nvml_total_bytes
@@ -159,6 +193,8 @@ def render_vllm(a: FitAnswer) -> str:
         if isinstance(v, int) and not isinstance(v, bool):
             v = f"{v:,}"
         flags.append(f"{_flag(k)} {v}" + (" (default)" if k in s["defaults"] else ""))
+    if s.get("decode_context_parallel_size", 1) != 1:
+        flags.append(f"--decode-context-parallel-size {s['decode_context_parallel_size']}")
     if s["enforce_eager"]:
         flags.append("--enforce-eager")
     if s["kv_cache_memory_bytes"] is not None:
@@ -198,23 +234,34 @@ def _vllm_flips(a: FitAnswer) -> list[str]:
     elif ml.get("sure") is None:
         flips.append(f"  --max-model-len: none fits for sure (at the low end of the pool no request fits); "
                      f"up to {_n(ml.get('possible'))} at best")
+    elif ml.get("sure") == ml.get("possible"):
+        flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))}")
     else:
         flips.append(f"  --max-model-len: fits up to {_n(ml.get('sure'))} for sure, {_n(ml.get('possible'))} at best")
     ms = f.get("max_num_seqs_at_max_model_len", {})
     lo, hi = ms.get("sure"), ms.get("possible")
     cap = s.get("max_num_seqs")
-    if not hi:
+    if ms.get("refused_above"):
+        flips.append(f"  --max-num-seqs: none: vLLM refuses --max-model-len {L:,} (above max_position_embeddings "
+                     f"{ms['refused_above']:,}) before any sequence runs")
+    elif not hi:
         flips.append(f"  --max-num-seqs: not one sequence of {L:,} tokens fits in the pool")
     elif isinstance(cap, int) and lo is not None and cap < lo:
         flips.append(f"  --max-num-seqs: the pool would hold {_n(lo)} … {_n(hi)} sequences of {L:,} tokens, but "
                      f"--max-num-seqs {cap} caps it: {cap} run at once, more wait in the queue")
     else:
-        flips.append(f"  --max-num-seqs: {_n(lo)} … {_n(hi)} sequences of {L:,} tokens run at once; more wait in the "
+        many = (f"{_n(hi)}" if lo == hi else f"up to {_n(hi)}" if not lo else f"{_n(lo)} … {_n(hi)}")
+        if not lo and lo != hi:
+            many = f"none for sure, up to {_n(hi)}"
+        one = "sequence" if hi == 1 else "sequences"
+        flips.append(f"  --max-num-seqs: {many} {one} of {L:,} tokens run at once; more wait in the "
                      f"queue (shorter requests share the pool)")
     if "gpu_memory_utilization" in f:
         u = f["gpu_memory_utilization"]
         if u.get("sure") is None and u.get("possible") is None:
             flips.append(f"  --gpu-memory-utilization: none up to 1.0 holds one request of {L:,} tokens on this card")
+        elif u.get("sure") == u.get("possible"):
+            flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))}, for one request of {L:,} tokens")
         else:
             flips.append(f"  --gpu-memory-utilization: {_u(u.get('sure'))} for sure, {_u(u.get('possible'))} at best, "
                          f"for one request of {L:,} tokens")

@@ -178,5 +178,9 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
                      tokens_per_sequence={"low": L, "high": L}, max_concurrency_printed={"low": None, "high": None},
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,
+                     kv_stored=(Interval(pool_bytes(geo, t_lo).total if t_lo > 0 else 0,
+                                         pool_bytes(geo, t_hi).total if t_hi > 0 else 0)
+                                if stored > cell else None),
+                     kv_stored_label=f"(#tokens + a page) × {stored:,} B a token" if stored > cell else None,
                      notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)

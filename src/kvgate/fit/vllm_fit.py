@@ -316,7 +316,10 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
     - ``gpu_memory_utilization_for_any_pool``: the smallest at which the non-KV terms leave
       any KV cache pool (``None``: not even at 1.0).
     """
-    limit = max(s.max_model_len, pr.model.max_position_embeddings or 0)
+    # the verdict's own limit: vLLM refuses --max-model-len above max_position_embeddings
+    # (vllm/config/model.py _get_and_verify_max_len), so no flip point goes above it
+    mpe = pr.model.max_position_embeddings
+    limit = mpe or s.max_model_len
 
     def ok_at(L: int, end: str) -> bool:
         st = pr.settings(replace(flags, max_model_len=L))
@@ -335,7 +338,9 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
         c = vllm_kv_cache_report(g, p, s.max_model_len)["max_concurrency"] if p > 0 else 0.0
         conc.append(int(c) if c is not None else None)
     out["max_num_seqs_at_max_model_len"] = {"sure": conc[0], "possible": conc[1]}
-    if s.kv_cache_memory_bytes is None:
+    if mpe and s.max_model_len > mpe:  # refused at start: nothing runs, no share makes it run
+        out["max_num_seqs_at_max_model_len"] = {"sure": 0, "possible": 0, "refused_above": mpe}
+    elif s.kv_cache_memory_bytes is None:
         need = pr.request_bytes(s, s.max_model_len)
         nonkv = total(terms)
         cuda = pr.gpu.cuda_total
