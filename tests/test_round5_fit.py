@@ -167,7 +167,7 @@ def test_preset_without_gguf_says_bf16() -> None:
     assert any("taken as bf16" in n and "--weights-bytes" in n for n in d["notes"])
 
 
-@pytest.mark.parametrize("name,mib", [("V100-16GB", 16160), ("Tesla V100-PCIE-16GB", 16160), ("V100 32GB", 32510),
+@pytest.mark.parametrize("name,mib", [("V100-16GB", 16384), ("Tesla V100-PCIE-16GB", 16384), ("V100 32GB", 32768),
                                       ("T4", 15360), ("RTX 3060", 12288), ("RTX 4060", 8188)])
 def test_gpu_table_has_the_logs_cards(name: str, mib: int) -> None:
     from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW, lookup_gpu

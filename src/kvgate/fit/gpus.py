@@ -70,12 +70,13 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "RTX 3090": (("3090", "rtx-3090", "rtx3090"), 24_576, _SMI),
     "RTX 4090": (("4090", "rtx-4090", "rtx4090"), 24_564, _SMI),
     "V100 16GB": (("v100-16gb", "v100-pcie-16gb", "v100-sxm2-16gb", "tesla-v100-pcie-16gb", "tesla-v100-sxm2-16gb"),
-                  16_160, _SMI + " (Tesla V100-PCIE-16GB, V100-SXM2-16GB; the llama.cpp V100 logs of "
+                  16_384, _SMI + " (Tesla V100-PCIE-16GB '0MiB / 16384MiB' in public nvidia-smi tables, recent "
+                  "drivers; older drivers print 16160MiB; the llama.cpp V100 logs of "
                   "tests/data/fit_logs run on a V100-PCIE-16GB)"),
     "V100 32GB": (("v100-32gb", "v100-pcie-32gb", "v100-sxm2-32gb", "v100s", "v100s-pcie-32gb",
-                   "tesla-v100-pcie-32gb", "tesla-v100-sxm2-32gb"), 32_510,
-                  _SMI + " (Tesla V100-PCIE-32GB, V100S-PCIE-32GB)"),
-    "T4": (("t4", "tesla-t4"), 15_360, _SMI + " (Tesla T4; tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log)"),
+                   "tesla-v100-pcie-32gb", "tesla-v100-sxm2-32gb"), 32_768,
+                  _SMI + " (Tesla V100-SXM2-32GB and V100-PCIE-32GB '/32768 MiB' in public nvidia-smi output)"),
+    "T4": (("t4", "tesla-t4"), 15_360, _SMI + " (Tesla T4 '15360MiB'; 15109MiB with ECC on; tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log)"),
     "RTX 3060 12GB": (("3060", "rtx-3060", "rtx3060", "rtx-3060-12gb", "3060-12gb"), 12_288, _SMI + " (RTX 3060 12GB)"),
     "RTX 4060": (("4060", "rtx-4060", "rtx4060", "rtx-4060-8gb"), 8_188,
                  _SMI + " (RTX 4060 8GB; tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log)"),
