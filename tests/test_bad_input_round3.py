@@ -9,15 +9,7 @@ import json
 import pytest
 
 from kvgate.cli import main
-
-
-def run_json(argv, capsys):
-    try:
-        code = main([*argv, "--json"])
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else None
+from test_bad_input_new_commands import run_json  # one helper for the bad-input files
 
 
 @pytest.mark.parametrize("topic", ["nosuch", "cli", "Fit", "../x"])
