@@ -120,6 +120,15 @@ def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 120.0) -> Non
     raise RuntimeError("llama-server did not become ready")
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a llama-server: SIGTERM, then SIGKILL after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server", default="/work/llama.cpp-build/build/bin/llama-server")
@@ -185,11 +194,7 @@ def main() -> int:
             with urllib.request.urlopen(base + "/slots", timeout=5) as r:  # noqa: S310 - loopback
                 (out / "llamacpp_slots.json").write_bytes(r.read())
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
     shutil.copyfile(tmp / "server.log", out / "llama_server_full.log")
     gate = gate_from_engine_log(pool, model, slots=a.slots, max_seq=a.max_seq, pool_bytes=check.get("pool_bytes"),
                                 trace=trace)

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from kvgate.tier.llamacpp import LlamaCppServer, Prompt  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from llama_server_live import free_port, wait_ready, write_tiny_llama  # noqa: E402
+from llama_server_live import free_port, stop, wait_ready, write_tiny_llama  # noqa: E402
 
 from kvgate.tier.traces import HashedTrace, load_hashed_trace  # noqa: E402
 
@@ -125,11 +125,7 @@ def serve_all(server: Path, gguf_path: Path, prompts: list[list[int]], ctx: int,
                 out.append({"cache_n": tm["cache_n"], "prompt_n": tm["prompt_n"], "prompt_ms": tm["prompt_ms"]})
             return out
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
 
 
 def marginal_ms_per_token(prompt_n: list[int], prompt_ms: list[float]) -> tuple[float, float]:

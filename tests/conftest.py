@@ -32,3 +32,14 @@ def shared_dir() -> Path:
 def data_dir() -> Path:
     """``tests/data``: recorded real data (device logs, measurements)."""
     return DATA
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``run_cli("fit", ...)``: kvgate's stdout for a command that must exit 0."""
+    from kvgate.cli import main
+
+    def run(*argv):
+        assert main(list(argv)) == 0
+        return capsys.readouterr().out
+    return run

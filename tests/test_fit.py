@@ -28,16 +28,6 @@ MiB = 2**20
 
 
 @pytest.fixture
-def run_cli(capsys):
-    from kvgate.cli import main
-
-    def run(*argv):
-        assert main(list(argv)) == 0
-        return capsys.readouterr().out
-    return run
-
-
-@pytest.fixture
 def run_cli_fail(capsys):
     from kvgate.cli import main
 

@@ -21,16 +21,6 @@ MiB = 2**20
 CONF = Path(__file__).parent / "data" / "llamacpp" / "conformance"
 
 
-@pytest.fixture
-def run_cli(capsys):
-    from kvgate.cli import main
-
-    def run(*argv):
-        assert main(list(argv)) == 0
-        return capsys.readouterr().out
-    return run
-
-
 def _without(model, *keys):
     cfg = {k: v for k, v in model.config.items() if k not in keys}
     return dataclasses.replace(model, config=cfg)

@@ -47,6 +47,11 @@ from kvgate.model import ModelSpec
 GiB = 2**30
 
 
+def _given(**flags: Any) -> dict[str, Any]:
+    """The what-if flags that were given (``None``: keep the log's)."""
+    return {k: v for k, v in flags.items() if v is not None}
+
+
 @dataclass(frozen=True)
 class WhatIf:
     """The settings asked for instead of the log's (``None`` = the log's).
@@ -204,18 +209,9 @@ class _VllmFromLog:
             max_num_batched_tokens=fl.get("max_num_batched_tokens"), tensor_parallel_size=self.log_tp,
             pipeline_parallel_size=self.log_pp, kv_cache_dtype=_log_kv_dtype(pool, model),
             block_size=fl.get("block_size"), use_v1=self.t.v1 if not self.release.at_least(0, 11) else None)
-        kw: dict[str, Any] = {}
-        if w.utilization is not None:
-            kw["gpu_memory_utilization"] = w.utilization
-        if w.max_model_len is not None:
-            kw["max_model_len"] = w.max_model_len
-        if w.tp is not None:
-            kw["tensor_parallel_size"] = w.tp
-        if w.kv_cache_dtype is not None:
-            kw["kv_cache_dtype"] = w.kv_cache_dtype
-        if w.max_num_seqs is not None:
-            kw["max_num_seqs"] = w.max_num_seqs
-        self.flags = replace(self.base, **kw)
+        self.flags = replace(self.base, **_given(
+            gpu_memory_utilization=w.utilization, max_model_len=w.max_model_len, tensor_parallel_size=w.tp,
+            kv_cache_dtype=w.kv_cache_dtype, max_num_seqs=w.max_num_seqs))
         self.logged_pool = (Interval(pool.pool_bytes.low, pool.pool_bytes.high)
                             if pool.pool_bytes is not None and pool.pool_is_budget else self.t.available_kv)
         self.pool_from_blocks = self.logged_pool is None and budget is not None
@@ -501,12 +497,8 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
                      "as the log implies")
     base = SglangFlags(mem_fraction_static=mfs, context_length=pool.max_model_len, tp_size=log_tp,
                        kv_cache_dtype=_log_kv_dtype(pool, model), page_size=int(fl.get("page_size") or 1))
-    kw: dict[str, Any] = {}
-    for k, given in (("mem_fraction_static", w.utilization), ("context_length", w.max_model_len), ("tp_size", w.tp),
-                     ("kv_cache_dtype", w.kv_cache_dtype), ("max_running_requests", w.max_num_seqs)):
-        if given is not None:
-            kw[k] = given
-    new = replace(base, **kw)
+    new = replace(base, **_given(mem_fraction_static=w.utilization, context_length=w.max_model_len, tp_size=w.tp,
+                                 kv_cache_dtype=w.kv_cache_dtype, max_running_requests=w.max_num_seqs))
     how: list[CarriedTerm] = []
     if pool.weights is not None:
         v = Interval(pool.weights.low, pool.weights.high)
@@ -560,20 +552,9 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
         ubatch_size=int(fl.get("n_ubatch") or 512), batch_size=int(fl.get("n_batch") or 2048),
         kv_unified=str(fl.get("kv_unified")).lower() in ("1", "true"),
         n_gpu_layers=_log_ngl(t, model) if t.model_buffer is not None else 999)
-    kw: dict[str, Any] = {}
-    if w.n_gpu_layers is not None:
-        kw["n_gpu_layers"] = w.n_gpu_layers
-    if w.max_model_len is not None:
-        kw["ctx_size"] = w.max_model_len
-    if w.parallel is not None:
-        kw["parallel"] = w.parallel
-    if w.kv_cache_dtype is not None:
-        kw["cache_type_k"] = w.kv_cache_dtype
-    if w.cache_type_v is not None:
-        kw["cache_type_v"] = w.cache_type_v
-    if w.flash_attn is not None:
-        kw["flash_attn"] = w.flash_attn
-    new = replace(base, **kw)
+    new = replace(base, **_given(n_gpu_layers=w.n_gpu_layers, ctx_size=w.max_model_len, parallel=w.parallel,
+                                 cache_type_k=w.kv_cache_dtype, cache_type_v=w.cache_type_v,
+                                 flash_attn=w.flash_attn))
     how: list[CarriedTerm] = []
     file = _model_weights(weights_ref, "weights") if weights_ref else None
     printed = t.model_buffer if t.model_buffer is not None else t.model_buffers

@@ -108,6 +108,15 @@ class SglangDSA(MLAAttention):
     def k_bytes(self, fmt: KVFormat, tp: int) -> int:
         return self.latent_bytes(fmt) + self.index_bytes()
 
+    def budget_row_bytes(self, fmt: KVFormat, version: tuple[int, ...] | None) -> int:
+        """The bytes per token SGLang's memory profile counts for this layer (the cell it
+        divides its budget by): from v0.5.17 the stored row (:meth:`k_bytes`); before, and
+        when the release is unknown, ``(kv_lora_rank + qk_rope_head_dim) × element_size``
+        of the KV dtype plus the indexer row (``calculate_mla_kv_cache_dim``)."""
+        if version is not None and version >= CELL_USES_DSA_ROW:
+            return self.k_bytes(fmt, 1)
+        return fmt.vector_bytes(self.latent_dim) + self.index_bytes()
+
 
 def dsa_index_dim(model: ModelSpec) -> int:
     """The DSA indexer's key width SGLang gives every layer of ``model`` (its
@@ -226,9 +235,8 @@ def cell_bytes(geo: Any) -> int:
     v = _version(lay.version)
     total = 0
     for i, spec in enumerate(geo.engine_specs):
-        if isinstance(spec, SglangDSA) and (v is None or v < CELL_USES_DSA_ROW):
-            # (kv_lora_rank + qk_rope_head_dim) × element_size(kv dtype) + the indexer row
-            total += geo.fmt_k.vector_bytes(spec.latent_dim) + spec.index_bytes()
+        if isinstance(spec, SglangDSA):
+            total += spec.budget_row_bytes(geo.fmt_k, v)
         else:
             total += geo.position_bytes(i)
     return total

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.replay import timeunits
-from kvgate.replay.readers.base import TraceError, norm_column, pick_column
+from kvgate.replay.readers.base import TraceError, norm_column, pick_column, trace_file_errors
 from kvgate.replay.readers.formats import (
     ARRIVAL_COLUMNS,
     MOONCAKE,
@@ -175,14 +175,8 @@ def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int
 
 
 def _read_objects(path: Path) -> tuple[list[str], list[dict[str, Any]], list[int]]:
-    try:
+    with trace_file_errors(path):
         text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise TraceError(f"trace file not found: {path}") from None
-    except IsADirectoryError:
-        raise TraceError(f"trace path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}") from None
     objs: list[dict[str, Any]] = []
     lines: list[int] = []
     stripped = text.lstrip()

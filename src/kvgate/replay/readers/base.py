@@ -9,8 +9,10 @@ one name.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +21,20 @@ from kvgate.errors import KvgateError
 
 class TraceError(KvgateError):
     """A trace file or trace parameters cannot be used (missing columns, bad values...)."""
+
+
+@contextmanager
+def trace_file_errors(path: Path) -> Iterator[None]:
+    """Turn the errors of reading ``path`` (missing, a directory, unreadable, not UTF-8)
+    into one :class:`TraceError` naming the file."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise TraceError(f"trace file not found: {path}") from None
+    except IsADirectoryError:
+        raise TraceError(f"trace path is a directory, not a file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read trace {path}: {exc}") from None
 
 
 def norm_column(name: object) -> str:

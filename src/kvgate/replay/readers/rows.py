@@ -26,7 +26,7 @@ import numpy as np
 
 from kvgate.errors import KvgateError
 from kvgate.guarded import loads_json
-from kvgate.replay.readers.base import RawColumns, TraceError
+from kvgate.replay.readers.base import RawColumns, TraceError, trace_file_errors
 
 _MAX_REPORTED_ROWS = 5
 
@@ -43,28 +43,21 @@ def read_rows(path: Path) -> tuple[list[str], list[list], list[int]]:
         TraceError: missing file, a directory, unreadable or non-UTF-8 bytes, an empty
             file, bad CSV or JSON (with the line).
     """
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            lead = ""
-            while not lead:
-                chunk = fh.read(4096)
-                if not chunk:
-                    break
-                lead = chunk.lstrip()[:1]
-            if not lead:
-                raise TraceError(f"trace {path} is empty",
-                                 hint="expected CSV with a header row or JSONL, one request per row")
-            fh.seek(0)
-            suffix = path.suffix.lower()
-            if suffix in (".jsonl", ".ndjson", ".json") or lead in ("{", "["):
-                return _read_json_rows(path, fh, lead)
-            return _read_csv_rows(path, fh)
-    except FileNotFoundError:
-        raise TraceError(f"trace file not found: {path}") from None
-    except IsADirectoryError:
-        raise TraceError(f"trace path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}") from None
+    with trace_file_errors(path), open(path, encoding="utf-8-sig", newline="") as fh:
+        lead = ""
+        while not lead:
+            chunk = fh.read(4096)
+            if not chunk:
+                break
+            lead = chunk.lstrip()[:1]
+        if not lead:
+            raise TraceError(f"trace {path} is empty",
+                             hint="expected CSV with a header row or JSONL, one request per row")
+        fh.seek(0)
+        suffix = path.suffix.lower()
+        if suffix in (".jsonl", ".ndjson", ".json") or lead in ("{", "["):
+            return _read_json_rows(path, fh, lead)
+        return _read_csv_rows(path, fh)
 
 
 def csv_delimiter(path: Path, first_line: str) -> str:
