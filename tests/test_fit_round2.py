@@ -203,7 +203,7 @@ def test_engine_flags_commands_column_matches_every_parser():
     import re
 
     from kvgate.cli import build_parser
-    from kvgate.fit.engine_flags import FLAGS
+    from kvgate.commands._engine_flags import FLAGS
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     seen = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvgate.cli import build_parser, main
-from kvgate.fit.engine_flags import FLAGS
+from kvgate.commands._engine_flags import FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from kvgate.cli import build_parser  # noqa: PLC0415
 
     if args.topic == "engine-flags":
-        from kvgate.fit.engine_flags import engine_flags_dict, render_engine_flags  # noqa: PLC0415
+        from kvgate.commands._engine_flags import engine_flags_dict, render_engine_flags  # noqa: PLC0415
 
         engine = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp"}.get(args.engine or "", args.engine)
         emit(args.json, engine_flags_dict(engine), render_engine_flags(engine))

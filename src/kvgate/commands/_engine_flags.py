@@ -62,7 +62,7 @@ _OPTIONS: dict[str, set[str]] = {}
 
 def _parser_options() -> dict[str, set[str]]:
     """``{command: its option strings}`` of every kvgate command, sorted by name (read once
-    from :func:`kvgate.cli.build_parser`)."""
+    from :func:`kvgate.cli.build_parser`; this module sits with the commands for that)."""
     if not _OPTIONS:
         from kvgate.cli import build_parser  # noqa: PLC0415
 
