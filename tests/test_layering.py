@@ -99,3 +99,22 @@ def test_engine_log_takes_the_logs_values_when_not_given(capsys):
     rc = main(["gate", "--engine-log", LOG, "--model", "qwen3-30b-a3b", "--no-record", "--tp", "2", *TARGET])
     out = capsys.readouterr().out
     assert rc == 0 and "KV format not in the log and not given: bf16, the model's dtype, assumed" in out
+
+
+def test_nothing_below_the_commands_imports_the_cli():
+    """The library (everything but ``cli.py``, ``__main__.py`` and ``commands/``) never
+    imports ``kvgate.cli``: what reads the parsers (the engine-flags page) is a command's."""
+    import ast
+
+    src = ROOT / "src" / "kvgate"
+    offenders = []
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src).as_posix()
+        if rel in ("cli.py", "__main__.py") or rel.startswith("commands/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "kvgate.cli" or n.startswith("kvgate.cli.") or n.startswith("kvgate.commands") for n in names):
+                offenders.append(f"{rel}: {names}")
+    assert offenders == []
