@@ -2,9 +2,9 @@
 per release, what it changes, and which kvgate commands take it (``kvgate help
 engine-flags [vllm|sglang|llama.cpp]``).
 
-The defaults are the ones the rules use, with their sources: :mod:`kvgate.fit.vllm_flags`
-(vLLM, per release), :mod:`kvgate.fit.sglang_flags` (SGLang 0.4 series),
-:mod:`kvgate.fit.llamacpp_fit` (llama.cpp), :mod:`kvgate.geometry.vllm` (the block size).
+The defaults are the ones the rules use, with their sources: :mod:`kvgate.engines.vllm.flags`
+(vLLM, per release), :mod:`kvgate.engines.sglang.flags` (SGLang 0.4 series),
+:mod:`kvgate.engines.llamacpp.fit` (llama.cpp), :mod:`kvgate.engines.vllm.pool` (the block size).
 Commands: ``fit`` (before launch), ``layout`` (``geometry``, ``gate``, ``run``, ``replay``:
 the engine's KV layout, kvgate's ``--max-seq``/``--slots``/``--kv-format``/``--tp`` by their
 engine names), ``what-if`` (``import-log`` and ``gate --engine-log``: the engine's answer

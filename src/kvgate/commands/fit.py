@@ -77,7 +77,7 @@ def run(args: Any) -> int:
         flags = VllmFlags(**inp.vllm)
         ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
     else:
-        from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
+        from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
 
         sflags = SglangFlags(**inp.sglang)  # bad values named before any work
         ranks = sflags.tp_size
@@ -92,7 +92,7 @@ def run(args: Any) -> int:
         answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release),
                           multimodal=mm)
     else:
-        from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
+        from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
 
         answer = fit_sglang(model, weights, gpu, sflags, resolve_release("sglang", inp.release),
                             multimodal=mm)
@@ -101,8 +101,8 @@ def run(args: Any) -> int:
 
 
 def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
+    from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
     from kvgate.fit import resolve_release  # noqa: PLC0415
-    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
     from kvgate.fit.render import render_text  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 

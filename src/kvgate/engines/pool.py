@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvgate.engines.llamacpp_log import parse_llamacpp
+from kvgate.engines.llamacpp.log import parse_llamacpp
 from kvgate.engines.logtext import Logged, logical_lines
-from kvgate.engines.sglang_log import parse_sglang
+from kvgate.engines.sglang.log import parse_sglang
 from kvgate.engines.startups import engines_with_pools, select_startup
-from kvgate.engines.vllm_log import parse_vllm
+from kvgate.engines.vllm.log import parse_vllm
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import FormatError, get_format
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 _MARKS = {

@@ -18,25 +18,39 @@ llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.
                or one unified cache, iSWA window rule,      ``src/llama-kv-cache-iswa.cpp``,
                recurrent R/S state in f32                   ``src/llama-memory-recurrent.cpp``
 sglang         every token in every layer, whole pages;     ``python/sglang/srt/mem_cache/``
-               DSA rows + indexer keys (geometry/sglang.py) ``memory_pool.py`` (v0.5.9)
+               DSA rows + indexer keys (engines/sglang/pool.py) ``memory_pool.py`` (v0.5.9)
 =============  ==========================================  ==================================
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvgate.geometry.base import Layout
 from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
-from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.sglang import SGLang
 from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank, spec_of
-from kvgate.geometry.vllm import VLLM
-from kvgate.geometry.vllm_pool import vllm_kv_cache_report
+
+if TYPE_CHECKING:
+    from kvgate.engines.llamacpp.pool import LlamaCpp
+    from kvgate.engines.sglang.pool import SGLang as SGLang
+    from kvgate.engines.vllm.pool import VLLM
+    from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
+
+# The engines' layouts live in their engine packages (kvgate.engines.<engine>.pool), which
+# import this package's modules: they load on first use, so either side may be imported first.
+_LAZY = {"VLLM": "kvgate.engines.vllm.pool", "LlamaCpp": "kvgate.engines.llamacpp.pool",
+         "SGLang": "kvgate.engines.sglang.pool", "vllm_kv_cache_report": "kvgate.engines.vllm.pool_report"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "LayerKind",
@@ -44,9 +58,27 @@ __all__ = [
     "vllm_kv_cache_report",
 ]
 
+
+
+class _Layouts(Mapping[str, Callable[..., Layout]]):
+    """name -> factory(**options) -> Layout, each engine's loaded on first use."""
+
+    _homes = {"contiguous": "Contiguous", "vllm": "VLLM", "llama.cpp": "LlamaCpp", "sglang": "SGLang"}
+
+    def __getitem__(self, name: str) -> Callable[..., Layout]:
+        attr = self._homes[name]
+        factory: Callable[..., Layout] = Contiguous if attr == "Contiguous" else __getattr__(attr)
+        return factory
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._homes)
+
+    def __len__(self) -> int:
+        return len(self._homes)
+
+
 # name -> factory(**options) -> Layout
-LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp,
-                                             "sglang": SGLang}
+LAYOUTS: Mapping[str, Callable[..., Layout]] = _Layouts()
 
 
 def layout_options(name: str) -> set[str]:

@@ -8,11 +8,11 @@ Cache models (``CACHE_MODELS``):
   LRU stack of C_d + C_h blocks (the host holds stack positions C_d+1 .. C_d+C_h), so
   the host tier adds ``hit(C_d + C_h) − hit(C_d)``, and every boundary is read off the
   one-pass curve.
-- ``vllm``: :mod:`kvgate.tier.vllm` (block pool with reverse-order freeing, the native CPU
-  offload tier, write-through); ``sglang``: :mod:`kvgate.tier.sglang` (radix tree, HiCache
+- ``vllm``: :mod:`kvgate.engines.vllm.cache` (block pool with reverse-order freeing, the native CPU
+  offload tier, write-through); ``sglang``: :mod:`kvgate.engines.sglang.cache` (radix tree, HiCache
   write-through host pool). Each is replayed once without and once with the host tier;
   their host-capacity boundary is read off the LRU curve (labelled so).
-- ``llama.cpp``: :mod:`kvgate.tier.llamacpp` (slots on the device, ``--cache-ram`` on
+- ``llama.cpp``: :mod:`kvgate.engines.llamacpp.cache` (slots on the device, ``--cache-ram`` on
   the host); the device alone is the same replay with ``--cache-ram 0``.
 
 An engine's host tier holds copies of what is also on the device (write-through), so it
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.tier.gate import DEFAULT_MIN_GAIN, Speed, decide, first_capacity_reaching
 from kvgate.tier.stack import LruCurve, lru_curve
 from kvgate.tier.traces import HashedTrace
@@ -40,7 +40,7 @@ LLAMACPP_DEFAULT_CACHE_RAM_MIB = 8192  # common_params.cache_ram_mib (common/com
 
 @dataclass(frozen=True)
 class LlamaCppSettings:
-    """llama-server settings the ``llama.cpp`` model replays (:class:`~kvgate.tier.llamacpp.LlamaCppServer`)."""
+    """llama-server settings the ``llama.cpp`` model replays (:class:`~kvgate.engines.llamacpp.cache.LlamaCppServer`)."""
 
     n_slots: int = 1
     n_ctx: int = 0
@@ -161,7 +161,7 @@ def analyze(
                        "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
                        "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored}  # fmt: skip
         if cache_model == "vllm":
-            from kvgate.tier import vllm as vm
+            from kvgate.engines.vllm import cache as vm
 
             bs = engine_block_size
             per_block = bs * bytes_per_token
@@ -175,7 +175,7 @@ def analyze(
                                   "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
             host_basis = "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"
         elif cache_model == "sglang":
-            from kvgate.tier import sglang as sm
+            from kvgate.engines.sglang import cache as sm
 
             dev_tok = device_blocks * B if device_bytes is None else device_bytes // bytes_per_token
             d0, _ = sm.replay(trace, sm.SglangRadixCache(dev_tok, 0))
@@ -190,7 +190,7 @@ def analyze(
                                 "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored,
                                 "write_through": True})  # fmt: skip
     else:
-        from kvgate.tier.llamacpp import LlamaCppServer, replay
+        from kvgate.engines.llamacpp.cache import LlamaCppServer, replay
 
         s = llamacpp or LlamaCppSettings()
         ram = LLAMACPP_DEFAULT_CACHE_RAM_MIB * 2**20 if host_bytes is None else (None if host_bytes < 0 else host_bytes)

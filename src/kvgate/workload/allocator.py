@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.geometry import KVGeometry
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.model.fields import head_dims, num_kv_heads, text_config
 from kvgate.model.spec import LayerSpec, ModelSpec
 

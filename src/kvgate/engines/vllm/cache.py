@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.tier.traces import HashedTrace, engine_blocks_per_trace_block
 
 _GEN = -1  # trace id of generated-token blocks (never named by a prompt)

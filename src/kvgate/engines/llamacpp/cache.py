@@ -2,7 +2,7 @@
 ``--cache-ram`` prompt cache, replayed over a hashed trace.
 
 Read from llama.cpp at commit 0c1e57098bba (vendored by llama-cpp-python 0.3.36, the
-commit :data:`kvgate.geometry.llamacpp.PINNED_COMMIT` names), ``tools/server/``:
+commit :data:`kvgate.engines.llamacpp.pool.PINNED_COMMIT` names), ``tools/server/``:
 
 - ``server_context::get_available_slot`` (server-context.cpp): with
   ``slot_prompt_similarity`` (``--slot-prompt-similarity``, default 0.1) the idle slot

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.sglang.pool import SGLang
 from kvgate.geometry import KVGeometry
-from kvgate.geometry.sglang import SGLang
 from kvgate.tier.traces import HashedTrace
 
 _ROOT = -1
@@ -236,7 +236,7 @@ class SglangRadixCache:
 
 def pool_geometry(geo: KVGeometry) -> KVGeometry:
     """``geo``'s model, KV formats and TP laid out as SGLang's token pool
-    (:class:`kvgate.geometry.sglang.SGLang`): its ``bytes_per_token()`` is what one token
+    (:class:`kvgate.engines.sglang.pool.SGLang`): its ``bytes_per_token()`` is what one token
     costs there (GLM-5 fp8: 61,464 B; equal to ``geo``'s for models without DSA layers).
 
     Raises:
