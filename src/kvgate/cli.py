@@ -159,19 +159,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: argument groups of engine spellings shown as one pointer in ``--help`` (every command but
-#: ``fit``, whose flags are the engines'); ``kvgate help engine-flags`` documents them once
-_ENGINE_GROUPS = {"vLLM flags": "vllm", "SGLang flags": "sglang", "llama.cpp flags": "llama.cpp"}
-
-
 def compact_engine_groups(p: argparse.ArgumentParser) -> None:
     """Show each engine-flag group of ``p`` as its spellings on a few lines and a pointer to
     ``kvgate help engine-flags ENGINE``, instead of one help entry per flag (the flags still
     parse; only their ``--help`` lines go)."""
     import textwrap  # noqa: PLC0415
 
-    for g in p._action_groups:
-        engine = next((e for t, e in _ENGINE_GROUPS.items() if (g.title or "").startswith(t)), None)
+    from kvgate.engines.registry import engine_of_flag_group  # noqa: PLC0415
+
+    for g in p._action_groups:  # the argument groups of engine spellings (kvgate.engines.registry)
+        engine = engine_of_flag_group(g.title or "")
         if engine is None or not g._group_actions:
             continue
         names = []

@@ -29,8 +29,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.topic == "engine-flags":
         from kvgate.commands._engine_flags import engine_flags_dict, render_engine_flags  # noqa: PLC0415
+        from kvgate.engines.registry import canonical_name  # noqa: PLC0415
 
-        engine = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp"}.get(args.engine or "", args.engine)
+        engine = (canonical_name(args.engine) or args.engine) if args.engine else args.engine
         emit(args.json, engine_flags_dict(engine), render_engine_flags(engine))
         return EXIT_OK
     if args.engine is not None:
