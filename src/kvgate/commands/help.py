@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine is not None:
         raise KvgateError(f"kvgate help {args.topic} takes no second word", hint="kvgate help engine-flags vllm")
     if args.topic is None:
-        parser = build_parser()
+        parser = build_parser(names_only=True)
         lines = ["topics:"] + [f"  {k:<14} {v}" for k, v in TOPICS.items()] + ["", "commands (kvgate help COMMAND):"]
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         lines += [f"  {c.dest:<14} {c.help}" for c in sub._choices_actions]

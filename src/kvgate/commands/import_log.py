@@ -17,12 +17,8 @@ from kvgate.commands._engine_log import (
     whatif_from_args,
 )
 from kvgate.commands._types import positive_int
-from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.registry import get_engine
-from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool
+from kvgate.engines.registry import ENGINES, get_engine
 from kvgate.errors import KvgateError
-from kvgate.geometry.formats import get_format
-from kvgate.measure.measurement import measurement_file
 from kvgate.output import emit
 
 NAME = "import-log"
@@ -73,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.engines import crosscheck, read_engine_log  # noqa: PLC0415
+    from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool  # noqa: PLC0415
+    from kvgate.geometry.formats import get_format  # noqa: PLC0415
+    from kvgate.measure.measurement import measurement_file  # noqa: PLC0415
+
     if args.out:
         check_writable(args.out, force=args.force)
     for flag, fmt in (("--kv-format", args.kv_format), ("--requested-kv-format", args.requested_kv_format)):

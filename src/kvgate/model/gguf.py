@@ -63,8 +63,8 @@ from typing import Any
 
 from kvgate.engines.llamacpp import arch as llamacpp_arch
 from kvgate.errors import KvgateError
-from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 from kvgate.model.fields import recurrent_layer
+from kvgate.model.spec import MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
 
@@ -468,4 +468,3 @@ def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
     return out
 
 
-FILE_LOADERS.setdefault(".gguf", load_gguf)
