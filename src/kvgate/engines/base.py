@@ -15,7 +15,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kvgate.engines.pool import EnginePool
     from kvgate.geometry.base import Layout
 
 
@@ -58,8 +57,9 @@ class Engine(Protocol):
         """The geometry layout (``kvgate.geometry.base.Layout``) of its KV pool."""
         ...
 
-    def read_pool(self, lines: Sequence[Any]) -> EnginePool:
-        """Its startup log's logical lines (one startup) read into the pool it built."""
+    def read_pool(self, lines: Sequence[Any]) -> Any:
+        """Its startup log's logical lines (one startup) read into the pool it built
+        (:class:`kvgate.engines.pool.EnginePool`)."""
         ...
 
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
