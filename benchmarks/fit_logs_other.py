@@ -8,14 +8,14 @@ the byte interval their decimals allow; a log is inside when that interval meets
 predicted one.
 
 - **SGLang**: the token pool (``max_total_num_tokens`` or ``KV Cache is allocated.
-  #tokens``) against :func:`kvgate.fit.sglang_fit.fit_sglang` with the log's weights
+  #tokens``) against :func:`kvgate.engines.sglang.fit.fit_sglang` with the log's weights
   (``mem usage`` or the two ``avail mem`` lines) and its ``--mem-fraction-static`` if
-  printed, else the release's default (:mod:`kvgate.fit.sglang_memfrac`). What is checked is
+  printed, else the release's default (:mod:`kvgate.engines.sglang.budget`). What is checked is
   the GPU's CUDA total, the memory taken at start (the init band) and the fraction rule.
   Leave-one-out: the init band rebuilt from the other logs' observed start memory (CUDA
   logs from CUDA logs; the one ROCm log has none to learn from).
 - **llama.cpp**: the KV buffer on the GPU to the printed 0.01 MiB (exact geometry), and the
-  compute buffer against :func:`kvgate.fit.llamacpp_fit.compute_buffer`. Leave-one-out:
+  compute buffer against :func:`kvgate.engines.llamacpp.fit.compute_buffer`. Leave-one-out:
   the band's two factors (0.9, 1.15) rebuilt from the other logs and the tiny-GGUF
   reserves (``benchmarks/results/llamacpp_compute_buffer.json``) as the extreme ratios of
   observed to phase estimate.
@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kvgate.atomicio import read_json  # noqa: E402
+from kvgate.engines.llamacpp.fit import LlamaCppFlags, _kv_on_gpu, compute_phases, kv_geometry  # noqa: E402
+from kvgate.engines.sglang.fit import budget_fraction, fit_sglang, init_band  # noqa: E402
+from kvgate.engines.sglang.flags import SglangFlags  # noqa: E402
 from kvgate.fit.gpus import Gpu, gpu_from_total, lookup_gpu  # noqa: E402
 from kvgate.fit.interval import Interval, Term  # noqa: E402
-from kvgate.fit.llamacpp_fit import LlamaCppFlags, _kv_on_gpu, compute_phases, kv_geometry  # noqa: E402
 from kvgate.fit.release import Release, parse_version  # noqa: E402
-from kvgate.fit.sglang_fit import budget_fraction, fit_sglang, init_band  # noqa: E402
-from kvgate.fit.sglang_flags import SglangFlags  # noqa: E402
 from kvgate.model import ModelSpec, load_model, load_preset  # noqa: E402
 from kvgate.units import parse_bytes  # noqa: E402
 
@@ -278,7 +278,7 @@ def llamacpp_checks(folder: Path = FOLDER) -> list[Check]:
         kv.printed = _gpu_buffers(e["llamacpp_kv_buffer"], "KV")
         kv.predicted = Interval.point(on_gpu)
         wb = parse_bytes(inp["weights"].replace(" ", ""))
-        from kvgate.fit.llamacpp_fit import compute_buffer  # noqa: PLC0415
+        from kvgate.engines.llamacpp.fit import compute_buffer  # noqa: PLC0415
 
         cb.printed = _gpu_buffers(e["llamacpp_compute_buffers"], "compute")
         cb.predicted = compute_buffer(model, f, inp["ctx"], release=rel, ngl=inp["ngl"], weights_bytes=wb)

@@ -5,7 +5,7 @@ in-sample and leave-one-out.
 
 Prints Markdown for benchmarks/RESULTS.md: per log the printed pool (available KV memory,
 GPU KV cache tokens or GPU blocks), the predicted interval with the deployed bands of
-kvgate.fit.vllm_budget (in-sample: these bands saw every log), its width, inside or not, the
+kvgate.engines.vllm.budget (in-sample: these bands saw every log), its width, inside or not, the
 error of the interval's midpoint; then the same with bands calibrated without that log
 (kvgate.fit.calibrate.leave_one_out: the data rule, no hand margins); then the shares and
 the statistics llm-d-planner publishes for its planner (mean and mean absolute error of the
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
+from kvgate.engines.vllm.budget import BANDS
 from kvgate.fit.calibrate import data_bands, leave_one_out
 from kvgate.fit.interval import Interval
 from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes, printed_int
-from kvgate.fit.vllm_budget import BANDS
 
 GiB = 2**30
 ACT, NT = "activation peak (profile run)", "non-torch memory"
@@ -91,11 +91,11 @@ def tokens_given_pool(folder: Path) -> list[tuple[str, str, float]]:
     model in fit_inputs.json (a checked case's, or a skipped case's ``geometry``): kvgate's
     tokens for the printed pool (its midpoint) against the printed tokens, % — llm-d-planner's
     "fp8 KV tokens" statistic is this for fp8 KV caches. ``(file, kv dtype, error %)``."""
+    from kvgate.engines.vllm.fit import _Predictor  # noqa: PLC0415
+    from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
     from kvgate.fit.interval import Term  # noqa: PLC0415
     from kvgate.fit.logcheck import _gpu, _model  # noqa: PLC0415
     from kvgate.fit.release import Release, parse_version  # noqa: PLC0415
-    from kvgate.fit.vllm_fit import _Predictor  # noqa: PLC0415
-    from kvgate.fit.vllm_flags import VllmFlags  # noqa: PLC0415
     from kvgate.geometry import vllm_kv_cache_report  # noqa: PLC0415
 
     inputs = read_json(folder / "fit_inputs.json", what="fit inputs")["cases"]
@@ -212,7 +212,7 @@ def _bands_table(folder: Path) -> None:
         ("CUDA graph pool < 0.21 (GiB)", _iv(d.cuda_graph), _iv(BANDS.cuda_graph)),
         ("CUDA graph pool ≥ 0.21 (GiB)", _iv(d.cuda_graph_021), _iv(BANDS.cuda_graph_021)),
     ]
-    print("| band | data rule, all logs | deployed (kvgate.fit.vllm_budget.BANDS) |")
+    print("| band | data rule, all logs | deployed (kvgate.engines.vllm.budget.BANDS) |")
     print("|---|---|---|")
     for name, a, b in rows:
         print(f"| {name} | {a} | {b} |")

@@ -10,7 +10,7 @@ reads the ``CPU compute buffer size = X MiB`` line its graph reserve prints
 llama-cpp-python 0.3.36) and stops it. The graph and its allocator (``ggml-alloc.c``) are
 the backend's; the CPU buffer is what the CUDA buffer is with every layer offloaded, up
 to the backends' alignment. Each row also carries kvgate's band
-(:func:`kvgate.fit.llamacpp_fit.compute_buffer`) so the check is in the file.
+(:func:`kvgate.engines.llamacpp.fit.compute_buffer`) so the check is in the file.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ compares kvgate against.
 What it does:
 
 1. Compiles ``benchmarks/llamacpp/kv_bytes.cpp`` against a llama.cpp build tree (CPU,
-   shared libraries) at the pinned commit (:data:`kvgate.geometry.llamacpp.PINNED_COMMIT`).
+   shared libraries) at the pinned commit (:data:`kvgate.engines.llamacpp.pool.PINNED_COMMIT`).
 2. For every config in ``tests/data/configs/`` and ``src/kvgate/model/presets/`` whose
    architecture ``tests/gguf_from_config.py`` can write, writes a metadata-only GGUF into
    ``tests/data/llamacpp/conformance/`` (committed: the test reads the same file).
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from gguf_from_config import ARCH, arch_of, loadable_copy, write_loadable_gguf  # noqa: E402
-from kvgate.geometry.llamacpp import PINNED_COMMIT  # noqa: E402
+from kvgate.engines.llamacpp.pool import PINNED_COMMIT  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "llamacpp"
 OUT_GGUF = DATA / "conformance"

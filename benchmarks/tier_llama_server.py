@@ -1,4 +1,4 @@
-"""Benchmark (not CI): the ``llama.cpp`` cache model (kvgate.tier.llamacpp) against a real
+"""Benchmark (not CI): the ``llama.cpp`` cache model (kvgate.engines.llamacpp.cache) against a real
 llama-server with ``--cache-ram``, on CPU, serving the Mooncake conversation trace as prompts.
 
 1. A tiny, complete Llama GGUF (random f32 weights, 4 layers, 2 KV heads of 64, f16 KV:
@@ -13,7 +13,7 @@ llama-server with ``--cache-ram``, on CPU, serving the Mooncake conversation tra
 3. For each ``--cache-ram`` setting: start llama-server (127.0.0.1, ``-np 1``), send the
    prompts one at a time as token arrays (``/completion``, ``n_predict 1``), read
    ``timings.cache_n`` and ``timings.prompt_ms``; replay the same prompts through
-   :class:`kvgate.tier.llamacpp.LlamaCppServer` and compare request by request.
+   :class:`kvgate.engines.llamacpp.cache.LlamaCppServer` and compare request by request.
 4. The predicted TTFT gain of the host tier (its added hit tokens × the measured prefill
    time per token of the ``--cache-ram 0`` run) against the measured one (Σ prompt_ms of
    ``--cache-ram 0`` minus that of the run with the cache).
@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kvgate.tier.llamacpp import LlamaCppServer, Prompt  # noqa: E402
+from kvgate.engines.llamacpp.cache import LlamaCppServer, Prompt  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from llama_server_live import free_port, stop, wait_ready, write_tiny_llama  # noqa: E402
@@ -194,7 +194,7 @@ def main() -> int:
     write_gguf(gguf_path, n_words)
     prompts = token_prompts(t, n_words)
     pr = [Prompt(tuple(t.request_ids(i).tolist()), int(t.input_length[i])) for i in range(t.n_requests)]
-    from kvgate.geometry.llamacpp import PINNED_COMMIT
+    from kvgate.engines.llamacpp.pool import PINNED_COMMIT
 
     commit = PINNED_COMMIT
     runs = {}

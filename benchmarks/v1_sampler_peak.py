@@ -1,5 +1,5 @@
 """Measure, on a GPU, the peak torch memory of vLLM V1's dummy sampler step as
-kvgate.fit.vllm_budget.v1_logits_rule models it (bytes per logit, ``b + 36`` for PyTorch's
+kvgate.engines.vllm.budget.v1_logits_rule models it (bytes per logit, ``b + 36`` for PyTorch's
 top-k/top-p sort path), by running the same tensor operations that vLLM 0.11's
 ``Sampler.forward`` -> ``TopKTopPSampler.forward_native`` -> ``apply_top_k_top_p`` and
 ``random_sample`` perform (``vllm/v1/sample/``, read in the 0.11.0 sdist), with

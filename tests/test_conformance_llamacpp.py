@@ -96,7 +96,7 @@ def compare(r: dict[str, Any]) -> tuple[str, int | None, int | None]:
 
 def test_fixture_is_pinned_and_broad() -> None:
     data = json.loads(FIXTURE.read_text())
-    from kvgate.geometry.llamacpp import PINNED_COMMIT
+    from kvgate.engines.llamacpp.pool import PINNED_COMMIT
 
     assert data["llama_cpp_commit"] == PINNED_COMMIT
     rs = data["rows"]

@@ -16,7 +16,7 @@ import pytest
 
 from kvgate.engines import EngineLogError, crosscheck, detect_engine, gate_from_engine_log, read_engine_log
 from kvgate.engines.logtext import logged, logical_lines
-from kvgate.engines.vllm_log import parse_vllm
+from kvgate.engines.vllm.log import parse_vllm
 from kvgate.model import load_model
 from kvgate.model.config import spec_from_config
 
@@ -196,7 +196,7 @@ def test_sglang_mla_kv_size_line():
 # ------------------------------------------------------------------ llama.cpp
 
 def test_llamacpp_context_lines():
-    from kvgate.engines.llamacpp_log import parse_llamacpp
+    from kvgate.engines.llamacpp.log import parse_llamacpp
 
     r = parse_llamacpp(logical_lines((LOGS / "llamacpp_qwen3-ctx4096_cpu.log").read_text()))
     assert r["context"] == {"n_seq_max": 1, "n_ctx": 4096, "n_ctx_seq": 4096, "n_batch": 2048, "n_ubatch": 512,

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from kvgate.engines.vllm.budget import requested_memory
+from kvgate.engines.vllm.flags import resolve_vllm_flags
 from kvgate.errors import KvgateError
 from kvgate.fit import (
     VllmFlags,
@@ -18,8 +20,6 @@ from kvgate.fit import (
 )
 from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW
 from kvgate.fit.interval import Interval
-from kvgate.fit.vllm_budget import requested_memory
-from kvgate.fit.vllm_flags import resolve_vllm_flags
 from kvgate.fit.widths import model_widths
 from kvgate.model import load_preset
 
@@ -232,7 +232,7 @@ def test_cli_errors(run_cli_fail, argv, msg):
 
 # ---------------------------------------------------------------- SGLang
 def test_sglang_default_mem_fraction_static():
-    from kvgate.fit.sglang_flags import default_mem_fraction_static
+    from kvgate.engines.sglang.flags import default_mem_fraction_static
 
     assert [default_mem_fraction_static(tp, False) for tp in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
     assert default_mem_fraction_static(1, True) == 0.836
@@ -242,8 +242,8 @@ def test_sglang_pool_by_hand():
     # H200 CUDA total 150,109,880,320 B; free = total − [230, 1230] MiB (start memory seen in the SGLang logs of
     # tests/data/fit_logs, benchmarks/fit_logs_other.py); pool = 0.85 × free − weights;
     # tokens = pool // 131,072 B (Llama-3.1-8B bf16 cell), page 1
-    from kvgate.fit.sglang_fit import fit_sglang
-    from kvgate.fit.sglang_flags import SglangFlags
+    from kvgate.engines.sglang.fit import fit_sglang
+    from kvgate.engines.sglang.flags import SglangFlags
 
     w = weights_term(LLAMA_CKPT, ranks=1, exact=True, source="t")
     a = fit_sglang(load_preset("llama-3.1-8b"), w, lookup_gpu("H200"), SglangFlags(mem_fraction_static=0.85,
@@ -258,8 +258,8 @@ def test_sglang_pool_by_hand():
 
 
 def test_sglang_not_enough_memory():
-    from kvgate.fit.sglang_fit import fit_sglang
-    from kvgate.fit.sglang_flags import SglangFlags
+    from kvgate.engines.sglang.fit import fit_sglang
+    from kvgate.engines.sglang.flags import SglangFlags
 
     a = fit_sglang(load_preset("llama-3.1-8b"), weights_term(20 * GiB, ranks=1, exact=True, source="t"), lookup_gpu("L4"),
                    SglangFlags(context_length=4096), resolve_release("sglang", "0.4.4"))
@@ -284,7 +284,7 @@ def test_cli_two_engines_refused(run_cli_fail):
 
 # ---------------------------------------------------------------- llama.cpp
 def _lcpp(model, wb, gpu, **kw):
-    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp
+    from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp
 
     return fit_llamacpp(model, wb, True, "test", lookup_gpu(gpu), LlamaCppFlags(**kw), resolve_release("llama.cpp", "b5489"))
 

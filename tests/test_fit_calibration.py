@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from kvgate.engines.vllm.budget import BANDS, active_bands, using_bands
 from kvgate.errors import KvgateError
 from kvgate.fit.calibrate import Observation, calibrate, contains, data_bands, leave_one_out, observations
 from kvgate.fit.interval import Interval
 from kvgate.fit.logcheck import _gpu, check_logs
-from kvgate.fit.vllm_budget import BANDS, active_bands, using_bands
 
 FOLDER = Path(__file__).parent / "data" / "fit_logs"
 GiB, MiB = 2**30, 2**20

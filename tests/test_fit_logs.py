@@ -82,7 +82,7 @@ def test_intervals_are_informative(cases):
 
 
 def test_every_printed_term_inside_its_band(cases):
-    """The rule of kvgate.fit.vllm_budget's docstring: each printed activation peak,
+    """The rule of kvgate.engines.vllm.budget's docstring: each printed activation peak,
     non-torch memory and CUDA graph pool (± its printing precision) meets its band."""
     names = {"printed torch_peak": "activation peak (profile run)", "printed non_torch_memory": "non-torch memory",
              "printed cuda_graph_pool": "CUDA graph pool"}
@@ -100,10 +100,10 @@ def test_sglang_gemma3_h200_log_inside():
     """The one SGLang log that prints its weights and free memory (in-sample: it set the
     start-memory band): 834,615 tokens, Gemma-3-4B, H200, default --mem-fraction-static
     (0.88 × 0.95 for a multimodal model)."""
+    from kvgate.engines.sglang.fit import fit_sglang
+    from kvgate.engines.sglang.flags import SglangFlags
     from kvgate.fit import lookup_gpu, resolve_release
     from kvgate.fit.interval import Term
-    from kvgate.fit.sglang_fit import fit_sglang
-    from kvgate.fit.sglang_flags import SglangFlags
     from kvgate.fit.widths import is_multimodal
     from kvgate.model import load_model
 
@@ -121,7 +121,7 @@ def test_sglang_gemma3_h200_log_inside():
 def test_llamacpp_logs_kv_exact_and_compute_inside(config, ctx, kv_mib, compute_mib, ngl):
     """The llama.cpp logs that print their KV and compute buffers: the KV buffer to the
     byte, the compute buffer inside its band (in-sample: these two logs set it)."""
-    from kvgate.fit.llamacpp_fit import LlamaCppFlags, compute_buffer, kv_geometry
+    from kvgate.engines.llamacpp.fit import LlamaCppFlags, compute_buffer, kv_geometry
     from kvgate.model import load_model, load_preset
 
     model = load_model(FOLDER / "configs" / config) if config.endswith(".json") else load_preset(config)

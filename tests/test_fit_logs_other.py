@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from kvgate.engines.llamacpp.fit import LlamaCppFlags, compute_buffer, flash_attn_on, logits_rows
+from kvgate.engines.sglang.budget import default_mem_fraction, heuristic, tp_table
 from kvgate.fit.gpus import gpu_from_total, lookup_gpu
-from kvgate.fit.llamacpp_fit import LlamaCppFlags, compute_buffer, flash_attn_on, logits_rows
 from kvgate.fit.release import resolve_release
-from kvgate.fit.sglang_memfrac import default_mem_fraction, heuristic, tp_table
 from kvgate.model import load_model, load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +141,8 @@ def test_sglang_pool_inside_for_the_logs(sglang):
 
 
 def test_sglang_observed_start_memory_within_the_band(sglang):
-    """The init band of kvgate.fit.sglang_fit spans every CUDA log's start memory."""
-    from kvgate.fit.sglang_fit import init_band
+    """The init band of kvgate.engines.sglang.fit spans every CUDA log's start memory."""
+    from kvgate.engines.sglang.fit import init_band
 
     for c in sglang:
         if c.skip is None and "MI355X" not in c.gpu:

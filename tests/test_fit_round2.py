@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kvgate.engines.llamacpp.fit import VOCAB_HIGH, LlamaCppFlags, compute_buffer, fit_llamacpp, graph_widths
 from kvgate.fit import lookup_gpu, resolve_release
 from kvgate.fit.interval import Interval
-from kvgate.fit.llamacpp_fit import VOCAB_HIGH, LlamaCppFlags, compute_buffer, fit_llamacpp, graph_widths
 from kvgate.model import load_model
 
 GiB = 2**30
@@ -137,8 +137,8 @@ def test_vllm_max_num_seqs_cap_and_per_gpu(run_cli):
 # ------------------------------------------------------------------ 5. the newest modelled release
 _ENGINE_FILES = {
     "vllm": ["fit/vllm_*.py", "fit/calibrate.py", "geometry/vllm*.py"],
-    "sglang": ["fit/sglang_*.py", "geometry/sglang.py"],
-    "llama.cpp": ["fit/llamacpp_fit.py"],
+    "sglang": ["fit/sglang_*.py", "engines/sglang/pool.py"],
+    "llama.cpp": ["engines/llamacpp/fit.py"],
 }
 _THRESHOLD = [r"(?:_FROM|_UP_TO|_CHANGED|_ROW)\s*=\s*\(([\d, ]+)\)", r"(?:<=|>=|<|>)\s*\(([\d, ]+)\)",
               r"at_least\(([\d, ]+)\)"]
@@ -171,7 +171,7 @@ def test_newest_modelled_is_not_older_than_any_rule(engine):
 
 
 def test_sglang_default_release_and_glm5(run_cli):
-    """SGLang's rules go to 0.5.17 (geometry/sglang.py CELL_USES_DSA_ROW); llama.cpp's to b11312
+    """SGLang's rules go to 0.5.17 (engines/sglang/pool.py CELL_USES_DSA_ROW); llama.cpp's to b11312
     (0c1e57098bba); GLM-5 at the default release is a DSA model (listed from 0.5.9)."""
     assert resolve_release("sglang", None).text == "0.5.17"
     assert resolve_release("llama.cpp", None).text == "b11312"

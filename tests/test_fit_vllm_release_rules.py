@@ -1,15 +1,15 @@
 """vLLM's per-release rules that kvgate fit reads from the engine's code rather than fits:
 the V1 `vllm serve` defaults of --max-num-batched-tokens / --max-num-seqs
-(kvgate.fit.vllm_flags), the logits and sampler of V1's profile run and the CUDA context in
-V1's non-torch memory before 0.9.1 (kvgate.fit.vllm_budget)."""
+(kvgate.engines.vllm.flags), the logits and sampler of V1's profile run and the CUDA context in
+V1's non-torch memory before 0.9.1 (kvgate.engines.vllm.budget)."""
 
 from __future__ import annotations
 
 import pytest
 
+from kvgate.engines.vllm.budget import CUDA_CONTEXT, activation_term, non_torch_term, v1_logits_rule
+from kvgate.engines.vllm.flags import VllmFlags, resolve_vllm_flags
 from kvgate.fit.release import Release, parse_version
-from kvgate.fit.vllm_budget import CUDA_CONTEXT, activation_term, non_torch_term, v1_logits_rule
-from kvgate.fit.vllm_flags import VllmFlags, resolve_vllm_flags
 from kvgate.fit.widths import model_widths
 from kvgate.model import load_preset
 

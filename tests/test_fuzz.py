@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvgate.engines.llamacpp.arch import SWA_RULES
 from kvgate.errors import KvgateError
-from kvgate.model.llamacpp_arch import SWA_RULES
 
 HERE = Path(__file__).resolve().parent
 SMI_LOG = (HERE / "data/smi/synthetic_h200_units.csv").read_bytes()
@@ -412,7 +412,7 @@ def check_speculative(text: str) -> None:
     import argparse
 
     from kvgate.commands._args import _json_object
-    from kvgate.geometry.vllm import parse_speculative_config
+    from kvgate.engines.vllm.pool import parse_speculative_config
 
     only_kvgate_errors(lambda: parse_speculative_config(text))
     try:

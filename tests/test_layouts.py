@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvgate.engines.llamacpp.pool import pad256
 from kvgate.geometry import (
     VLLM,
     Contiguous,
@@ -20,7 +21,6 @@ from kvgate.geometry import (
     layout_from_options,
     vllm_kv_cache_report,
 )
-from kvgate.geometry.llamacpp import pad256
 from kvgate.model import load_model, spec_from_config
 
 MiB, GiB = 2**20, 2**30

@@ -18,12 +18,12 @@ import pytest
 
 from gguf_from_config import write_gguf
 from kvgate.engines.crosscheck import crosscheck
+from kvgate.engines.llamacpp.arch import ARCH_NAMES, SWA_RULES
+from kvgate.engines.llamacpp.fit import LlamaCppFlags, kv_geometry
 from kvgate.engines.pool import read_engine_log
-from kvgate.fit.llamacpp_fit import LlamaCppFlags, kv_geometry
 from kvgate.geometry import KVGeometry, LlamaCpp
 from kvgate.model import load_model
 from kvgate.model.gguf import load_gguf
-from kvgate.model.llamacpp_arch import ARCH_NAMES, SWA_RULES
 
 REPO = Path(__file__).resolve().parents[1]
 PHI3 = REPO / "tests" / "data" / "llamacpp" / "configs" / "phi-3-mini-4k-instruct.json"
@@ -82,7 +82,7 @@ def test_gemma2_config_keeps_its_window():
 
 
 def test_config_swa_rules():
-    from kvgate.model.llamacpp_arch import config_swa
+    from kvgate.engines.llamacpp.arch import config_swa
 
     assert config_swa("phi3", 32, {2047}).full
     assert config_swa("llama", 32, {4096}).full
@@ -95,7 +95,7 @@ def test_config_swa_rules():
 
 
 def test_arch_for_config_reads_the_converters_class_names():
-    from kvgate.model.llamacpp_arch import arch_for_config
+    from kvgate.engines.llamacpp.arch import arch_for_config
 
     assert arch_for_config({"architectures": ["Phi3ForCausalLM"]}, "phi3") == "phi3"
     assert arch_for_config({"architectures": ["MistralForCausalLM"]}, "mistral") == "llama"

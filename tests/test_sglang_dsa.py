@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from kvgate.engines import crosscheck, read_engine_log
+from kvgate.engines.sglang.fit import fit_sglang
+from kvgate.engines.sglang.flags import SglangFlags, is_blackwell
+from kvgate.engines.sglang.pool import SGLang, cell_bytes, pool_bytes
 from kvgate.errors import KvgateError
 from kvgate.fit import lookup_gpu, resolve_release
 from kvgate.fit.interval import Interval, Term
-from kvgate.fit.sglang_fit import fit_sglang
-from kvgate.fit.sglang_flags import SglangFlags, is_blackwell
 from kvgate.geometry import GeometryError, KVGeometry
-from kvgate.geometry.sglang import SGLang, cell_bytes, pool_bytes
 from kvgate.model import load_model
 from kvgate.units import GiB
 
@@ -194,7 +194,7 @@ def test_log_reader_takes_the_dsa_settings_lines():
     """Two lines as SGLang printed them (sgl-project/sglang issue #29562, GLM-5.2 on SM12):
     the KV dtype ``auto`` became and the page size SGLang forced."""
     from kvgate.engines.logtext import logical_lines
-    from kvgate.engines.sglang_log import parse_sglang
+    from kvgate.engines.sglang.log import parse_sglang
 
     text = ("[2026-06-28 11:20:49] Setting page size to 64 for DeepSeek DSA.\n"
             "[2026-06-28 11:20:49] Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM12 device.\n")

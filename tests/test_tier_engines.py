@@ -1,10 +1,10 @@
-"""vLLM's block pool + CPU offload (kvgate.tier.vllm) and SGLang's radix cache + HiCache
-(kvgate.tier.sglang), worked by hand on small traces."""
+"""vLLM's block pool + CPU offload (kvgate.engines.vllm.cache) and SGLang's radix cache + HiCache
+(kvgate.engines.sglang.cache), worked by hand on small traces."""
 
 from __future__ import annotations
 
-from kvgate.tier import sglang as sm
-from kvgate.tier import vllm as vm
+from kvgate.engines.sglang import cache as sm
+from kvgate.engines.vllm import cache as vm
 from kvgate.tier.lru import simulate_lru
 from kvgate.tier.traces import HashedTrace
 

@@ -1,8 +1,8 @@
-"""llama-server's slots + --cache-ram prompt cache (kvgate.tier.llamacpp), worked by hand."""
+"""llama-server's slots + --cache-ram prompt cache (kvgate.engines.llamacpp.cache), worked by hand."""
 
 from __future__ import annotations
 
-from kvgate.tier.llamacpp import LlamaCppServer, Prompt, common_prefix, replay, state_bytes
+from kvgate.engines.llamacpp.cache import LlamaCppServer, Prompt, common_prefix, replay, state_bytes
 from kvgate.tier.traces import HashedTrace
 
 # block 4 tokens; r0 [1,2] 8 tok; r1 [1,2,3] 12; r2 [5,6] 8; r3 [1,2,3,4] 16; r4 = r3

@@ -51,7 +51,7 @@ def test_hostile_speculative_configs(capsys, value):
 
 
 def test_hostile_speculative_config_in_the_library():
-    from kvgate.geometry.vllm import GeometryError, parse_speculative_config
+    from kvgate.engines.vllm.pool import GeometryError, parse_speculative_config
 
     with pytest.raises(GeometryError, match="nested too deeply"):
         parse_speculative_config(DEEP)

@@ -67,7 +67,7 @@ DSV2_LAYER_TOKEN = (512 + 64) * 2
 
 
 def test_pp_partition_is_vllms_get_pp_indices():
-    from kvgate.geometry.vllm import pp_partition  # noqa: PLC0415 - new in this change
+    from kvgate.engines.vllm.pool import pp_partition  # noqa: PLC0415 - new in this change
 
     # n // pp each; the n % pp left over goes one each to stages -2, -3, … (never the last first)
     assert pp_partition(61, 4) == [15, 15, 16, 15]  # 61 = 4 × 15 + 1: stage -2

@@ -112,7 +112,7 @@ def test_another_kv_dtype_holds_the_pool_and_doubles_the_tokens(capsys):
 def test_another_tp_re_splits_the_weights_and_re_estimates_the_rest(capsys):
     """-tp 2 (the log's TP not printed: --tp 1 names it): the log's 1.12 GiB of weights
     on one rank is half on each of two; the activation peak and non-torch memory (NCCL)
-    depend on TP, so they are re-estimated from kvgate.fit.vllm_budget's bands."""
+    depend on TP, so they are re-estimated from kvgate.engines.vllm.budget's bands."""
     doc = _json(capsys, ["import-log", V0_LOG, "--model", "qwen3-0.6b", "--tp", "1", "-tp", "2"])
     w = doc["what_if"]
     wl, wh = printed("1.12")

@@ -1,4 +1,4 @@
-"""Benchmark helper (not CI): writes ``src/kvgate/model/llamacpp_convert.py``, the map from
+"""Benchmark helper (not CI): writes ``src/kvgate/engines/llamacpp/convert.py``, the map from
 a Hugging Face ``architectures`` class name to the llama.cpp architecture its converter
 writes, read from llama.cpp's own ``conversion/*.py`` (each ``@ModelBase.register(NAMES)``
 class and its ``model_arch``, inherited through the class bases) and
@@ -62,7 +62,7 @@ def main() -> None:
     src = Path(sys.argv[1])
     m = hf_arch_map(src)
     sys.path.insert(0, str(ROOT / "src"))
-    from kvgate.model.llamacpp_arch import PINNED_COMMIT
+    from kvgate.engines.llamacpp.arch import PINNED_COMMIT
 
     body = "".join(f"    {k!r}: {v!r},\n" for k, v in m.items())
     OUT.write_text(

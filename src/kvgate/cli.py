@@ -116,6 +116,41 @@ def _commands(only: str | None = None) -> list[ModuleType]:
     return sorted(mods, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
 
 
+class _Summary:
+    """A command module's ``NAME`` and ``HELP`` read from its source, without importing it
+    (``kvgate --help`` lists the commands and loads none of them)."""
+
+    def __init__(self, name: str, help: str) -> None:
+        self.NAME, self.HELP, self.DESCRIPTION = name, help, help
+        self.run = None
+
+
+def _summaries() -> list[Any]:
+    """Every command as its ``NAME`` and ``HELP`` (string constants in its source); a module
+    whose ``HELP`` is computed is imported, as :func:`_commands` does."""
+    import ast  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+
+    out: list[Any] = []
+    for n in _module_names():
+        spec = importlib.util.find_spec(f"kvgate.commands.{n}")
+        consts: dict[str, Any] = {}
+        has_run = False
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            with open(spec.origin, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    consts[node.targets[0].id] = node.value.value if isinstance(node.value, ast.Constant) else None
+                has_run = has_run or (isinstance(node, ast.FunctionDef) and node.name == "run")
+        if isinstance(consts.get("NAME"), str) and isinstance(consts.get("HELP"), str) and has_run:
+            out.append(_Summary(consts["NAME"], consts["HELP"]))
+        elif "NAME" in consts or spec is None:
+            out += _commands(n)
+    rank = {name: i for i, name in enumerate(_ORDER)}
+    return sorted(out, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
+
+
 def version() -> str:
     """kvgate's version from the installed package's metadata (``importlib.metadata``)."""
     import kvgate
@@ -135,21 +170,25 @@ class _VersionAction(argparse.Action):
         parser.exit(0, f"kvgate {version()}\n")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, names_only: bool = False) -> argparse.ArgumentParser:
     """The argument parser (used by ``main`` and by the README's help text); ``only``: the
-    module name of the one command to add (start-up imports just that command)."""
+    module name of the one command to add (start-up imports just that command);
+    ``names_only``: the commands without their options (``kvgate --help``, an unknown
+    command: what ``main`` prints then needs only each command's name and help line)."""
     parser = _Parser(
         prog="kvgate", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action=_VersionAction, help="print kvgate's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in _commands(only):
+    for mod in _summaries() if names_only and only is None else _commands(only):
         p = sub.add_parser(
             mod.NAME,
             help=mod.HELP,
             description=getattr(mod, "DESCRIPTION", mod.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        if names_only:
+            continue
         mod.add_arguments(p)
         if mod.NAME != "fit":
             compact_engine_groups(p)
@@ -159,19 +198,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: argument groups of engine spellings shown as one pointer in ``--help`` (every command but
-#: ``fit``, whose flags are the engines'); ``kvgate help engine-flags`` documents them once
-_ENGINE_GROUPS = {"vLLM flags": "vllm", "SGLang flags": "sglang", "llama.cpp flags": "llama.cpp"}
-
-
 def compact_engine_groups(p: argparse.ArgumentParser) -> None:
     """Show each engine-flag group of ``p`` as its spellings on a few lines and a pointer to
     ``kvgate help engine-flags ENGINE``, instead of one help entry per flag (the flags still
     parse; only their ``--help`` lines go)."""
     import textwrap  # noqa: PLC0415
 
-    for g in p._action_groups:
-        engine = next((e for t, e in _ENGINE_GROUPS.items() if (g.title or "").startswith(t)), None)
+    from kvgate.engines.registry import engine_of_flag_group  # noqa: PLC0415
+
+    for g in p._action_groups:  # the argument groups of engine spellings (kvgate.engines.registry)
+        engine = engine_of_flag_group(g.title or "")
         if engine is None or not g._group_actions:
             continue
         names = []
@@ -207,7 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     as_json = _json_requested(argv)
     _Parser.json_errors = as_json
-    parser = build_parser(_only(argv))
+    only = _only(argv)
+    # no command named anywhere (``kvgate --help``, ``kvgate bogus``): no command's options are built
+    names_only = only is None and not any(a.replace("-", "_") in _module_names() for a in argv)
+    parser = build_parser(only, names_only=names_only)
     try:
         args = parser.parse_args(argv)
     except KvgateError as exc:  # a flag's type that raised kvgate's own error (parse_fraction)

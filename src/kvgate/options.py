@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
 from kvgate.gate.verdict import DEFAULT_MARGIN, DEFAULT_SENSITIVITY
-from kvgate.geometry import VLLM
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.model import ModelSpec
 
 DEFAULT_KV_FORMAT = "bf16"
 DEFAULT_SLOTS_MEASURED = 1
-DEFAULT_PAGE_SIZE: int = VLLM.block_size  # the replay's page: vLLM's default --block-size
+DEFAULT_PAGE_SIZE: int = 16  # the replay's page: vLLM's default --block-size (kvgate.engines.vllm.pool's, held equal by
+#                              tests/test_light_start.py; written here so that building a parser loads no geometry)
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per live sequence (kvgate.replay.simulate)
 LLAMACPP_PAD = 256  # GGML_PAD(n_ctx, 256), src/llama-context.cpp
 LLAMACPP_MAX_SEQ = 256  # LLAMA_MAX_SEQ, src/llama-cparams.h

@@ -55,15 +55,15 @@ def engine_geometry(engine: EngineOptions, model: ModelSpec) -> KVGeometry:
 
     Raises:
         KvgateError: bad format, TP split or layout option; under the vllm layout with
-            ``-pp``/``-dcp``, a split vLLM refuses (:func:`kvgate.fit.vllm_fit.check_parallel`).
+            ``-pp``/``-dcp``, a split vLLM refuses (:func:`kvgate.engines.vllm.fit.check_parallel`).
     """
     k, v = engine.formats_for(model)
     layout = build_layout(engine)
     pp, dcp = getattr(layout, "pipeline_parallel_size", 1), getattr(layout, "decode_context_parallel_size", 1)
-    if layout.name == "vllm" and (pp > 1 or dcp > 1):
-        from kvgate.fit.vllm_fit import check_parallel  # noqa: PLC0415 - fit imports this module's peers
+    if pp > 1 or dcp > 1:  # only an engine's layout splits into stages / context ranks
+        from kvgate.engines.registry import get_engine  # noqa: PLC0415 - the engines import this module's peers
 
-        check_parallel(model, engine.tp, pp, dcp)  # the splits vLLM refuses, as kvgate fit refuses them
+        get_engine(layout.name).check_parallel(model, engine.tp, pp, dcp)  # as kvgate fit refuses them
     return KVGeometry(model, k, kv_format_v=v, tp=engine.tp, layout=layout)
 
 

@@ -2,9 +2,9 @@
 per release, what it changes, and which kvgate commands take it (``kvgate help
 engine-flags [vllm|sglang|llama.cpp]``).
 
-The defaults are the ones the rules use, with their sources: :mod:`kvgate.fit.vllm_flags`
-(vLLM, per release), :mod:`kvgate.fit.sglang_flags` (SGLang 0.4 series),
-:mod:`kvgate.fit.llamacpp_fit` (llama.cpp), :mod:`kvgate.geometry.vllm` (the block size).
+The defaults are the ones the rules use, with their sources: :mod:`kvgate.engines.vllm.flags`
+(vLLM, per release), :mod:`kvgate.engines.sglang.flags` (SGLang 0.4 series),
+:mod:`kvgate.engines.llamacpp.fit` (llama.cpp), :mod:`kvgate.engines.vllm.pool` (the block size).
 Commands: ``fit`` (before launch), ``layout`` (``geometry``, ``gate``, ``run``, ``replay``:
 the engine's KV layout, kvgate's ``--max-seq``/``--slots``/``--kv-format``/``--tp`` by their
 engine names), ``what-if`` (``import-log`` and ``gate --engine-log``: the engine's answer
@@ -17,6 +17,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from kvgate.engines.registry import get_engine
 from kvgate.errors import KvgateError
 from kvgate.fit.release import NEWEST
 
@@ -73,8 +74,6 @@ def _parser_options() -> dict[str, set[str]]:
     return _OPTIONS
 
 
-ENGINES = {"vllm": "vLLM (vllm serve)", "sglang": "SGLang (python -m sglang.launch_server)",
-           "llama.cpp": "llama.cpp (llama-server, llama-cli)"}
 
 #: the one rule for log commands (``import-log LOG``, ``gate --engine-log LOG``), as
 #: ``import-log --help`` and the README ("What if, from an engine log") state it;
@@ -188,7 +187,7 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
     out += textwrap.wrap(COMMANDS_NOTE, width)
     out += [""] + textwrap.wrap(LOG_RULE, width)
     for e in [engine] if engine else list(FLAGS):
-        out += ["", ENGINES[e]]
+        out += ["", get_engine(e).launcher]
         for f in FLAGS[e]:
             out.append(f"  {f.spellings}")
             rows = [("default", f.default), ("changes", f.changes), ("commands", f.commands or "none")]

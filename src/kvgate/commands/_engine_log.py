@@ -26,13 +26,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
-from kvgate.engines.candidates import gate_from_engine_log
-from kvgate.engines.crosscheck import crosscheck
-from kvgate.engines.pool import EngineLogError, EnginePool, read_engine_log
-from kvgate.engines.report import apply_overrides, model_from_log, pool_payload, render_check, render_pool
 from kvgate.units import parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.engines.pool import EnginePool
     from kvgate.fit.whatif import WhatIf, WhatIfAnswer
 
 
@@ -267,6 +264,8 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
 def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
     """``pool`` with the log's settings of ``ls`` filled in (:func:`apply_overrides`), noted
     once, in the spelling the user gave."""
+    from kvgate.engines.report import apply_overrides  # noqa: PLC0415
+
     pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
     engine_said = {f"kv_format {ls.engine_kv} from --kv-format (not in the log)" if ls.engine_kv else "",
                    f"tp {ls.engine_tp} from --tp (not in the log)" if ls.engine_tp else ""}
@@ -461,6 +460,10 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     Raises:
         EngineLogError: no model to size the slots with, or no targets.
     """
+    from kvgate.engines.candidates import gate_from_engine_log
+    from kvgate.engines.crosscheck import crosscheck
+    from kvgate.engines.pool import EngineLogError, read_engine_log
+    from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool
     from kvgate.gate.record import write_record
     from kvgate.output import emit
     from kvgate.session import load_replay_trace

@@ -48,18 +48,19 @@ instead (what if another GPU, length, TP or KV dtype): kvgate import-log LOG --g
 def add_arguments(p: Any) -> None:
     add_fit_flags(p)
     p.usage = "%(prog)s MODEL [--gpu NAME | --total BYTES] [the engine's flags: vLLM's, SGLang's or llama.cpp's]"
+    from kvgate.engines.registry import engine_of_flag_group  # noqa: PLC0415
+
     for g in p._action_groups:  # one pointer per engine to the flags' defaults per release
-        for title, engine in (("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp", "llama.cpp")):
-            if (g.title or "").startswith(title + " flags"):
-                g.description = f"defaults per release and what each changes: kvgate help engine-flags {engine}"
+        engine = engine_of_flag_group(g.title or "")
+        if engine is not None:
+            g.description = f"defaults per release and what each changes: kvgate help engine-flags {engine}"
 
 
 def run(args: Any) -> int:
-    from kvgate.fit import VllmFlags, fit_vllm, gpu_from_total, local_gpu, lookup_gpu, resolve_release, weights_term  # noqa: PLC0415
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
+    from kvgate.fit import gpu_from_total, local_gpu, lookup_gpu  # noqa: PLC0415
     from kvgate.fit.render import render_text  # noqa: PLC0415
-    from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
     from kvgate.model import load_model  # noqa: PLC0415
-    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     inp = fit_inputs_from_args(args)
     if inp.gpu or inp.total:
@@ -70,53 +71,7 @@ def run(args: Any) -> int:
         except KvgateError as exc:
             raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
-    model = load_model(inp.model)
-    if inp.engine == "llama.cpp":
-        return _llamacpp(args, inp, model, gpu)
-    if inp.engine == "vllm":
-        flags = VllmFlags(**inp.vllm)
-        ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
-    else:
-        from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
-
-        sflags = SglangFlags(**inp.sglang)  # bad values named before any work
-        ranks = sflags.tp_size
-    if inp.weights_bytes is not None:
-        weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True, source=f"--weights-bytes {inp.weights_bytes:,} B")
-    else:
-        wb = weight_bytes(inp.model)
-        src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
-        weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
-    mm = is_multimodal(inp.model)
-    if inp.engine == "vllm":
-        answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release),
-                          multimodal=mm)
-    else:
-        from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
-
-        answer = fit_sglang(model, weights, gpu, sflags, resolve_release("sglang", inp.release),
-                            multimodal=mm)
-    emit(args.json, answer.to_dict(), render_text(answer))
-    return EXIT_OK
-
-
-def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
-    from kvgate.fit import resolve_release  # noqa: PLC0415
-    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
-    from kvgate.fit.render import render_text  # noqa: PLC0415
-    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
-
-    if inp.weights_bytes is not None:
-        wb, exact, src = inp.weights_bytes, True, f"--weights-bytes {inp.weights_bytes:,} B"
-    else:
-        w = weight_bytes(inp.model)
-        wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
-    answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp, ngl_given="n_gpu_layers" in inp.llamacpp), resolve_release("llama.cpp", inp.release))
-    if inp.weights_bytes is None and not exact and getattr(w, "params", None):
-        per = w.bytes / w.params
-        dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
-        answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, the "
-                            "config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the .gguf file "
-                            "or --weights-bytes")
+    model = load_model(inp.model)  # once: the engine's fit takes it
+    answer = get_engine(inp.engine).fit(inp, model, gpu)
     emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

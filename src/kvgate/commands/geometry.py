@@ -47,13 +47,11 @@ def _slot_words(layout: str, max_seq: int, slots: int) -> tuple[str, str]:
     """The labels of one sequence and of N, in the layout's words: the engine's flags for
     vLLM (``--max-model-len``, ``--max-num-seqs``), SGLang (``--context-length``) and
     llama.cpp (``-c`` / ``-np``: one sequence's cells); slots for the contiguous layout."""
+    from kvgate.engines.registry import ENGINES, get_engine  # noqa: PLC0415
+
+    if layout in ENGINES:
+        return get_engine(layout).slot_words(max_seq, slots)
     s = "s" if slots != 1 else ""
-    if layout == "vllm":
-        return f"one sequence at --max-model-len {max_seq:,}", f"{slots} sequence{s} (--max-num-seqs {slots})"
-    if layout == "sglang":
-        return f"one sequence at --context-length {max_seq:,}", f"{slots} sequence{s} (--max-running-requests {slots})"
-    if layout == "llama.cpp":
-        return f"one sequence of {max_seq:,} cells (-c / -np)", f"{slots} sequence{s} (-np {slots})"
     return f"one slot at max_seq {max_seq:,}", f"{slots} slot{s}"
 
 
@@ -131,9 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if geo.layout.name == "contiguous" and rep["marginal_bytes_at_max_seq"] != rep["bytes_per_token"]:
         rows.insert(1, [f"bytes per token at max_seq (windows full){per}", fmt_bytes(rep["marginal_bytes_at_max_seq"]),
                         fmt_human(rep["marginal_bytes_at_max_seq"])])
-    from kvgate.geometry import LlamaCpp
-
-    if isinstance(geo.layout, LlamaCpp):
+    if callable(getattr(geo.layout, "cache_bytes", None)):  # an engine's whole cache (llama.cpp's)
         rep["engine_cache_bytes"] = geo.layout.cache_bytes(geo, max_seq)
         rows.append([f"llama.cpp whole cache (n_seq {geo.layout.n_seq}{', unified' if geo.layout.unified else ''})" + per,
                      fmt_bytes(rep["engine_cache_bytes"]), fmt_human(rep["engine_cache_bytes"])])
@@ -152,13 +148,14 @@ def run(args: argparse.Namespace) -> int:
         text += ["", table(lrows, header=["layer", "kind", "kv heads", "head_dim", "window", "positions",
                                           "B/position", "bytes"], align="rlrrrrrr")]
     if args.kv_available:
+        from kvgate.engines.registry import ENGINES, get_engine
         from kvgate.errors import KvgateError
-        from kvgate.geometry import vllm_kv_cache_report
         from kvgate.units import parse_bytes
 
-        if engine.layout != "vllm":
+        pool_report = getattr(get_engine(engine.layout), "pool_report", None) if engine.layout in ENGINES else None
+        if pool_report is None:
             raise KvgateError("--kv-available needs --layout vllm")
-        vr = vllm_kv_cache_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
+        vr = pool_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
         rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
         lay = geo.layout
         applied = f"vLLM {lay.version}" if getattr(lay, "version", None) else "vLLM ≥ 0.20.1"

@@ -29,14 +29,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.topic == "engine-flags":
         from kvgate.commands._engine_flags import engine_flags_dict, render_engine_flags  # noqa: PLC0415
+        from kvgate.engines.registry import canonical_name  # noqa: PLC0415
 
-        engine = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp"}.get(args.engine or "", args.engine)
+        engine = (canonical_name(args.engine) or args.engine) if args.engine else args.engine
         emit(args.json, engine_flags_dict(engine), render_engine_flags(engine))
         return EXIT_OK
     if args.engine is not None:
         raise KvgateError(f"kvgate help {args.topic} takes no second word", hint="kvgate help engine-flags vllm")
     if args.topic is None:
-        parser = build_parser()
+        parser = build_parser(names_only=True)
         lines = ["topics:"] + [f"  {k:<14} {v}" for k, v in TOPICS.items()] + ["", "commands (kvgate help COMMAND):"]
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         lines += [f"  {c.dest:<14} {c.help}" for c in sub._choices_actions]

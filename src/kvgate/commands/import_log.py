@@ -17,11 +17,8 @@ from kvgate.commands._engine_log import (
     whatif_from_args,
 )
 from kvgate.commands._types import positive_int
-from kvgate.engines import ENGINES, crosscheck, read_engine_log
-from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool
+from kvgate.engines.registry import ENGINES, get_engine
 from kvgate.errors import KvgateError
-from kvgate.geometry.formats import get_format
-from kvgate.measure.measurement import measurement_file
 from kvgate.output import emit
 
 NAME = "import-log"
@@ -72,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.engines import crosscheck, read_engine_log  # noqa: PLC0415
+    from kvgate.engines.report import model_from_log, pool_payload, render_check, render_pool  # noqa: PLC0415
+    from kvgate.geometry.formats import get_format  # noqa: PLC0415
+    from kvgate.measure.measurement import measurement_file  # noqa: PLC0415
+
     if args.out:
         check_writable(args.out, force=args.force)
     for flag, fmt in (("--kv-format", args.kv_format), ("--requested-kv-format", args.requested_kv_format)):
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             except KvgateError as exc:
                 raise KvgateError(f"{flag}: {exc.message}", hint=exc.hint) from None
     pool = read_engine_log(args.log, engine=args.engine, startup=args.startup, service=args.service)
-    if args.pp is not None and pool.engine != "vllm":  # SGLang / llama.cpp: no pipeline stages kvgate models
+    if args.pp is not None and not get_engine(pool.engine).pipeline_stages:  # no pipeline stages kvgate models
         raise KvgateError(f"--pp {args.pp}: the pipeline-parallel size is vLLM's, and this is a {pool.engine} log",
                           hint="leave --pp out")
     model = model_from_log(pool, args.model)
@@ -109,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
     payload = {"pool": pool_payload(pool), "crosscheck": check, "measurement": doc, "out": args.out}
     text = render_pool(pool) + "\n" + render_check(check)
     if exact:
-        text += f"\npool (exact, from the model): {exact:,} B " + ("(all layers)" if pool.engine == "llama.cpp"
-                                                                   else "per rank")
+        text += f"\npool (exact, from the model): {exact:,} B " + ("per rank" if get_engine(pool.engine).pool_per_rank
+                                                                   else "(all layers)")
     if args.out:
         text += f"\nwrote {args.out}"
     if w.asked():

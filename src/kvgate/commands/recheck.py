@@ -11,9 +11,6 @@ from kvgate.atomicio import read_json
 from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.errors import KvgateError
 from kvgate.gate.engine_words import RECORD_ENGINE_WORDS, engine_of
-from kvgate.gate.record import recheck_exit_code, recheck_path
-from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line
-from kvgate.measure.select import select_measurement
 from kvgate.output import emit, table
 from kvgate.units import fmt_gib, fmt_mib, parse_bytes
 
@@ -86,6 +83,8 @@ def _what_if(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _new_measurement(args: argparse.Namespace):
+    from kvgate.measure.select import select_measurement  # noqa: PLC0415
+
     if args.domain and not (args.measurement or args.smi):
         raise KvgateError("--domain chooses a domain of --measurement or --smi; neither was given")
     if args.measurement and args.smi:
@@ -101,6 +100,8 @@ def _new_measurement(args: argparse.Namespace):
 
 def _text(res: dict[str, Any]) -> str:
     """One recheck result (see :func:`kvgate.gate.record.recheck_path`) as text."""
+    from kvgate.gate.render import boundary_lines, candidate_limit_lines, sensitivity_line  # noqa: PLC0415
+
     lines = [f"record  {res['record']}"]
     if res["status"] == "different-basis":
         lines.append("different basis: re-measure (the recorded decision is not applied to this measurement)")
@@ -174,6 +175,8 @@ def _stale_lines(res: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Exit status: the most urgent over all files (2 > 3 > 4 > 0; :mod:`kvgate.errors`)."""
     import sys
+
+    from kvgate.gate.record import recheck_exit_code, recheck_path  # noqa: PLC0415
 
     new_m = _new_measurement(args)
     results = recheck_path(args.record, new_measurement=new_m, **_what_if(args))

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
     if args.cache_model == "sglang":  # tokens of SGLang's own pool (DSA rows and indexer keys)
-        from kvgate.tier.sglang import pool_geometry
+        from kvgate.engines.sglang.cache import pool_geometry
 
         geo = pool_geometry(geo)
     bpt = geo.bytes_per_token()

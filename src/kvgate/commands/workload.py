@@ -13,7 +13,6 @@ from typing import Any
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_mib
-from kvgate.workload.allocator import DEFAULT_BLOCK_SIZE, DEFAULT_SLOT_CAP
 
 NAME = "workload"
 HELP = "reference workload: the int8 KV mirror (and a paged twin) on PyTorch + transformers (needs kvgate[gpu])"
@@ -34,6 +33,8 @@ max_memory_reserved). It exits non-zero on failure (CUDA OOM included).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from kvgate.workload.allocator import DEFAULT_BLOCK_SIZE, DEFAULT_SLOT_CAP  # noqa: PLC0415
+
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
     sub = p.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
 

@@ -35,12 +35,12 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.engines.pool import EngineLogError, EnginePool
+from kvgate.engines.sglang.pool import is_dsa
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.gate.decision import DecisionInputs, decide
 from kvgate.gate.verdict import Scenario
 from kvgate.geometry import KVGeometry, get_layout
-from kvgate.geometry.sglang import is_dsa
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.model.spec import ModelSpec
 from kvgate.units import GiB
 
@@ -65,13 +65,13 @@ def engine_layout(pool: EnginePool, slots: int, model: ModelSpec | None = None) 
     this engine does: vLLM blocks of the logged block size and release; llama.cpp cells
     with ``n_seq`` = the target slots and the logged unified flag; SGLang whole pages of the
     logged page size with every layer at full length and DSA layers as its pool stores them
-    (:class:`kvgate.geometry.sglang.SGLang`; ``model`` gives a DSA model's
+    (:class:`kvgate.engines.sglang.pool.SGLang`; ``model`` gives a DSA model's
     ``qk_rope_head_dim``, kept in the layout because a record's layers do not keep it)."""
     if pool.engine == "vllm":
         out: dict[str, Any] = {"name": "vllm", "block_size": int(pool.flags.get("block_size") or DEFAULT_BLOCK_SIZE)}
         if pool.version:
             out["version"] = pool.version
-        if (pool.pp or 1) > 1:  # one rank of the stage that sets the pool (geometry/vllm.py)
+        if (pool.pp or 1) > 1:  # one rank of the stage that sets the pool (engines/vllm/pool.py)
             out["pipeline_parallel_size"] = pool.pp
         return out
     if pool.engine == "llama.cpp":

@@ -6,7 +6,7 @@ engine's own rules, give the pool the engine logged?
   lines under the release's token rule, and, when "Available KV cache memory" is logged,
   whether those blocks fit in its rounding interval while one more block does not:
   "agrees to the block".
-- **SGLang** (:mod:`kvgate.geometry.sglang`, ``MHATokenToKVPool``): K = (#tokens +
+- **SGLang** (:mod:`kvgate.engines.sglang.pool`, ``MHATokenToKVPool``): K = (#tokens +
   page_size) × Σ_layers K row bytes, V alike (every layer at full length; MLA: one latent
   row, "KV size"; DSA models: ``NSATokenToKVPool``'s fp8 or bf16 row plus the indexer's
   key pages, page size 64); agrees when both fall in the printed GB (2^30) intervals.
@@ -23,7 +23,7 @@ its own budget, and vLLM keeps the least (``get_kv_cache_configs``); the budgets
 gives per stage (``Worker_PP1_TP0``) are used per stage, a stage that logged none is taken
 at the least logged budget. Under decode / prefill context parallelism (``cp`` = dcp ×
 pcp) one rank holds cdiv(max_model_len, cp) tokens of a request and the token line counts
-all cp ranks' tokens (:mod:`kvgate.geometry.vllm`): the logged line is checked as printed.
+all cp ranks' tokens (:mod:`kvgate.engines.vllm.pool`): the logged line is checked as printed.
 
 When a check differs, kvgate tries the usual misconfigurations (another KV format, the
 tensor-parallel split not applied, another block size, the other vLLM token rule) and
@@ -39,11 +39,18 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.llamacpp.pool import LlamaCpp
 from kvgate.engines.pool import EnginePool
+from kvgate.engines.sglang.pool import SGLang, SglangPool
+from kvgate.engines.sglang.pool import pool_bytes as sglang_pool_bytes
+from kvgate.engines.vllm.pool import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    VLLM,
+    parse_version,
+    pp_partition,
+)
 from kvgate.geometry import GeometryError, KVGeometry, get_format, vllm_kv_cache_report
-from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.sglang import SGLang, SglangPool
-from kvgate.geometry.sglang import pool_bytes as sglang_pool_bytes
 from kvgate.geometry.specs import (
     AttentionKV,
     FullAttention,
@@ -51,7 +58,6 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM, parse_version, pp_partition
 from kvgate.model.spec import ModelSpec
 
 
@@ -363,7 +369,7 @@ def _concurrency_words(pool: EnginePool) -> str:
 # ---------------------------------------------------------------- SGLang
 
 def _sglang_pool(model: ModelSpec, fmt: str, tp: int, page: int | None, tokens: int) -> SglangPool:
-    """What SGLang allocates for ``tokens`` tokens (:func:`kvgate.geometry.sglang.pool_bytes`:
+    """What SGLang allocates for ``tokens`` tokens (:func:`kvgate.engines.sglang.pool.pool_bytes`:
     MHA K and V, or the MLA / DSA rows and the DSA indexer pages)."""
     return sglang_pool_bytes(KVGeometry(model, fmt, tp=tp, layout=SGLang(page_size=page)), tokens)
 

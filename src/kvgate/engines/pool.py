@@ -32,22 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvgate.engines.llamacpp_log import parse_llamacpp
 from kvgate.engines.logtext import Logged, logical_lines
-from kvgate.engines.sglang_log import parse_sglang
+from kvgate.engines.registry import ENGINES, detect_from_log, get_engine
 from kvgate.engines.startups import engines_with_pools, select_startup
-from kvgate.engines.vllm_log import parse_vllm
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import FormatError, get_format
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
-
-ENGINES = ("vllm", "sglang", "llama.cpp")
-_MARKS = {
-    "vllm": ("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks", "Maximum concurrency for"),
-    "sglang": ("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
-    "llama.cpp": ("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
-                  "llama_new_context_with_model"),
-}
 
 
 class EngineLogError(KvgateError):
@@ -146,9 +136,8 @@ def detect_engine(text: str) -> str:
     Raises:
         EngineLogError: none of the three engines' lines are in the text.
     """
-    counts = {e: sum(text.count(m) for m in marks) for e, marks in _MARKS.items()}
-    best = max(counts, key=lambda e: counts[e])
-    if counts[best] == 0:
+    best = detect_from_log(text)
+    if best is None:
         raise EngineLogError("no vLLM, SGLang or llama.cpp startup lines found in the log",
                              hint="pass the engine's own startup output (vLLM: 'GPU KV cache size', SGLang: "
                                   "'KV Cache is allocated', llama.cpp: 'llama_kv_cache: size =')")
@@ -208,12 +197,7 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     eng = engine or detect_engine(text)
     lines, chosen = select_startup(logical_lines(text), eng, startup=startup, service=service)
     src = str(path) if path else None
-    if eng == "vllm":
-        pool = _from_vllm(parse_vllm(lines))
-    elif eng == "sglang":
-        pool = _from_sglang(parse_sglang(lines))
-    else:
-        pool = _from_llamacpp(parse_llamacpp(lines))
+    pool = get_engine(eng).read_pool(lines)
     pool.source = src
     pool.startup = chosen
     pool.notes[:0] = chosen["notes"]
@@ -225,9 +209,7 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
             + ("; these mention a KV cache but are not in a form kvgate reads: "
                + "; ".join(f"line {ln.number}: {ln.text[:100]!r}" for ln in unread[:3]) if unread else
                ": none of its lines gives a KV cache size"),
-            hint={"vllm": "look for 'Available KV cache memory' / 'GPU KV cache size'",
-                  "sglang": "look for 'KV Cache is allocated. #tokens: …'",
-                  "llama.cpp": "look for 'llama_kv_cache: size = …'"}[eng])
+            hint=get_engine(eng).pool_line_hint)
     return pool
 
 

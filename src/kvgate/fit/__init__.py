@@ -20,14 +20,29 @@ Modules, one concept each:
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu, gpu_from_total, gpu_names, local_gpu, lookup_gpu
 from kvgate.fit.humanint import human_readable_int
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, resolve_release
-from kvgate.fit.vllm_budget import weights_term
-from kvgate.fit.vllm_fit import fit_vllm
-from kvgate.fit.vllm_flags import VllmFlags
+
+if TYPE_CHECKING:
+    from kvgate.engines.vllm.budget import weights_term
+    from kvgate.engines.vllm.fit import fit_vllm
+    from kvgate.engines.vllm.flags import VllmFlags
+
+# vLLM's rules live in kvgate.engines.vllm, which imports this package: loaded on first use.
+_LAZY = {"weights_term": "kvgate.engines.vllm.budget", "fit_vllm": "kvgate.engines.vllm.fit",
+         "VllmFlags": "kvgate.engines.vllm.flags"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FitAnswer", "Gpu", "Interval", "Release", "Term", "VllmFlags", "fit_vllm", "gpu_from_total", "gpu_names",

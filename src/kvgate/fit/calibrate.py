@@ -1,4 +1,4 @@
-"""The non-KV bands of :mod:`kvgate.fit.vllm_budget` from the startup logs, and the
+"""The non-KV bands of :mod:`kvgate.engines.vllm.budget` from the startup logs, and the
 leave-one-out check that each log's interval holds with bands that never saw it.
 
 Observations (one per printed term, with its printing precision: ``printed_bytes``):
@@ -13,15 +13,15 @@ Observations (one per printed term, with its printing precision: ``printed_bytes
 The rule (:func:`calibrate`): the smallest band that meets every observation.
 
 - the activation bands are fitted on the V0 logs only (V1's logits and sampler are the code's,
-  :func:`kvgate.fit.vllm_budget.v1_logits_rule`, and its peak is a max, not a sum);
+  :func:`kvgate.engines.vllm.budget.v1_logits_rule`, and its peak is a max, not a sum);
 - ``K_HI`` = max over the logs whose sampler is small (``4·S ≤ T·w/10``) of
   ``(printed.low − C_LO·S) / T·w``, rounded up to 0.01; ``K_LO`` = min over all of
   ``(printed.high − C_LO·S) / T·w``, rounded down to 0.01 (at most ``K_HI``);
 - ``C_HI`` (V0) = max of ``(printed.low − K_HI·T·w) / S``, rounded up to a byte, at
-  least ``C_LO`` (``C_LO`` is the code's floor, :data:`kvgate.fit.vllm_budget.C_LO`);
+  least ``C_LO`` (``C_LO`` is the code's floor, :data:`kvgate.engines.vllm.budget.C_LO`);
 - non-torch (V0, V1) and graph pool: ``[min printed.low, max printed.high]`` in whole MiB; the
   0.21+ graph band also holds the earlier graph pools (the same graphs);
-- a band without observations keeps the prior (:data:`kvgate.fit.vllm_budget.BANDS`), and V1's
+- a band without observations keeps the prior (:data:`kvgate.engines.vllm.budget.BANDS`), and V1's
   non-torch band keeps its prior upper end (0.5 GiB: no V1 log prints a larger value, and V0's
   TP 1 logs print up to 0.35 GiB).
 """
@@ -34,10 +34,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from kvgate.atomicio import read_json
+from kvgate.engines.vllm.budget import BANDS, C_LO, Bands, using_bands
 from kvgate.fit.interval import Interval
 from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
 from kvgate.fit.release import parse_version
-from kvgate.fit.vllm_budget import BANDS, C_LO, Bands, using_bands
 
 MiB = 2**20
 GRAPH_RULE_FROM = (0, 21)

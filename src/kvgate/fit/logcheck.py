@@ -9,7 +9,7 @@ activation peak, non-torch memory, the CUDA graph rule, and the pool→tokens ge
 Weights come from the log's own weights line; where a log has none, ``fit_inputs.json`` may
 give them instead, labelled: ``{"estimate_dtype": ...}`` (kvgate's estimate from the config,
 :func:`kvgate.model.weights.estimate_weight_bytes`, with the estimate band of
-:func:`kvgate.fit.vllm_budget.weights_term`) or ``{"from_log": FILE}`` (the weights line of
+:func:`kvgate.engines.vllm.budget.weights_term`) or ``{"from_log": FILE}`` (the weights line of
 another log of the same checkpoint). The GPU is a name of :mod:`kvgate.fit.gpus`, a list of
 names (the hull of their CUDA totals, for a GPU known only by its class), or the CUDA total
 the log prints (``"cuda_total_printed": "total_gpu_memory (8.00GiB)"``, which must be in the
@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
+from kvgate.engines.vllm.budget import weights_term
+from kvgate.engines.vllm.fit import fit_vllm
+from kvgate.engines.vllm.flags import VllmFlags
 from kvgate.errors import KvgateError
 from kvgate.fit.gpus import Gpu, lookup_gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, parse_version
-from kvgate.fit.vllm_budget import weights_term
-from kvgate.fit.vllm_fit import fit_vllm
-from kvgate.fit.vllm_flags import VllmFlags
 from kvgate.fit.widths import model_widths
 from kvgate.model import ModelSpec, load_model
 from kvgate.model.weights import estimate_weight_bytes
@@ -44,7 +44,7 @@ from kvgate.model.weights import estimate_weight_bytes
 GiB = 2**30
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
 
-#: the terms each log prints that informed the bands of kvgate.fit.vllm_budget
+#: the terms each log prints that informed the bands of kvgate.engines.vllm.budget
 TERM_FIELDS = ("torch_peak", "non_torch_memory", "cuda_graph_pool")
 
 
@@ -183,7 +183,7 @@ def _hull(parts: list[Interval]) -> Interval:
 def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     """One case; a list of GPUs (a card known only by its class) is checked card by card and
     the hull of the intervals kept, since vLLM's defaults depend on the card (its name or
-    total: :func:`kvgate.fit.vllm_flags.resolve_vllm_flags`)."""
+    total: :func:`kvgate.engines.vllm.flags.resolve_vllm_flags`)."""
     names = inp.get("gpu")
     if isinstance(names, list) and len(names) > 1 and not inp.get("cuda_total_printed"):
         cases = [_check(folder, e, {**inp, "gpu": n}) for n in names]

@@ -30,7 +30,7 @@ interval its decimals leave, :func:`kvgate.engines.logtext.logged`):
 llama.cpp: ``CUDA0 model buffer size = 5049.71 MiB`` and ``CUDA0 compute buffer size =
 162.00 MiB`` (``llama-model-loader`` / ``llama-context.cpp``). SGLang: the weights line
 ``Load weight end. … avail mem=131.08 GB, mem usage=8.13 GB`` is read by
-:mod:`kvgate.engines.sglang_log` already (its GB are 2^30 bytes).
+:mod:`kvgate.engines.sglang.log` already (its GB are 2^30 bytes).
 
 Each term is the first printed value (rank 0 in a tensor-parallel log: every rank of one
 startup prints the same split).

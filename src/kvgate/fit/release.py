@@ -18,7 +18,7 @@ MODELLED: dict[str, tuple[tuple[str, str], ...]] = {
              ("0.24.0", "tests/data/fit_logs: the v0.24.0 startup log inside its interval")),
     "sglang": (("0.5.4", "sglang_memfrac.HEURISTIC_FROM: --mem-fraction-static's default"),
                ("0.5.9", "sglang_fit: GlmMoeDsaForCausalLM a DeepSeek sparse attention model"),
-               ("0.5.17", "geometry/sglang.py CELL_USES_DSA_ROW: the DSA row counted per token")),
+               ("0.5.17", "engines/sglang/pool.py CELL_USES_DSA_ROW: the DSA row counted per token")),
     "llama.cpp": (("b7000", "llamacpp_fit.ALL_ROWS_UP_TO: logits of every ubatch token"),
                   ("b11312", "llamacpp_fit: the graph reserve read at 0c1e57098bba (build b11312, vendored "
                              "by llama-cpp-python 0.3.36)")),

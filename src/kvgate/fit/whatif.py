@@ -3,8 +3,8 @@ GPU, utilization, maximum length, tensor parallel size or KV dtype, with the non
 the log printed carried over as measured values.
 
 The rule stays the engine's, reused from :mod:`kvgate.fit` (never re-derived here):
-:func:`kvgate.fit.vllm_fit.fit_vllm`, :func:`kvgate.fit.sglang_fit.fit_sglang`,
-:func:`kvgate.fit.llamacpp_fit.fit_llamacpp`, and the KV geometry of
+:func:`kvgate.engines.vllm.fit.fit_vllm`, :func:`kvgate.engines.sglang.fit.fit_sglang`,
+:func:`kvgate.engines.llamacpp.fit.fit_llamacpp`, and the KV geometry of
 :mod:`kvgate.geometry`. What changes is where each non-KV term comes from:
 
 - **carried**: the value the log printed (:mod:`kvgate.fit.logterms`), as the interval its
@@ -12,7 +12,7 @@ The rule stays the engine's, reused from :mod:`kvgate.fit` (never re-derived her
 - **re-split**: the log's weights per rank × old ranks / new ranks (vLLM and SGLang shard
   every weight over the TP ranks: ``ColumnParallelLinear`` / ``RowParallelLinear`` /
   ``VocabParallelEmbedding``; the replicated norms are below the printing precision);
-- **re-estimated**: the calibrated band of :mod:`kvgate.fit.vllm_budget` when what the term
+- **re-estimated**: the calibrated band of :mod:`kvgate.engines.vllm.budget` when what the term
   depends on changed: the activation peak of the profile run when
   ``max_num_batched_tokens``, ``max_num_seqs``, TP or the engine (V0/V1) changed;
   non-torch memory (NCCL) and the CUDA graph pool when TP changed (the graph pool also with
@@ -22,7 +22,7 @@ The rule stays the engine's, reused from :mod:`kvgate.fit` (never re-derived her
 vLLM's KV cache pool is held at the logged "Available KV cache memory" when nothing on its
 side of the budget changed (same GPU, utilization, TP/PP and profile run): then another KV
 dtype or ``--max-model-len`` changes only the blocks, tokens and concurrency. Otherwise it
-is ``total × utilization − terms`` (:mod:`kvgate.fit.vllm_budget`) with the carried terms.
+is ``total × utilization − terms`` (:mod:`kvgate.engines.vllm.budget`) with the carried terms.
 The GPU total is the one the log printed (``total_gpu_memory``, ``Free memory on device
 (x/Y GiB)``), the ``--gpu``/``--total`` given, or, when neither, implied by the log:
 ``(pool + non-KV terms) / utilization`` (said in the notes).
@@ -182,7 +182,7 @@ class _VllmFromLog:
 
     def __init__(self, pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf,
                  weights_ref: str | None, budget: Interval | None = None) -> None:
-        from kvgate.fit.vllm_flags import VllmFlags  # noqa: PLC0415
+        from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
 
         self.pool, self.model, self.w = pool, model, w
         self.t: LoggedTerms = vllm_logged_terms(lines, pool.weights)
@@ -254,7 +254,7 @@ class _VllmFromLog:
                    "(Available KV cache memory + non-KV terms) / gpu_memory_utilization")
 
     def _settings(self, flags: Any, gpu: Gpu) -> Any:
-        from kvgate.fit.vllm_flags import resolve_vllm_flags  # noqa: PLC0415
+        from kvgate.engines.vllm.flags import resolve_vllm_flags  # noqa: PLC0415
 
         return resolve_vllm_flags(flags, self.release, cuda_total_bytes=gpu.cuda_total.low, gpu_name=gpu.name,
                                   max_position_embeddings=self.model.max_position_embeddings)
@@ -269,7 +269,7 @@ class _VllmFromLog:
             v = _scaled(self.weights_log, log_ranks, ranks)
             why = f"the log's {self.t.printed['weights']} on each of {log_ranks} rank(s), re-split over {ranks}"
             return v, CarriedTerm("weights", "re-split", why), why
-        from kvgate.fit.vllm_budget import weights_term  # noqa: PLC0415
+        from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
 
         assert self.weights_file is not None  # set in __init__ when the log has none
         b, exact, src = self.weights_file
@@ -279,7 +279,7 @@ class _VllmFromLog:
     def terms(self, s: Any, w: Any, log: Any = None) -> tuple[list[Term], list[CarriedTerm]]:
         """The non-KV terms at settings ``s`` (the log's settings: ``log``, default the
         resolved log settings) and where each comes from."""
-        from kvgate.fit.vllm_budget import activation_term, cuda_graph_term, non_torch_term  # noqa: PLC0415
+        from kvgate.engines.vllm.budget import activation_term, cuda_graph_term, non_torch_term  # noqa: PLC0415
 
         ls = log or self.log_s
         out: list[Term] = []
@@ -328,8 +328,8 @@ class _VllmFromLog:
                     ls.max_num_seqs, ls.cudagraph_pool_subtracted))
 
     def pool_for(self, s: Any, w: Any) -> tuple[list[Term], Interval, Interval]:
-        """``(terms, budget, pool)`` at settings ``s`` (:func:`kvgate.fit.vllm_fit.fit_vllm`'s hook)."""
-        from kvgate.fit.vllm_budget import requested_memory  # noqa: PLC0415
+        """``(terms, budget, pool)`` at settings ``s`` (:func:`kvgate.engines.vllm.fit.fit_vllm`'s hook)."""
+        from kvgate.engines.vllm.budget import requested_memory  # noqa: PLC0415
 
         terms, _ = self.terms(s, w)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
@@ -339,7 +339,7 @@ class _VllmFromLog:
         return terms, budget, budget - total(terms)
 
     def answer(self) -> WhatIfAnswer:
-        from kvgate.fit.vllm_fit import fit_vllm  # noqa: PLC0415
+        from kvgate.engines.vllm.fit import fit_vllm  # noqa: PLC0415
         from kvgate.fit.widths import model_widths  # noqa: PLC0415
 
         wv, _, wsrc = self._weights(self.flags.tensor_parallel_size * self.flags.pipeline_parallel_size)
@@ -437,7 +437,7 @@ def _log_kv_dtype(pool: EnginePool, model: ModelSpec) -> str:
     the KV format the log part resolved (``--kv-format`` or an engine spelling taken as the
     log's own, :func:`kvgate.commands._engine_log.resolve_log_settings`) when it is not the
     model's dtype, else ``auto`` (vLLM's / SGLang's default)."""
-    from kvgate.fit.vllm_fit import kv_format_for  # noqa: PLC0415
+    from kvgate.engines.vllm.fit import kv_format_for  # noqa: PLC0415
 
     if pool.flags.get("kv_cache_dtype"):
         return str(pool.flags["kv_cache_dtype"])
@@ -476,10 +476,10 @@ def _need_gpu(w: WhatIf, engine: str) -> Gpu:
 
 
 def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | None) -> WhatIfAnswer:
-    """SGLang: weights carried (re-split by TP), the rest by :func:`kvgate.fit.sglang_fit.fit_sglang`."""
-    from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
-    from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
-    from kvgate.fit.vllm_budget import weights_term  # noqa: PLC0415
+    """SGLang: weights carried (re-split by TP), the rest by :func:`kvgate.engines.sglang.fit.fit_sglang`."""
+    from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
+    from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
+    from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
 
     gpu = _need_gpu(w, "SGLang")
     fl = pool.flags
@@ -514,7 +514,7 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
         weights = weights_term(b, ranks=new.tp_size, exact=exact, source=src)
         how.append(CarriedTerm("weights", "estimated", f"not printed by the log: {weights.source}"))
     how.append(CarriedTerm("CUDA context and NCCL at start", "estimated",
-                           "kvgate.fit.sglang_fit's band (the log's free memory is on the log's GPU)"))
+                           "kvgate.engines.sglang.fit's band (the log's free memory is on the log's GPU)"))
     rel = _release("sglang", pool, w.release, None)
     a = fit_sglang(model, weights, gpu, new, rel)
     if mfs is None and w.utilization is None:
@@ -533,9 +533,9 @@ def _sglang(pool: EnginePool, model: ModelSpec, w: WhatIf, weights_ref: str | No
 
 def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, weights_ref: str | None) -> WhatIfAnswer:
     """llama.cpp: the flags the log printed, changed as asked, by
-    :func:`kvgate.fit.llamacpp_fit.fit_llamacpp`; weights from the model file, or the log's
+    :func:`kvgate.engines.llamacpp.fit.fit_llamacpp`; weights from the model file, or the log's
     ``CUDA0 model buffer`` when no file is at hand."""
-    from kvgate.fit.llamacpp_fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
+    from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
 
     if w.tp is not None or w.utilization is not None:
         raise KvgateError("llama.cpp has no tensor parallel size or memory share to change",
@@ -582,7 +582,7 @@ def _llamacpp(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, 
     else:
         b, exact, src = _model_weights(None, "model buffer (no 'CUDA0 model buffer size' line)")
     how.append(CarriedTerm("compute buffer", "re-estimated" if t.compute_buffer is not None else "estimated",
-                           "kvgate.fit.llamacpp_fit's band (it grows with -c and -ub)"
+                           "kvgate.engines.llamacpp.fit's band (it grows with -c and -ub)"
                            + (f"; the log printed {t.printed['compute_buffer']}" if t.compute_buffer else "")))
     rel = _release("llama.cpp", pool, w.release, None)
     a = fit_llamacpp(model, b, exact, src, gpu, new, rel)

@@ -18,25 +18,21 @@ llama.cpp      n_ctx padded to 256, per-sequence streams    ``src/llama-context.
                or one unified cache, iSWA window rule,      ``src/llama-kv-cache-iswa.cpp``,
                recurrent R/S state in f32                   ``src/llama-memory-recurrent.cpp``
 sglang         every token in every layer, whole pages;     ``python/sglang/srt/mem_cache/``
-               DSA rows + indexer keys (geometry/sglang.py) ``memory_pool.py`` (v0.5.9)
+               DSA rows + indexer keys (engines/sglang/pool.py) ``memory_pool.py`` (v0.5.9)
 =============  ==========================================  ==================================
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kvgate.geometry.base import Layout
 from kvgate.geometry.contiguous import Contiguous
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.formats import FORMATS, FormatError, KVFormat, get_format
-from kvgate.geometry.llamacpp import LlamaCpp
-from kvgate.geometry.sglang import SGLang
 from kvgate.geometry.specs import GeometryError, LayerKind, kv_heads_per_rank, spec_of
-from kvgate.geometry.vllm import VLLM
-from kvgate.geometry.vllm_pool import vllm_kv_cache_report
 
 __all__ = [
     "FORMATS", "LAYOUTS", "VLLM", "Contiguous", "FormatError", "GeometryError", "KVFormat", "KVGeometry", "LayerKind",
@@ -44,9 +40,55 @@ __all__ = [
     "vllm_kv_cache_report",
 ]
 
+if TYPE_CHECKING:
+    from kvgate.engines.llamacpp.pool import LlamaCpp
+    from kvgate.engines.vllm.pool import VLLM
+    from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
+
+
+def __getattr__(name: str) -> Any:
+    """The engines' layouts (``VLLM``, ``LlamaCpp``, ``SGLang``) and vLLM's pool report,
+    kept importable from here; they live in their engine packages and load on first use
+    (:mod:`kvgate.engines.registry`)."""
+    from kvgate.engines.registry import engines  # noqa: PLC0415
+
+    for engine in engines():
+        factory = engine.layout_factory()
+        if getattr(factory, "__name__", None) == name:
+            return factory
+        pool_report = getattr(engine, "pool_report", None)
+        if name == "vllm_kv_cache_report" and pool_report is not None:
+            return pool_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Layouts(Mapping[str, Callable[..., Layout]]):
+    """name -> factory(**options) -> Layout: contiguous (transformers') and each engine's
+    (:mod:`kvgate.engines.registry`, loaded on first use)."""
+
+    def _names(self) -> list[str]:
+        from kvgate.engines.registry import ENGINES  # noqa: PLC0415
+
+        return ["contiguous", *ENGINES]
+
+    def __getitem__(self, name: str) -> Callable[..., Layout]:
+        from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+        if name == "contiguous":
+            return Contiguous
+        if name not in self._names():
+            raise KeyError(name)
+        return get_engine(name).layout_factory()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
 # name -> factory(**options) -> Layout
-LAYOUTS: dict[str, Callable[..., Layout]] = {"contiguous": Contiguous, "vllm": VLLM, "llama.cpp": LlamaCpp,
-                                             "sglang": SGLang}
+LAYOUTS: Mapping[str, Callable[..., Layout]] = _Layouts()
 
 
 def layout_options(name: str) -> set[str]:
@@ -96,22 +138,19 @@ def layout_from_options(name: str | None = "contiguous", **options: Any) -> Layo
     """
     name = name or "contiguous"
     given = {k: v for k, v in options.items() if v is not None}
-    accepted = {
-        "contiguous": {"sliding_full"},
-        "vllm": {"block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager",
-                 "kernel_block_alignment", "state_format", "mamba_cache_mode", "num_speculative_blocks",
-                 # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
-                 # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
-                 "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format",
-                 "pipeline_parallel_size", "pp_layer_partition", "decode_context_parallel_size",
-                 "prefill_context_parallel_size"},
-        "llama.cpp": {"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"},
-    }
-    if name in accepted:
-        bad = sorted(set(given) - accepted[name])
+    if name == "contiguous":
+        accepted: frozenset[str] | None = frozenset({"sliding_full"})
+    elif name in LAYOUTS:
+        from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+        accepted = get_engine(name).layout_flags  # None: the layout's own keyword options decide
+    else:
+        accepted = None
+    if accepted is not None:
+        bad = sorted(set(given) - accepted)
         if bad:
             raise GeometryError(
                 f"layout {name!r} does not take {', '.join('--' + b.replace('_', '-') for b in bad)}",
-                hint=f"it takes: {', '.join(sorted(accepted[name])) or 'no options'}",
+                hint=f"it takes: {', '.join(sorted(accepted)) or 'no options'}",
             )
     return get_layout(name, **given)

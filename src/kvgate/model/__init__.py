@@ -69,8 +69,17 @@ def read_config(path: Path) -> dict:
     return read_json(path, what="model config", allow_nan=True)  # NaN kept, depth and digits still guarded
 
 
-# Loaders for other file types register here by suffix (e.g. ".gguf").
-FILE_LOADERS: dict[str, Callable[[Path], ModelSpec]] = {}
+def _load_gguf(path: Path) -> ModelSpec:
+    """A GGUF's metadata as a :class:`ModelSpec` (:func:`kvgate.model.gguf.load_gguf`; gguf-py
+    loads only when a GGUF is read)."""
+    from kvgate.model.gguf import load_gguf  # noqa: PLC0415
+
+    return load_gguf(path)
+
+
+# Loaders for other file types by suffix (e.g. ".gguf"); model/gguf.py imports model/spec.py,
+# never this package, so the two do not import each other.
+FILE_LOADERS: dict[str, Callable[[Path], ModelSpec]] = {".gguf": _load_gguf}
 
 
 def load_model(ref: str | Path) -> ModelSpec:
@@ -80,7 +89,6 @@ def load_model(ref: str | Path) -> ModelSpec:
     Raises:
         ConfigError / KvgateError: missing file, unparsable JSON, missing fields.
     """
-    import kvgate.model.gguf  # noqa: F401  (registers FILE_LOADERS[".gguf"])
 
     p = Path(ref)
     if p.is_dir():

@@ -14,19 +14,19 @@ the key/value header and the tensor-info table). Keys are architecture-prefixed
 - ``attention.kv_lora_rank`` + ``rope.dimension_count``: MLA latent (DeepSeek-V2/V3,
   Kimi-K2); K row only, no V.
 - Sliding layers: ``attention.sliding_window`` and ``attention.sliding_window_pattern``
-  as each architecture's own code reads them (:mod:`kvgate.model.llamacpp_arch`: which
+  as each architecture's own code reads them (:mod:`kvgate.engines.llamacpp.arch`: which
   architectures use them at all, default and forced windows and patterns, chunked
   Llama-4); an architecture llama.cpp does not have is read from the keys alone, with a
   note.
 - DeepSeek sparse attention (``deepseek32``, ``glm-dsa``): indexer keys of
   ``attention.indexer.key_length`` beside the MLA latent, in the K cache's type.
 - Architectures whose cache kvgate does not model
-  (:data:`kvgate.model.llamacpp_arch.NOT_MODELLED`, e.g. ``deepseek4``, ``rwkv7``) are
+  (:data:`kvgate.engines.llamacpp.arch.NOT_MODELLED`, e.g. ``deepseek4``, ``rwkv7``) are
   refused, naming the cache.
-- Embedding and diffusion architectures (:data:`kvgate.model.llamacpp_arch.NO_MEMORY`:
+- Embedding and diffusion architectures (:data:`kvgate.engines.llamacpp.arch.NO_MEMORY`:
   BERT family, ``gemma-embedding``, ``modern-bert``, ``dream``, ``llada`` …): llama.cpp
   creates no memory for them, so every layer holds 0 bytes.
-- ``falcon-h1`` (:data:`kvgate.model.llamacpp_arch.ATTENTION_AND_STATE`): every layer is an
+- ``falcon-h1`` (:data:`kvgate.engines.llamacpp.arch.ATTENTION_AND_STATE`): every layer is an
   attention layer (``head_count_kv``, ``key_length``/``value_length``) that also keeps a
   Mamba-2 state from the ``ssm.*`` keys (``src/models/falcon-h1.cpp``, ``llama_memory_hybrid``).
 - ``ssm.conv_kernel``, ``ssm.inner_size``, ``ssm.state_size``, ``ssm.group_count``,
@@ -61,9 +61,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kvgate.engines.llamacpp import arch as llamacpp_arch
 from kvgate.errors import KvgateError
-from kvgate.model import FILE_LOADERS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec, llamacpp_arch
 from kvgate.model.fields import recurrent_layer
+from kvgate.model.spec import MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
 
 # llama.cpp's hard-coded SWA patterns (llama-model.cpp: hparams.set_swa_pattern(N)).
 
@@ -270,7 +271,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         heads_tp = dt_rank if groups else d_inner
         state = recurrent_layer(mixer, conv_dim, d_conv, d_state * d_inner, max(1, heads_tp))
 
-    # sliding layers (kvgate.model.llamacpp_arch: llama.cpp's per-architecture rules)
+    # sliding layers (kvgate.engines.llamacpp.arch: llama.cpp's per-architecture rules)
     nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n - 1)
     window_key = k("attention.sliding_window")
     meta_window = _int(meta, window_key, None)
@@ -467,4 +468,3 @@ def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
     return out
 
 
-FILE_LOADERS.setdefault(".gguf", load_gguf)

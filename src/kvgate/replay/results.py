@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE  # positions per block (vLLM's default)
+from kvgate.options import DEFAULT_PAGE_SIZE as DEFAULT_BLOCK_SIZE  # positions per block (vLLM's default)
 from kvgate.replay.timeline import Timeline, block_steps
 from kvgate.replay.timeline import dot_exact as _dot
 from kvgate.replay.timeline import mul_exact as _mul

@@ -8,11 +8,11 @@ Cache models (``CACHE_MODELS``):
   LRU stack of C_d + C_h blocks (the host holds stack positions C_d+1 .. C_d+C_h), so
   the host tier adds ``hit(C_d + C_h) − hit(C_d)``, and every boundary is read off the
   one-pass curve.
-- ``vllm``: :mod:`kvgate.tier.vllm` (block pool with reverse-order freeing, the native CPU
-  offload tier, write-through); ``sglang``: :mod:`kvgate.tier.sglang` (radix tree, HiCache
+- ``vllm``: :mod:`kvgate.engines.vllm.cache` (block pool with reverse-order freeing, the native CPU
+  offload tier, write-through); ``sglang``: :mod:`kvgate.engines.sglang.cache` (radix tree, HiCache
   write-through host pool). Each is replayed once without and once with the host tier;
   their host-capacity boundary is read off the LRU curve (labelled so).
-- ``llama.cpp``: :mod:`kvgate.tier.llamacpp` (slots on the device, ``--cache-ram`` on
+- ``llama.cpp``: :mod:`kvgate.engines.llamacpp.cache` (slots on the device, ``--cache-ram`` on
   the host); the device alone is the same replay with ``--cache-ram 0``.
 
 An engine's host tier holds copies of what is also on the device (write-through), so it
@@ -27,20 +27,19 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.registry import ENGINES, get_engine
 from kvgate.errors import KvgateError
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.tier.gate import DEFAULT_MIN_GAIN, Speed, decide, first_capacity_reaching
 from kvgate.tier.stack import LruCurve, lru_curve
 from kvgate.tier.traces import HashedTrace
 
-CACHE_MODELS = ("lru", "vllm", "sglang", "llama.cpp")
+CACHE_MODELS = ("lru", *ENGINES)
 MAX_CURVE_POINTS = 512
-LLAMACPP_DEFAULT_CACHE_RAM_MIB = 8192  # common_params.cache_ram_mib (common/common.h, pinned commit)
 
 
 @dataclass(frozen=True)
 class LlamaCppSettings:
-    """llama-server settings the ``llama.cpp`` model replays (:class:`~kvgate.tier.llamacpp.LlamaCppServer`)."""
+    """llama-server settings the ``llama.cpp`` model replays (:class:`~kvgate.engines.llamacpp.cache.LlamaCppServer`)."""
 
     n_slots: int = 1
     n_ctx: int = 0
@@ -81,7 +80,7 @@ def analyze(
     device_blocks: int | None = None,
     device_bytes: int | None = None,
     host_bytes: int | None = None,
-    engine_block_size: int = DEFAULT_BLOCK_SIZE,
+    engine_block_size: int | None = None,
     llamacpp: LlamaCppSettings | None = None,
     at_capacity_blocks: list[int] | None = None,
     prefill: Speed = Speed(None),
@@ -131,7 +130,8 @@ def analyze(
     }  # fmt: skip
     need = float(min_gain * prompt)
     host_basis = "the LRU curve"
-    if cache_model in ("lru", "vllm", "sglang"):
+    engine = None if cache_model == "lru" else get_engine(cache_model)
+    if engine is None or engine.tier_on_lru_curve:
         if device_blocks is None:
             if cache_model != "lru":
                 raise KvgateError(f"the {cache_model} model needs the device pool",
@@ -160,68 +160,19 @@ def analyze(
         out["host"] = {"capacity_bytes": host_bytes, "capacity_blocks": host_blocks, "hit_tokens": both,
                        "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
                        "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored}  # fmt: skip
-        if cache_model == "vllm":
-            from kvgate.tier import vllm as vm
-
-            bs = engine_block_size
-            per_block = bs * bytes_per_token
-            gpu_blocks = device_blocks * B // bs if device_bytes is None else device_bytes // per_block
-            d0, _ = vm.replay(trace, vm.VllmPrefixCache(B, bs, gpu_blocks, 0))
-            tiered_v = vm.VllmPrefixCache(B, bs, gpu_blocks, host_bytes // per_block)
-            d1, h1 = vm.replay(trace, tiered_v)
-            dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
-            out["device"].update({"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
-                                  "hit_share": _share(dev, prompt), "lru_hit_tokens": out["device"]["hit_tokens"],
-                                  "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
-            host_basis = "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"
-        elif cache_model == "sglang":
-            from kvgate.tier import sglang as sm
-
-            dev_tok = device_blocks * B if device_bytes is None else device_bytes // bytes_per_token
-            d0, _ = sm.replay(trace, sm.SglangRadixCache(dev_tok, 0))
-            tiered_s = sm.SglangRadixCache(dev_tok, host_bytes // bytes_per_token)
-            d1, h1 = sm.replay(trace, tiered_s)
-            dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
-            out["device"].update({"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": _share(dev, prompt),
-                                  "lru_hit_tokens": out["device"]["hit_tokens"]})  # fmt: skip
-            host_basis = "the LRU curve (an estimate for sglang: replaying every host size is one replay each)"
-        if cache_model != "lru":
+        if engine is not None:
+            dev, both, stored, host_basis = engine.tier_hits(
+                trace, out["device"], bytes_per_token=bytes_per_token, device_blocks=device_blocks,
+                device_bytes=device_bytes, host_bytes=host_bytes, engine_block_size=engine_block_size, prompt=prompt)
+        if engine is not None:
             out["host"].update({"hit_tokens": both, "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
                                 "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored,
                                 "write_through": True})  # fmt: skip
-    else:
-        from kvgate.tier.llamacpp import LlamaCppServer, replay
-
-        s = llamacpp or LlamaCppSettings()
-        ram = LLAMACPP_DEFAULT_CACHE_RAM_MIB * 2**20 if host_bytes is None else (None if host_bytes < 0 else host_bytes)
-
-        def server(cache_ram: int | None) -> LlamaCppServer:
-            return LlamaCppServer(B, n_slots=s.n_slots, n_ctx=s.n_ctx, cache_ram_bytes=cache_ram,
-                                  bytes_per_token=bytes_per_token, n_layer=s.n_layer,
-                                  n_stream=1 if s.kv_unified else s.n_slots,
-                                  slot_prompt_similarity=s.slot_prompt_similarity,
-                                  cache_idle_slots=s.cache_idle_slots, kv_unified=s.kv_unified)  # fmt: skip
-
-        dev = int(replay(trace, server(0)).sum())
-        out["device"] = {"slots": s.n_slots, "n_ctx": s.n_ctx, "hit_tokens": dev, "hit_share": _share(dev, prompt)}
-        tiered = server(ram)
-        per = replay(trace, tiered)
-        both = int(per.sum())
-        stored = tiered.saved_tokens
-        out["host"] = {"capacity_bytes": ram, "cache_ram_mib": None if ram is None else ram / 2**20,
-                       "hit_tokens": both, "hit_share": _share(both, prompt), "added_hit_tokens": both - dev,
-                       "added_hit_share": _share(both - dev, prompt), "stored_tokens": stored,
-                       "per_request_cache_n_sum": both}  # fmt: skip
-        # host capacity boundary on a doubling grid of --cache-ram (MiB), each one replay
-        added_at = []
-        for mib in (2**k for k in range(0, 21)):
-            a = int(replay(trace, server(mib * 2**20)).sum()) - dev
-            added_at.append((mib * 2**20, a))
-            if a >= need and a > 0:
-                break
-        host_from = first_capacity_reaching(added_at, need)
+    else:  # the engine replays its own device and host tiers (llama.cpp's slots and --cache-ram)
+        dev, both, stored, host_from, host_basis = engine.tier_server(
+            trace, out, llamacpp or LlamaCppSettings(), bytes_per_token=bytes_per_token, host_bytes=host_bytes,
+            need=need, prompt=prompt)
         dev_nothing = None
-        host_basis = "llama.cpp replays at --cache-ram 1, 2, 4, ... MiB"
     v = decide(prompt_tokens=prompt, device_hit_tokens=dev, tiered_hit_tokens=both, bytes_per_token=bytes_per_token,
                prefill=prefill, bandwidth=bandwidth, stored_tokens=stored, min_gain=min_gain)  # fmt: skip
     out["prefill_tokens_per_s"] = prefill.as_dict()
@@ -238,6 +189,6 @@ def analyze(
         "device_pool_bytes_from_which_the_tier_adds_under_min_gain":
             None if dev_nothing is None else dev_nothing * block_bytes,
         "device_pool_blocks_at_which_the_tier_adds_nothing":
-            curve.saturation_blocks() if cache_model != "llama.cpp" else None,
+            curve.saturation_blocks() if engine is None or engine.tier_on_lru_curve else None,
     }  # fmt: skip
     return out

@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
-from kvgate.geometry import KVGeometry
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 from kvgate.model.fields import head_dims, num_kv_heads, text_config
 from kvgate.model.spec import LayerSpec, ModelSpec
+from kvgate.options import DEFAULT_PAGE_SIZE as DEFAULT_BLOCK_SIZE  # vLLM's default --block-size
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.geometry import KVGeometry
 
 DEFAULT_SLOT_CAP = 8  # the source engine's VC_KV_SLOTS
 MIRROR_FORMAT = "int8-f32scale"  # the mirror's KV format (kvgate.geometry.formats)
@@ -83,6 +85,8 @@ class MirrorGeometry:
         """The mirror as a :class:`KVGeometry`: ``n_layers`` full-attention layers in
         ``int8-f32scale``, contiguous."""
         layer = LayerSpec(kind="full", num_kv_heads=self.kv_heads, head_dim=self.head_dim, v_head_dim=self.head_dim)
+        from kvgate.geometry import KVGeometry  # noqa: PLC0415 - geometry loads the KV formats (gguf)
+
         return KVGeometry(ModelSpec(name="mirror", source="workload", layers=[layer] * self.n_layers), MIRROR_FORMAT)
 
     @property

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kvgate.errors import KvgateError
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.options import DEFAULT_PAGE_SIZE as DEFAULT_BLOCK_SIZE  # vLLM's default --block-size
 from kvgate.units import fmt_bytes, fmt_human
 from kvgate.workload.allocator import MirrorGeometry
 from kvgate.workload.attention import attend, causal_mask

@@ -1,7 +1,7 @@
 """Will it fit under vLLM? The KV pool as an interval, the lines vLLM would log, the
 verdict with vLLM's own error, and the flags' flip points.
 
-Pool: :mod:`kvgate.fit.vllm_budget` (``total × utilization − non-KV terms``). Blocks,
+Pool: :mod:`kvgate.engines.vllm.budget` (``total × utilization − non-KV terms``). Blocks,
 tokens and concurrency: :func:`kvgate.geometry.vllm_kv_cache_report` on the pool's two
 ends (``vllm/v1/core/kv_cache_utils.py``, the release's rules).
 
@@ -26,15 +26,17 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.vllm.budget import requested_memory, vllm_terms
+from kvgate.engines.vllm.flags import VllmFlags, VllmSettings, resolve_vllm_flags
+from kvgate.engines.vllm.pool import VLLM
+from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.release import Release
-from kvgate.fit.vllm_budget import requested_memory, vllm_terms
-from kvgate.fit.vllm_flags import VllmFlags, VllmSettings, resolve_vllm_flags
 from kvgate.fit.widths import model_widths
-from kvgate.geometry import VLLM, KVGeometry, vllm_kv_cache_report
+from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
 
 GiB = 2**30
@@ -117,7 +119,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
 
     Args:
         model: the :class:`ModelSpec` (its ``config`` gives the activation widths).
-        weights: the weights :class:`Term` per GPU (:func:`kvgate.fit.vllm_budget.weights_term`).
+        weights: the weights :class:`Term` per GPU (:func:`kvgate.engines.vllm.budget.weights_term`).
         gpu: the :class:`Gpu` (its CUDA total is what utilization multiplies).
         flags: the ``vllm serve`` flags given (:class:`VllmFlags`).
         release: the :class:`Release` modelled.

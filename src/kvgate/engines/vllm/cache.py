@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.tier.traces import HashedTrace, engine_blocks_per_trace_block
 
 _GEN = -1  # trace id of generated-token blocks (never named by a prompt)
@@ -135,3 +135,24 @@ def replay(trace: HashedTrace, cache: VllmPrefixCache, *, with_output: bool = Fa
         out = int(output_tokens[i]) if (with_output and output_tokens is not None) else 0
         dev[i], cpu[i] = cache.serve(i, ids[off[i] : off[i + 1]], int(trace.input_length[i]), out)
     return dev, cpu
+
+
+def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: int, device_blocks: int,
+              device_bytes: int | None, host_bytes: int, engine_block_size: int | None,
+              prompt: int) -> tuple[int, int, int, str]:
+    """``kvgate tier --cache-model vllm``: the prefix cache replayed once without and once
+    with the CPU offload tier. Returns (device hits, device + host hits, tokens stored on
+    the host, the basis of the host boundary); ``device`` (the answer's device part) gains
+    vLLM's blocks (``device_bytes // (block_size × bytes per token)`` when given in bytes);
+    ``engine_block_size`` ``None``: vLLM's default ``--block-size``."""
+    B, bs = trace.block_tokens, DEFAULT_BLOCK_SIZE if engine_block_size is None else engine_block_size
+    per_block = bs * bytes_per_token
+    gpu_blocks = device_blocks * B // bs if device_bytes is None else device_bytes // per_block
+    d0, _ = replay(trace, VllmPrefixCache(B, bs, gpu_blocks, 0))
+    tiered_v = VllmPrefixCache(B, bs, gpu_blocks, host_bytes // per_block)
+    d1, h1 = replay(trace, tiered_v)
+    dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
+    device.update({"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
+                   "hit_share": dev / prompt if prompt else None, "lru_hit_tokens": device["hit_tokens"],
+                   "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
+    return dev, both, stored, "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"

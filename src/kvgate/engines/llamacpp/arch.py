@@ -15,7 +15,7 @@ Read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``, each arch
   ``create_memory`` returns ``nullptr``), and ``deepseek4`` / ``dots3note`` (not modelled).
 - **The same rules for a config.json** sized in llama.cpp's layout
   (:func:`arch_for_config`, :func:`config_swa`): the architecture the converter writes
-  (:mod:`kvgate.model.llamacpp_convert`), then the rule above.
+  (:mod:`kvgate.engines.llamacpp.convert`), then the rule above.
 - **Patterns** (``load_swa_pattern`` / ``llama_hparams::set_swa_pattern``): a bool array
   ``attention.sliding_window_pattern`` wins; else an int N from the file or the
   architecture's default: layer il slides iff ``il % N < N − 1`` or, for "dense first"
@@ -232,7 +232,7 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
 
 # config.json model_type -> llama.cpp architecture, for configs without an ``architectures``
 # list (a nested text config); the class names of ``architectures`` come first
-# (kvgate.model.llamacpp_convert, read from the converter)
+# (kvgate.engines.llamacpp.convert, read from the converter)
 MODEL_TYPES = {
     "llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
     "qwen3_moe": "qwen3moe", "phi3": "phi3", "phimoe": "phimoe", "gemma2": "gemma2", "gemma3_text": "gemma3",
@@ -247,7 +247,7 @@ def arch_for_config(config: dict[str, Any], model_type: str | None) -> str | Non
     """The llama.cpp architecture ``convert_hf_to_gguf.py`` writes for a config.json:
     its first ``architectures`` class the converter registers, else its ``model_type``
     (:data:`MODEL_TYPES`); ``None`` when neither is known."""
-    from kvgate.model.llamacpp_convert import HF_ARCHITECTURES
+    from kvgate.engines.llamacpp.convert import HF_ARCHITECTURES
 
     archs = config.get("architectures")
     for a in archs if isinstance(archs, list) else []:

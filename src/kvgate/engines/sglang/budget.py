@@ -1,7 +1,7 @@
 """SGLang's default ``--mem-fraction-static`` per release, as an interval of fractions.
 
 SGLang sizes its KV pool as ``mem_fraction_static × free − weights``
-(:mod:`kvgate.fit.sglang_fit`); when ``--mem-fraction-static`` is not given the server
+(:mod:`kvgate.engines.sglang.fit`); when ``--mem-fraction-static`` is not given the server
 picks it, by a rule that changed twice (``python/sglang/srt/server_args.py``):
 
 - **up to 0.4.6** (``ServerArgs.__post_init__``): by tensor parallelism only, 0.79

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.sglang.pool import SGLang
 from kvgate.geometry import KVGeometry
-from kvgate.geometry.sglang import SGLang
 from kvgate.tier.traces import HashedTrace
 
 _ROOT = -1
@@ -236,7 +236,7 @@ class SglangRadixCache:
 
 def pool_geometry(geo: KVGeometry) -> KVGeometry:
     """``geo``'s model, KV formats and TP laid out as SGLang's token pool
-    (:class:`kvgate.geometry.sglang.SGLang`): its ``bytes_per_token()`` is what one token
+    (:class:`kvgate.engines.sglang.pool.SGLang`): its ``bytes_per_token()`` is what one token
     costs there (GLM-5 fp8: 61,464 B; equal to ``geo``'s for models without DSA layers).
 
     Raises:
@@ -254,3 +254,20 @@ def replay(trace: HashedTrace, cache: SglangRadixCache) -> tuple[np.ndarray, np.
     for i in range(trace.n_requests):
         dev[i], host[i] = cache.serve(ids[off[i] : off[i + 1]], int(trace.input_length[i]), trace.block_tokens)
     return dev, host
+
+
+def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: int, device_blocks: int,
+              device_bytes: int | None, host_bytes: int, engine_block_size: int | None,
+              prompt: int) -> tuple[int, int, int, str]:
+    """``kvgate tier --cache-model sglang``: the radix cache replayed once without and once
+    with HiCache's host pool. Returns (device hits, device + host hits, tokens stored on the
+    host, the basis of the host boundary); ``device`` (the answer's device part) gains the
+    device pool in tokens (``device_bytes // bytes per token`` when given in bytes)."""
+    dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
+    tiered_s = SglangRadixCache(dev_tok, host_bytes // bytes_per_token)
+    d1, h1 = replay(trace, tiered_s)
+    dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
+    device.update({"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": dev / prompt if prompt else None,
+                   "lru_hit_tokens": device["hit_tokens"]})  # fmt: skip
+    return dev, both, stored, "the LRU curve (an estimate for sglang: replaying every host size is one replay each)"

@@ -35,7 +35,7 @@ Rules, each from the vLLM source named (read in the release sdists 0.9.1, 0.10.1
   ``num_blocks // len(groups) × min(block sizes)`` tokens; 0.20.1 and later print
   ``int(max_concurrency × max_model_len)``. ``version=None`` means the newer rule.
 - **Speculative decoding** (``speculative_config``, vLLM's ``--speculative-config`` JSON):
-  see :mod:`kvgate.geometry.vllm_pool`.
+  see :mod:`kvgate.engines.vllm.pool_report`.
 - **Pipeline parallelism** (``--pipeline-parallel-size``, ``vllm/distributed/utils.py``
   ``get_pp_indices``, 0.12.0 … 0.33.0): stage p holds layers
   ``[Σ parts[:p], Σ parts[:p+1])``; ``parts`` is ``VLLM_PP_LAYER_PARTITION`` when set
@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvgate.engines.vllm.groups import bottleneck_stage
 from kvgate.geometry.base import Geometry, GeometryError, Layout, cdiv, rule_for
 from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
 from kvgate.geometry.specs import (
@@ -80,7 +81,6 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
-from kvgate.geometry.vllm_groups import bottleneck_stage
 from kvgate.model.spec import LayerSpec
 
 #: vLLM's default ``--block-size`` (``CacheConfig.block_size``): tokens per block

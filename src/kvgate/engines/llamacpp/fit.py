@@ -41,12 +41,13 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.llamacpp.pool import LlamaCpp
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.release import Release
-from kvgate.geometry import KVGeometry, LlamaCpp
+from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec, text_config
 
 MiB = 2**20

@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.fit.release import Release
-from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 
 GiB = 2**30
 CUDAGRAPH_ESTIMATE_FROM = (0, 21)

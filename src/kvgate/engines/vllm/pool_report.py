@@ -32,10 +32,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kvgate.engines.vllm.groups import DRAFT_MARK, plan_groups, pp_stages, spec_key, stage_block_bytes
+from kvgate.engines.vllm.pool import VLLM
 from kvgate.geometry.core import KVGeometry
 from kvgate.geometry.specs import FullAttention, GeometryError, MLAAttention, NoCache, spec_of
-from kvgate.geometry.vllm import VLLM
-from kvgate.geometry.vllm_groups import DRAFT_MARK, plan_groups, pp_stages, spec_key, stage_block_bytes
 from kvgate.model.spec import ModelSpec
 
 _NO_KV_METHODS = ("ngram", "suffix", "medusa", "mlp_speculator", "ngram_gpu")
@@ -107,7 +107,7 @@ def vllm_kv_cache_report(geometry: KVGeometry, available_bytes: int, max_model_l
     whole model's groups with its own layers in them and its own ``num_blocks``; vLLM
     keeps the least (``get_kv_cache_configs``). ``available_bytes`` is each stage's
     budget unless ``stage_available`` gives one per stage. Context parallel: see
-    :mod:`kvgate.geometry.vllm`.
+    :mod:`kvgate.engines.vllm.pool`.
 
     Returns a dict: ``groups`` (kind, layers, padding layers, block size, page bytes,
     blocks per request), ``num_blocks``, ``max_concurrency`` (float, vLLM prints %.2f),

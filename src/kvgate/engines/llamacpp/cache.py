@@ -2,7 +2,7 @@
 ``--cache-ram`` prompt cache, replayed over a hashed trace.
 
 Read from llama.cpp at commit 0c1e57098bba (vendored by llama-cpp-python 0.3.36, the
-commit :data:`kvgate.geometry.llamacpp.PINNED_COMMIT` names), ``tools/server/``:
+commit :data:`kvgate.engines.llamacpp.pool.PINNED_COMMIT` names), ``tools/server/``:
 
 - ``server_context::get_available_slot`` (server-context.cpp): with
   ``slot_prompt_similarity`` (``--slot-prompt-similarity``, default 0.1) the idle slot
@@ -41,6 +41,7 @@ leading hash ids (distinct ids differ at their first token), capped by both leng
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -255,3 +256,50 @@ def prompts(trace: HashedTrace) -> list[Prompt]:
 def replay(trace: HashedTrace, server: LlamaCppServer) -> np.ndarray:
     """Each request's cached tokens (int64 ``[n]``) served by ``server``."""
     return np.array([server.serve(p) for p in prompts(trace)], dtype=np.int64)
+
+
+DEFAULT_CACHE_RAM_MIB = 8192  # common_params.cache_ram_mib (common/common.h, pinned commit)
+
+
+def tier_server(trace: HashedTrace, out: dict[str, Any], settings: Any, *, bytes_per_token: int,
+                host_bytes: int | None, need: float, prompt: int) -> tuple[int, int, int, int | None, str]:
+    """``kvgate tier --cache-model llama.cpp``: llama-server's slots alone (``--cache-ram 0``)
+    and with its host prompt cache. Sets ``out["device"]`` and ``out["host"]``; returns
+    (device hits, device + host hits, tokens saved on the host, the ``--cache-ram`` from
+    which the host adds ``need`` tokens, its basis). ``settings``: the server's
+    (:class:`kvgate.tier.analysis.LlamaCppSettings`); ``host_bytes`` ``None``: llama-server's
+    default ``--cache-ram``, negative: no limit."""
+    from kvgate.tier.gate import first_capacity_reaching  # noqa: PLC0415
+    from kvgate.units import MiB  # noqa: PLC0415
+
+    B, s = trace.block_tokens, settings
+    ram = DEFAULT_CACHE_RAM_MIB * MiB if host_bytes is None else (None if host_bytes < 0 else host_bytes)
+
+    def share(part: int) -> float | None:
+        return part / prompt if prompt else None
+
+    def server(cache_ram: int | None) -> LlamaCppServer:
+        return LlamaCppServer(B, n_slots=s.n_slots, n_ctx=s.n_ctx, cache_ram_bytes=cache_ram,
+                              bytes_per_token=bytes_per_token, n_layer=s.n_layer,
+                              n_stream=1 if s.kv_unified else s.n_slots,
+                              slot_prompt_similarity=s.slot_prompt_similarity,
+                              cache_idle_slots=s.cache_idle_slots, kv_unified=s.kv_unified)  # fmt: skip
+
+    dev = int(replay(trace, server(0)).sum())
+    out["device"] = {"slots": s.n_slots, "n_ctx": s.n_ctx, "hit_tokens": dev, "hit_share": share(dev)}
+    tiered = server(ram)
+    per = replay(trace, tiered)
+    both = int(per.sum())
+    stored = tiered.saved_tokens
+    out["host"] = {"capacity_bytes": ram, "cache_ram_mib": None if ram is None else ram / MiB,
+                   "hit_tokens": both, "hit_share": share(both), "added_hit_tokens": both - dev,
+                   "added_hit_share": share(both - dev), "stored_tokens": stored,
+                   "per_request_cache_n_sum": both}  # fmt: skip
+    # host capacity boundary on a doubling grid of --cache-ram (MiB), each one replay
+    added_at = []
+    for mib in (2**k for k in range(0, 21)):
+        a = int(replay(trace, server(mib * MiB)).sum()) - dev
+        added_at.append((mib * MiB, a))
+        if a >= need and a > 0:
+            break
+    return dev, both, stored, first_capacity_reaching(added_at, need), "llama.cpp replays at --cache-ram 1, 2, 4, ... MiB"

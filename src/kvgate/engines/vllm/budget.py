@@ -94,9 +94,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.vllm.flags import VllmSettings
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
-from kvgate.fit.vllm_flags import VllmSettings
 from kvgate.fit.widths import Widths
 from kvgate.model import text_config
 
@@ -144,7 +144,7 @@ BANDS = Bands(
 C_LO = BANDS.c_v0[0]
 K_LO, K_HI = BANDS.k
 WEIGHTS_FILE = (Fraction(1), Fraction(108, 100))
-#: the CUDA context of the engine process (as kvgate.fit.vllm_fit.CONTEXT: L40S 0.49 GiB from
+#: the CUDA context of the engine process (as kvgate.engines.vllm.fit.CONTEXT: L40S 0.49 GiB from
 #: tests/data/fit_logs/vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log, H200 526.8 MiB measured)
 CUDA_CONTEXT = Interval(490 * MiB, 560 * MiB)
 #: V1 measures non-torch memory as growth since its first snapshot from 0.9.1 (memory_profiling)

@@ -2,10 +2,10 @@
 (``vllm/v1/core/kv_cache_utils.py`` ``get_kv_cache_groups``), what one block costs on a
 stage's ranks (``get_kv_cache_config_from_groups``) and which stage sets the pool
 (``get_kv_cache_configs`` keeps the least ``num_blocks`` over workers). ``lay`` below is
-always a bound :class:`~kvgate.geometry.vllm.VLLM` layout (typed ``Any`` here: that module
+always a bound :class:`~kvgate.engines.vllm.pool.VLLM` layout (typed ``Any`` here: that module
 imports this one). Used by the bound
-:class:`kvgate.geometry.vllm.VLLM` layout (its stage) and by
-:func:`kvgate.geometry.vllm_pool.vllm_kv_cache_report`.
+:class:`kvgate.engines.vllm.pool.VLLM` layout (its stage) and by
+:func:`kvgate.engines.vllm.pool_report.vllm_kv_cache_report`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ Rules read at llama.cpp commit ``0c1e57098bba43ac29e6e3b677cdceebdd22334f``
 - **Zero-width layers** (``head_count_kv`` 0, not recurrent: Llama-Nemotron's no-op
   attention): in the cache at width 0, but with ``-fa off`` each still gets a V of the
   widest layer's width.
-- **Per-architecture sliding windows** (:mod:`kvgate.model.llamacpp_arch`): a GGUF is
+- **Per-architecture sliding windows** (:mod:`kvgate.engines.llamacpp.arch`): a GGUF is
   read with them applied; a config.json's sliding layers are mapped here, in
   :meth:`LlamaCpp.bind`, to what llama.cpp makes of the architecture the converter writes
   (Phi-3, Mistral, Qwen2/3 with a ``sliding_window``: full attention, ``n_swa = 0``).
@@ -62,6 +62,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvgate.engines.llamacpp.arch import PINNED_COMMIT as PINNED_COMMIT  # the commit the rules were read at
+from kvgate.engines.llamacpp.arch import ConfigSwa, arch_for_config, config_swa
 from kvgate.geometry.base import Geometry, GeometryError, Layout, rule_for
 from kvgate.geometry.formats import get_format
 from kvgate.geometry.specs import (
@@ -75,8 +77,6 @@ from kvgate.geometry.specs import (
     SlidingWindow,
     spec_of,
 )
-from kvgate.model.llamacpp_arch import PINNED_COMMIT as PINNED_COMMIT  # the commit the rules were read at
-from kvgate.model.llamacpp_arch import ConfigSwa, arch_for_config, config_swa
 from kvgate.model.spec import LayerSpec
 
 PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp

@@ -8,8 +8,8 @@ total less the CUDA context and NCCL) and ``w`` the weights loaded,
 and ``max_total_num_tokens = rest // cell_size``, rounded down to ``--page-size``, with
 ``cell_size`` the KV bytes of one token over all layers on one rank as SGLang's profile
 counts them (MLA: the latent; DeepSeek sparse attention: the DSA row and the indexer's
-keys): :func:`kvgate.geometry.sglang.cell_bytes`, and the "KV Cache is allocated" line
-:func:`kvgate.geometry.sglang.pool_bytes` (both per release).
+keys): :func:`kvgate.engines.sglang.pool.cell_bytes`, and the "KV Cache is allocated" line
+:func:`kvgate.engines.sglang.pool.pool_bytes` (both per release).
 Nothing is profiled: activations and CUDA graphs live in the ``1 − mem_fraction_static``
 left over. ``max_total_num_tokens <= 0`` stops the server: "Not enough memory. Please try
 to increase --mem-fraction-static." A request longer than the pool is not refused at
@@ -29,15 +29,15 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
+from kvgate.engines.sglang.budget import default_mem_fraction
+from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
+from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
-from kvgate.fit.sglang_flags import SglangFlags, resolve_sglang_flags
-from kvgate.fit.sglang_memfrac import default_mem_fraction
 from kvgate.geometry import KVGeometry
-from kvgate.geometry.sglang import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.model import ModelSpec
 
 GiB = 2**30
@@ -76,7 +76,7 @@ def init_band(tp: int) -> Interval:
 def budget_fraction(given: float | None, release: Release, gpu: Gpu, tp: int, multimodal: bool = False,
                     chunked_prefill_size: int | None = None) -> tuple[Fraction, Fraction]:
     """``(low, high)`` of ``--mem-fraction-static``: the given value, else the release's
-    default (:func:`kvgate.fit.sglang_memfrac.default_mem_fraction`)."""
+    default (:func:`kvgate.engines.sglang.budget.default_mem_fraction`)."""
     if given is not None:
         f = Fraction(str(given))
         return f, f

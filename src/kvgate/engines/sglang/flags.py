@@ -121,7 +121,7 @@ def _dsa_kv_cache_dtype(given: str, gpu_name: str | None, d: dict[str, str]) -> 
 def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_embeddings: int | None,
                          dsa: bool = False, gpu_name: str | None = None) -> SglangSettings:
     """Fill in SGLang's defaults. ``dsa``: the model has DeepSeek sparse attention
-    (:func:`kvgate.geometry.sglang.is_dsa`): page size 64 and the KV dtype by ``gpu_name``
+    (:func:`kvgate.engines.sglang.pool.is_dsa`): page size 64 and the KV dtype by ``gpu_name``
     (module docstring).
 
     Raises:

@@ -1,0 +1,120 @@
+"""The interface every engine package offers (DESIGN.md §8): what kvgate asks an engine
+instead of testing its name. Light on purpose: importing it loads none of an engine's rules.
+
+An engine is a package ``kvgate/engines/<name>/`` with the same module names in each
+(``flags``, ``pool``, ``budget``, ``log``, ``cache``, ``fit`` ...) and one ``engine.py``
+whose ``ENGINE`` object implements :class:`Engine`; :mod:`kvgate.engines.registry` lists it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.geometry.base import Layout
+
+
+class Engine(Protocol):
+    """One inference engine's rules, as kvgate asks for them.
+
+    Attributes:
+        name: kvgate's name of the engine (``--engine``, ``--layout``, records' ``engine``).
+        display: the engine's own spelling in sentences (``vLLM``).
+        aliases: other spellings accepted on the command line (``llamacpp``).
+        flags_title: the start of the title of its flag group in ``--help``.
+        log_markers: startup-log substrings that say a log is this engine's.
+        pool_line_hint: where its startup log states the KV pool (for "no pool line").
+        file_suffixes: model files only this engine loads (``.gguf``).
+        layout_flags: the options its layout takes from the command line
+            (:func:`kvgate.geometry.layout_from_options`); ``None``: its layout's own
+            keyword parameters decide.
+        launcher: the engine and the command that starts it (``help engine-flags``).
+        pipeline_stages: kvgate models its pipeline-parallel stages (``--pp``).
+        pool_per_rank: its logged pool is one rank's (else the whole cache, all layers).
+        tier_on_lru_curve: ``kvgate tier`` replays its prefix cache over the LRU curve's
+            device pool (:meth:`tier_hits`); else it replays its own server whole
+            (:meth:`tier_server`).
+    """
+
+    name: str
+    display: str
+    aliases: tuple[str, ...]
+    flags_title: str
+    log_markers: tuple[str, ...]
+    pool_line_hint: str
+    file_suffixes: tuple[str, ...]
+    layout_flags: frozenset[str] | None
+    launcher: str
+    pipeline_stages: bool
+    pool_per_rank: bool
+    tier_on_lru_curve: bool
+
+    def layout_factory(self) -> Callable[..., Layout]:
+        """The geometry layout (``kvgate.geometry.base.Layout``) of its KV pool."""
+        ...
+
+    def read_pool(self, lines: Sequence[Any]) -> Any:
+        """Its startup log's logical lines (one startup) read into the pool it built
+        (:class:`kvgate.engines.pool.EnginePool`)."""
+        ...
+
+    def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
+        """``kvgate fit``'s answer (:class:`kvgate.fit.answer.FitAnswer`) for ``inputs``
+        (:class:`kvgate.commands._fit_args.FitInputs`), the loaded model and the GPU."""
+        ...
+
+    def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
+        """One sequence of ``max_seq`` and ``slots`` sequences, in its flags' words."""
+        ...
+
+    def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
+        """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
+        ...
+
+    def tier_hits(self, trace: Any, device: dict[str, Any], **pool: Any) -> tuple[int, int, int, str]:
+        """Its prefix cache replayed without and with its host tier (its ``cache.tier_hits``)."""
+        ...
+
+    def tier_server(self, trace: Any, out: dict[str, Any], settings: Any,
+                    **pool: Any) -> tuple[int, int, int, int | None, str]:
+        """Its server replayed without and with its host cache (its ``cache.tier_server``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EngineBase:
+    """The data half of :class:`Engine` and a loader of the engine's own modules."""
+
+    name: str
+    display: str
+    package: str
+    aliases: tuple[str, ...] = ()
+    flags_title: str = ""
+    log_markers: tuple[str, ...] = ()
+    pool_line_hint: str = ""
+    file_suffixes: tuple[str, ...] = ()
+    layout_flags: frozenset[str] | None = None
+    launcher: str = ""
+    pipeline_stages: bool = False
+    pool_per_rank: bool = True
+    tier_on_lru_curve: bool = True
+
+    def module(self, role: str) -> ModuleType:
+        """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""
+        return importlib.import_module(f"{self.package}.{role}")
+
+    def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
+        return None
+
+    def tier_hits(self, trace: Any, device: dict[str, Any], **pool: Any) -> tuple[int, int, int, str]:
+        hits: tuple[int, int, int, str] = self.module("cache").tier_hits(trace, device, **pool)
+        return hits
+
+    def tier_server(self, trace: Any, out: dict[str, Any], settings: Any,
+                    **pool: Any) -> tuple[int, int, int, int | None, str]:
+        hits: tuple[int, int, int, int | None, str] = self.module("cache").tier_server(trace, out, settings, **pool)
+        return hits

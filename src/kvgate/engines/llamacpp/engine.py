@@ -1,0 +1,65 @@
+"""llama.cpp as kvgate asks it (:class:`kvgate.engines.base.Engine`): its KV cells layout,
+its startup-log reader and its ``kvgate fit``. Light: the rules load on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvgate.engines.base import EngineBase
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.engines.pool import EnginePool
+    from kvgate.geometry.base import Layout
+
+
+@dataclass(frozen=True)
+class LlamaCppEngine(EngineBase):
+    """llama.cpp (``llama-server``)."""
+
+    def layout_factory(self) -> Callable[..., Layout]:
+        factory: Callable[..., Layout] = self.module("pool").LlamaCpp
+        return factory
+
+    def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
+        s = "s" if slots != 1 else ""
+        return f"one sequence of {max_seq:,} cells (-c / -np)", f"{slots} sequence{s} (-np {slots})"
+
+    def read_pool(self, lines: Sequence[Any]) -> EnginePool:
+        from kvgate.engines.pool import _from_llamacpp  # noqa: PLC0415
+
+        pool: EnginePool = _from_llamacpp(self.module("log").parse_llamacpp(lines))
+        return pool
+
+    def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
+        from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
+        from kvgate.fit.release import resolve_release  # noqa: PLC0415
+        from kvgate.model.weights import weight_bytes  # noqa: PLC0415
+
+        if inputs.weights_bytes is not None:
+            wb, exact, src = inputs.weights_bytes, True, f"--weights-bytes {inputs.weights_bytes:,} B"
+        else:
+            w = weight_bytes(inputs.model)
+            wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inputs.model}'s config")
+        flags = LlamaCppFlags(**inputs.llamacpp, ngl_given="n_gpu_layers" in inputs.llamacpp)
+        answer = fit_llamacpp(model, wb, exact, src, gpu, flags, resolve_release(self.name, inputs.release))
+        if inputs.weights_bytes is None and not exact and getattr(w, "params", None):
+            per = w.bytes / w.params
+            dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
+            answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "
+                                "the config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the "
+                                ".gguf file or --weights-bytes")
+        return answer
+
+
+ENGINE = LlamaCppEngine(
+    name="llama.cpp", display="llama.cpp", package="kvgate.engines.llamacpp", aliases=("llamacpp", "llama-cpp"),
+    flags_title="llama.cpp flags", launcher="llama.cpp (llama-server, llama-cli)", pool_per_rank=False,
+    log_markers=("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
+                 "llama_new_context_with_model"),
+    pool_line_hint="look for 'llama_kv_cache: size = …'",
+    file_suffixes=(".gguf",),
+    layout_flags=frozenset({"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"}),
+    tier_on_lru_curve=False,
+)

@@ -1,0 +1,53 @@
+"""SGLang as kvgate asks it (:class:`kvgate.engines.base.Engine`): its token pool layout,
+its startup-log reader and its ``kvgate fit``. Light: the rules load on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvgate.engines.base import EngineBase
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.engines.pool import EnginePool
+    from kvgate.geometry.base import Layout
+
+
+@dataclass(frozen=True)
+class SglangEngine(EngineBase):
+    """SGLang (``python -m sglang.launch_server``)."""
+
+    def layout_factory(self) -> Callable[..., Layout]:
+        factory: Callable[..., Layout] = self.module("pool").SGLang
+        return factory
+
+    def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
+        s = "s" if slots != 1 else ""
+        return f"one sequence at --context-length {max_seq:,}", f"{slots} sequence{s} (--max-running-requests {slots})"
+
+    def read_pool(self, lines: Sequence[Any]) -> EnginePool:
+        from kvgate.engines.pool import _from_sglang  # noqa: PLC0415
+
+        pool: EnginePool = _from_sglang(self.module("log").parse_sglang(lines))
+        return pool
+
+    def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
+        from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
+        from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
+        from kvgate.engines.vllm.engine import weights_for_fit  # noqa: PLC0415
+        from kvgate.fit.release import resolve_release  # noqa: PLC0415
+        from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
+
+        flags = SglangFlags(**inputs.sglang)  # bad values named before any work
+        weights = weights_for_fit(inputs, flags.tp_size)
+        mm = is_multimodal(inputs.model)
+        return fit_sglang(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm)
+
+
+ENGINE = SglangEngine(
+    name="sglang", display="SGLang", package="kvgate.engines.sglang", flags_title="SGLang flags",
+    launcher="SGLang (python -m sglang.launch_server)",
+    log_markers=("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
+    pool_line_hint="look for 'KV Cache is allocated. #tokens: …'",
+)

@@ -1,0 +1,1 @@
+"""vLLM's rules: flags, pool, budget, log reader, prefix-cache model (DESIGN.md §8)."""

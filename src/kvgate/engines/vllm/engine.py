@@ -1,0 +1,86 @@
+"""vLLM as kvgate asks it (:class:`kvgate.engines.base.Engine`): its pool layout, its
+startup-log reader and its ``kvgate fit``. Light: the rules load on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kvgate.engines.base import EngineBase
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kvgate.engines.pool import EnginePool
+    from kvgate.fit.interval import Term
+    from kvgate.geometry.base import Layout
+
+
+def weights_for_fit(inputs: Any, ranks: int) -> Term:
+    """The weights term of ``kvgate fit`` (vLLM's and SGLang's): ``--weights-bytes``, else
+    the model's own bytes (exact from safetensors headers, else a labelled estimate),
+    split over ``ranks``."""
+    from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
+    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
+
+    if inputs.weights_bytes is not None:
+        return weights_term(inputs.weights_bytes, ranks=ranks, exact=True,
+                            source=f"--weights-bytes {inputs.weights_bytes:,} B")
+    wb = weight_bytes(inputs.model)
+    src = wb.source if wb.exact else f"estimate from {inputs.model}'s config (parameters × dtype)"
+    return weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+
+
+@dataclass(frozen=True)
+class VllmEngine(EngineBase):
+    """vLLM (V1 engine)."""
+
+    def layout_factory(self) -> Callable[..., Layout]:
+        factory: Callable[..., Layout] = self.module("pool").VLLM
+        return factory
+
+    @property
+    def pool_report(self) -> Callable[..., dict[str, Any]]:
+        """vLLM's pool from its available KV memory (:func:`kvgate.engines.vllm.pool_report.vllm_kv_cache_report`)."""
+        report: Callable[..., dict[str, Any]] = self.module("pool_report").vllm_kv_cache_report
+        return report
+
+    def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
+        s = "s" if slots != 1 else ""
+        return f"one sequence at --max-model-len {max_seq:,}", f"{slots} sequence{s} (--max-num-seqs {slots})"
+
+    def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
+        self.module("fit").check_parallel(model, tp, pp, dcp)
+
+    def read_pool(self, lines: Sequence[Any]) -> EnginePool:
+        from kvgate.engines.pool import _from_vllm  # noqa: PLC0415
+
+        pool: EnginePool = _from_vllm(self.module("log").parse_vllm(lines))
+        return pool
+
+    def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
+        from kvgate.engines.vllm.fit import fit_vllm  # noqa: PLC0415
+        from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
+        from kvgate.fit.release import resolve_release  # noqa: PLC0415
+        from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
+
+        flags = VllmFlags(**inputs.vllm)
+        weights = weights_for_fit(inputs, flags.tensor_parallel_size * flags.pipeline_parallel_size)
+        mm = is_multimodal(inputs.model)
+        return fit_vllm(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm)
+
+
+ENGINE = VllmEngine(
+    name="vllm", display="vLLM", package="kvgate.engines.vllm", flags_title="vLLM flags",
+    launcher="vLLM (vllm serve)", pipeline_stages=True,
+    log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
+                 "Maximum concurrency for"),
+    pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",
+    layout_flags=frozenset({
+        "block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager", "kernel_block_alignment",
+        "state_format", "mamba_cache_mode", "num_speculative_blocks",
+        # kvgate.options.EngineOptions (vLLM's --enable-prefix-caching, --speculative-config,
+        # --mamba-ssm-dtype, --mamba-cache-dtype, kvgate's --vllm-version)
+        "enable_prefix_caching", "speculative_config", "version", "ssm_format", "conv_format",
+        "pipeline_parallel_size", "pp_layer_partition", "decode_context_parallel_size",
+        "prefill_context_parallel_size"}),
+)
