@@ -346,6 +346,8 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings
                                         "sglang": "SGLang: --context-length, --max-running-requests",
                                         "llama.cpp": "llama.cpp: -c, -np, -ctk/-ctv, -fa, -ngl"}[pool.engine])
     name, total = getattr(args, "whatif_gpu", None), getattr(args, "total", None)
+    if name is not None and not name.strip():  # "" is no card: never the log's own GPU instead
+        raise KvgateError("--gpu is empty", hint="name a card (H100, L40S, ...), or drop --gpu for the log's own")
     if name and total:
         raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
     gpu = lookup_gpu(name) if name else (gpu_from_total(parse_bytes(total)) if total else None)
