@@ -407,8 +407,9 @@ def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup
     from kvgate.engines.logtext import logical_lines  # noqa: PLC0415
     from kvgate.engines.startups import select_startup  # noqa: PLC0415
     from kvgate.fit.whatif import whatif_from_log  # noqa: PLC0415
+    from kvgate.guarded import MAX_LOG_BYTES, read_regular  # noqa: PLC0415
 
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = read_regular(path, what="engine log", max_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
     lines, _ = select_startup(logical_lines(text), pool.engine, startup=startup, service=service)
     if weights_ref is None and pool.model and Path(pool.model).expanduser().exists():
         weights_ref = str(Path(pool.model).expanduser())
