@@ -230,6 +230,10 @@ def _main(argv: list[str]) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_OK
+    import kvgate  # noqa: PLC0415
+
+    if signal.getsignal(signal.SIGINT) is kvgate._interrupted_at_start:  # the start is over: Python's own
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # handler (a command sees KeyboardInterrupt)
     try:
         return int(args._run(args) or 0)
     except StdoutError as exc:  # stdout itself failed: the error goes to stderr only
