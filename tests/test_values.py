@@ -124,6 +124,12 @@ def test_parse_share_refuses_out_of_range_and_hostile(text, needle):
     (["gate", "--engine-log", "tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log", "--model", "qwen3-30b-a3b",
       "--no-record", "--pp", "1" + "0" * 26], "--pp"),
     (["geometry", "llama-3.1-8b", "--max-seq", "9" * 5000], "--max-seq"),
+    (["load", "--url", "http://127.0.0.1:9", "--trace", "x.csv", "--rate", "nan"], "--rate"),
+    (["load", "--url", "http://127.0.0.1:9", "--trace", "x.csv", "--max-prompt-tokens", "1" + "0" * 400],
+     "--max-prompt-tokens"),
+    (["workload", "stream", "--streams", "1" + "0" * 400], "--streams"),
+    (["workload", "check", "--seed=-1"], "--seed"),
+    (["import-log", "tests/data/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log", "--startup", "1" + "0" * 30], "--startup"),
 ])
 def test_hostile_flag_value_is_one_json_error_naming_the_flag(argv, flag, trace, capsys):
     code, doc = run_json(_with(argv, trace), capsys)

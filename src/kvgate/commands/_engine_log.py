@@ -425,7 +425,9 @@ def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup
 def add_startup_flags(p: argparse.ArgumentParser) -> None:
     """``--startup N`` and ``--service NAME``: which startup of which ``docker compose``
     service of a log is read (:func:`kvgate.engines.startups.select_startup`)."""
-    p.add_argument("--startup", type=int, default=None, metavar="N",
+    from kvgate.commands._types import count  # noqa: PLC0415
+
+    p.add_argument("--startup", type=count(1), default=None, metavar="N",
                    help="read the N-th startup in the log (1-based; default: the last one that built its pool)")
     p.add_argument("--service", default=None, metavar="NAME",
                    help="read this docker compose service of the log (default: the only one with a pool)")
