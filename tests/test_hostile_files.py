@@ -55,6 +55,11 @@ def fifo(tmp_path):
     ["import-log", "{p}"],
     ["gate", "--engine-log", "{p}", "--model", "llama-3.1-8b", "--max-model-len", "4096", "--max-num-seqs", "4",
      "--no-record"],
+    ["replay", "--model", "llama-3.1-8b", "--max-seq", "4096", "--trace", "{p}", "--slots", "4", "--total", "80GiB",
+     "--peak", "40GiB"],
+    ["import-smi", "{p}"],
+    ["recheck", "{p}"],
+    ["gate", "--model", "llama-3.1-8b", "--max-seq", "8192", "--slots", "4", "--measurement", "{p}", "--no-record"],
 ])
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
 def test_fifo_and_device_are_refused_not_read(argv, kind, fifo, capsys):
