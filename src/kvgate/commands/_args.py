@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.commands._types import nonneg_int, positive_float, positive_int, vllm_int
+from kvgate.commands._types import count, nonneg_int, positive_float, positive_int, vllm_int
 from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,
@@ -345,7 +345,7 @@ def add_replay_flags(p: argparse.ArgumentParser, *, trace_required: bool = False
     t.add_argument("--speed", type=positive_float, default=None, help="arrival-time speed-up (default 1)")
     t.add_argument("--rate", type=positive_float, default=None,
                    help="Poisson arrivals per second instead of the trace's timestamps")
-    t.add_argument("--seed", type=int, default=None, help="seed of --rate arrivals (default 0)")
+    t.add_argument("--seed", type=count(0, 2**64 - 1), default=None, help="seed of --rate arrivals (default 0)")
     t.add_argument("--time-unit", choices=("s", "ms", "us", "ns"), default=None,
                    help="unit of the trace's timestamps (default: the format's, or detected from the data; "
                         "ambiguous data is refused)")
