@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/fuzz.py [--cases 10000] [--only configs,records]
     .venv/bin/python benchmarks/fuzz.py --only safetensors,specconfig,jsonl-huge,metrics,replies
+    .venv/bin/python benchmarks/fuzz.py --cases 2000 --only fit-flags,fit-configs,fit-gguf,engine-logs,request-csvs,tier-traces
 
 The properties are those of ``tests/test_fuzz.py`` (same strategies, more cases). Unlike
 the test, a run does not stop at the first failure: every exception that is not a
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import test_fuzz as tf  # noqa: E402
+import test_properties_commands as tp  # noqa: E402
 from kvgate.errors import KvgateError  # noqa: E402
 
 TARGETS = {
@@ -42,6 +44,14 @@ TARGETS = {
     "jsonl-huge": (tf.jsonl_traces(), lambda d: _call(tf.check_trace, d, ".jsonl")),
     "metrics": (st.tuples(tf.metrics_pages(), tf.hostile_json()), lambda a: _call(tf.check_metrics, *a)),
     "replies": (tf.completion_replies(), lambda r: _call(tf.check_completion_reply, r)),
+    # round 3 (issue 28): whole commands in-process (tests/test_properties_commands.py)
+    "fit-flags": (tp.fit_argv(), lambda c: _call(tp.check_fit, *c)),
+    "fit-configs": (st.tuples(tf.configs, st.sampled_from(sorted(tp.FLAGS))), lambda a: _call(tp.check_config_fit, *a)),
+    "fit-gguf": (st.tuples(tf.gguf_meta(), tp._lcpp_flags), lambda a: _call(tp.check_gguf_fit, a[0][0], a[0][1], a[1])),
+    "engine-logs": (st.tuples(tp.engine_logs(), st.sampled_from([None, "qwen3-30b-a3b"])),
+                    lambda a: _call(tp.check_engine_log, *a)),
+    "request-csvs": (tp.request_csvs(), lambda d: _call(tp.check_request_csv, d)),
+    "tier-traces": (st.tuples(tp.hashed_traces(), tp._tier_flags), lambda a: _call(tp.check_tier_trace, *a)),
 }
 
 _stats: Counter = Counter()
@@ -56,7 +66,9 @@ def _call(check, *args) -> None:
     except KvgateError:  # pragma: no cover - the checks swallow these already
         _stats["refused"] += 1
     except Exception as exc:  # noqa: BLE001 - that is what we count
-        tb = [f for f in traceback.extract_tb(exc.__traceback__) if "/kvgate/" in f.filename]
+        cause = exc.__cause__ if isinstance(exc, AssertionError) and exc.__cause__ else exc  # a command's traceback
+        tb = [f for f in traceback.extract_tb(cause.__traceback__) if "/kvgate/" in f.filename]
+        exc = cause
         where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
         _faults[f"{type(exc).__name__} at {where}: {str(exc)[:80]}"] += 1
 
@@ -66,8 +78,8 @@ def run(name: str, cases: int) -> dict:
     _stats.clear()
     _faults.clear()
     t0 = time.perf_counter()
-    test = settings(max_examples=cases, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=list(HealthCheck))(given(strategy)(body))
+    test = settings(settings.get_profile("kvgate-long"), max_examples=cases, deadline=None, database=None,
+                    derandomize=True, suppress_health_check=list(HealthCheck))(given(strategy)(body))
     test()
     return {"target": name, "cases": _stats["cases"], "faults": sum(_faults.values()),
             "distinct": dict(_faults), "seconds": round(time.perf_counter() - t0, 1)}

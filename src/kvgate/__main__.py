@@ -1,7 +1,11 @@
-"""``python -m kvgate`` is the ``kvgate`` command."""
+"""``python -m kvgate`` is the ``kvgate`` command (Ctrl-C while it imports: exit 130, no traceback)."""
 
 import sys
 
-from kvgate.cli import main
+try:
+    from kvgate.cli import main
+except KeyboardInterrupt:
+    sys.stderr.write("ERROR: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main())

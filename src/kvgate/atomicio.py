@@ -8,14 +8,16 @@ record, and a crash leaves either the old file or the new one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.guarded import MAX_JSON_DEPTH, json_depth, loads_json
+from kvgate.guarded import MAX_JSON_DEPTH, MAX_JSON_FILE_BYTES, json_depth, loads_json, read_regular
 
 __all__ = ["MAX_JSON_DEPTH", "OutputExistsError", "check_writable", "encode_text", "json_depth", "loads_json",
            "read_json", "write_atomic", "write_files_atomic", "write_json_atomic", "write_json_text"]
@@ -73,6 +75,10 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
        later target cannot be replaced, every target already replaced in this call gets
        its old content back (or is removed when it did not exist), so the pair is still
        all-or-nothing.
+    4. The renames of one call happen under an exclusive lock on each target directory
+       (``flock`` of the directory itself: no lock file is left), so two ``--force``
+       writers of one record never leave a ``.json`` of one run beside the ``.md`` of the
+       other: each pair lands whole, the last one wins both files.
 
     Raises:
         OutputExistsError: a target exists and ``force`` is false (nothing written).
@@ -87,6 +93,7 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
     temps: list[tuple[str, Path]] = []
     done: list[tuple[Path, str | None]] = []  # (target, backup of its old content or None: it was new)
     current: Path | None = None
+    locks = contextlib.ExitStack()
     try:
         for p, blob in zip(paths, blobs):
             current = p
@@ -101,6 +108,7 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
                 fh.write(blob)
                 fh.flush()
                 os.fsync(fh.fileno())
+        locks.enter_context(_dir_locks(paths))
         for tmp, p in temps:
             current = p
             if force:
@@ -133,10 +141,40 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
         if isinstance(exc, OSError):
             raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}") from exc
         raise
+    finally:
+        locks.close()
     for _, backup in done:
         if backup is not None:
             _unlink_quiet(backup)
     return paths
+
+
+@contextlib.contextmanager
+def _dir_locks(paths: list[Path]) -> Iterator[None]:
+    """An exclusive ``flock`` on each distinct parent directory of ``paths`` (in sorted
+    order: two writers never deadlock), held while the names are given; where the platform
+    or file system has no ``flock`` the write goes on unlocked (best effort)."""
+    try:
+        import fcntl  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fds: list[int] = []
+    try:
+        for d in sorted({str(p.parent.resolve()) for p in paths}):
+            try:
+                fd = os.open(d, os.O_RDONLY)
+            except OSError:
+                continue
+            fds.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # closing the descriptor releases its lock
 
 
 def _create_exclusive(tmp: str, p: Path) -> None:
@@ -217,20 +255,21 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, force: bool = F
     return write_atomic(path, write_json_text(obj), force=force)
 
 
-def read_json(path: str | os.PathLike[str], *, what: str = "file", allow_nan: bool = False) -> Any:
-    """Read a JSON file with errors that name the file (see :func:`loads_json`).
+def read_json(path: str | os.PathLike[str], *, what: str = "file", allow_nan: bool = False,
+              max_bytes: int = MAX_JSON_FILE_BYTES) -> Any:
+    """Read a JSON file with errors that name the file (see :func:`loads_json`); only a
+    regular file of at most ``max_bytes`` (:func:`kvgate.guarded.read_regular`).
 
     Raises:
-        KvgateError: missing file, a directory, unreadable, not UTF-8, or JSON that does
-            not parse (with line and column), nests too deep or holds a too-long number.
+        KvgateError: missing file, a directory, a FIFO or device, larger than
+            ``max_bytes``, unreadable, not UTF-8, or JSON that does not parse (with line
+            and column), nests too deep or holds a too-long number.
     """
     p = Path(path)
     try:
-        if not p.exists():
-            raise KvgateError(f"{what} not found: {p}")
         if p.is_dir():
             raise KvgateError(f"{what} is a directory, not a JSON file: {p}")
-        raw = p.read_bytes()
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise KvgateError(f"cannot read {what} {p}: {getattr(exc, 'strerror', None) or exc}") from exc
+    raw = read_regular(p, what=what, max_bytes=max_bytes)
     return loads_json(raw, what=what, where=str(p), allow_nan=allow_nan)

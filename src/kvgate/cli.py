@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from kvgate.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, KvgateError, exit_signal
+from kvgate.output import StdoutError
 
 # Order in ``kvgate --help``; discovered commands not listed here follow alphabetically.
 _ORDER = ["demo", "geometry", "gate", "recheck", "measure", "run", "import-smi", "replay", "workload"]
@@ -236,8 +237,20 @@ def _only(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kvgate`` console script. Returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``kvgate`` console script. Returns the exit status.
+
+    Ctrl-C at any point (building the parser imports the command's modules) exits 130
+    with one ``ERROR: interrupted`` line, never a traceback."""
+    as_json = False
+    try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        as_json = _json_requested(argv)
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _fail("interrupted", None, exit_signal(signal.SIGINT), as_json)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["--version"]:
         print(f"kvgate {version()}")
         return 0
@@ -249,25 +262,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(only, names_only=names_only)
     try:
         args = parser.parse_args(argv)
-    except KvgateError as exc:  # a flag's type that raised kvgate's own error (parse_fraction)
+    except KvgateError as exc:  # a flag's type that raised kvgate's own error
         return _fail(exc.message, exc.hint, exc.exit_code, as_json)
+    except (ValueError, OverflowError, ArithmeticError, RecursionError, MemoryError) as exc:  # pragma: no cover
+        return _internal(exc, as_json)  # a converter's bug: still one JSON document
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_OK
+    import kvgate  # noqa: PLC0415
+
+    if signal.getsignal(signal.SIGINT) is kvgate._interrupted_at_start:  # the start is over: Python's own
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # handler (a command sees KeyboardInterrupt)
     try:
         return int(args._run(args) or 0)
+    except StdoutError as exc:  # stdout itself failed: the error goes to stderr only
+        return _fail(exc.message, exc.hint, exc.exit_code, False)
     except KvgateError as exc:
         return _fail(exc.message, exc.hint, exc.exit_code, as_json)
-    except KeyboardInterrupt:
-        return _fail("interrupted", None, exit_signal(signal.SIGINT), as_json)
     except BrokenPipeError:  # e.g. `kvgate ... | head`
         return EXIT_OK
     except OSError as exc:  # e.g. stdout on a full disk: say so, no traceback
         return _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), None, EXIT_INPUT,
                      as_json)
     except Exception as exc:
-        if as_json:  # the traceback follows on stderr; stdout still holds one JSON document
-            _json_error(f"internal error: {type(exc).__name__}: {exc}"[:500],
-                        "a bug in kvgate: please report it with the traceback printed on standard error",
-                        EXIT_INTERNAL)
-        raise
+        return _internal(exc, as_json)
+
+
+def _internal(exc: Exception, as_json: bool) -> int:
+    """A bug in kvgate: under ``--json`` one JSON document first; the traceback follows."""
+    if as_json:  # the traceback follows on stderr; stdout still holds one JSON document
+        _json_error(f"internal error: {type(exc).__name__}: {exc}"[:500],
+                    "a bug in kvgate: please report it with the traceback printed on standard error",
+                    EXIT_INTERNAL)
+    raise exc

@@ -10,7 +10,9 @@ Every JSON document and every number kvgate reads from outside goes through here
 - :func:`loads_json`: a JSON document (depth, digits, NaN/Infinity, UTF-8 checked);
 - :func:`json_lines`: a JSON Lines stream, one guarded object per line, streamed;
 - :func:`parse_int` / :func:`parse_float`: one number from text or from parsed JSON,
-  with bounds, never ``inf``/``nan`` unless asked.
+  with bounds, never ``inf``/``nan`` unless asked;
+- :func:`check_regular` / :func:`open_regular` / :func:`read_regular`: files, only
+  regular ones (a FIFO, ``/dev/zero`` or a device refused before reading), with a cap.
 
 All raise :class:`KvgateError` naming ``what`` (the field) and ``where`` (file, line).
 """
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from kvgate.errors import KvgateError
+from kvgate.units import fmt_human
 
 #: Deepest nesting accepted in a JSON input. kvgate's own files nest 6 levels, HF configs
 #: about 4; a config nested 100,000 deep is refused here instead of recursing later.
@@ -223,3 +228,91 @@ def parse_float(value: Any, *, what: str, where: str = "", minimum: float | None
 def _show(value: Any) -> str:
     s = value if isinstance(value, str) else repr(value)
     return repr(s[:40] + "…") if len(s) > 40 else (repr(s) if isinstance(value, str) else s)
+
+
+# -- files: regular ones only, read with a cap ----------------------------------------------
+
+#: Largest config-like JSON file read (config.json, model.safetensors.index.json): published
+#: configs are kilobytes, the largest index files (a trillion-parameter checkpoint's
+#: ~100,000 tensor names) under 16 MB; a 3 GB "config.json" is refused before it is read
+#: instead of taking half a minute and 6 GB of memory to fail.
+MAX_CONFIG_BYTES = 64 * 2**20
+
+#: Largest JSON document of kvgate's own (records, measurements) read.
+MAX_JSON_FILE_BYTES = 512 * 2**20
+
+#: Largest engine log read (logs are read whole; 100 MB logs read in about 0.5 GiB).
+MAX_LOG_BYTES = 1024 * 2**20
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+
+
+def _refuse_kind(mode: int, what: str, path: str | os.PathLike[str]) -> None:
+    kind = _KINDS.get(stat.S_IFMT(mode))
+    if kind is not None:
+        raise KvgateError(f"{what} {os.fsdecode(path)} is {kind}, not a regular file: not read",
+                          hint="give the file itself (a FIFO or device would be read forever or block)")
+
+
+def check_regular(path: str | os.PathLike[str], *, what: str = "file") -> int:
+    """The size of ``path`` when it is a regular file (symbolic links followed); refuses a
+    FIFO, a device, a socket or a directory before anything opens it (opening a FIFO
+    blocks; ``/dev/zero`` never ends).
+
+    Raises:
+        KvgateError: missing, unreadable, or not a regular file (naming ``what``).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise KvgateError(f"{what} not found: {os.fsdecode(path)}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise KvgateError(f"cannot read {what} {os.fsdecode(path)}: {getattr(exc, 'strerror', None) or exc}") from None
+    _refuse_kind(st.st_mode, what, path)
+    return st.st_size
+
+
+def open_regular(path: str | os.PathLike[str], *, what: str = "file") -> BinaryIO:
+    """``path`` opened for reading in binary, only when it is a regular file: opened without
+    blocking (``O_NONBLOCK``: a FIFO swapped in after a check cannot hang the open), then
+    its ``fstat`` checked, so no race between the check and the read.
+
+    Raises:
+        KvgateError: missing, unreadable, or not a regular file.
+    """
+    check_regular(path, what=what)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise KvgateError(f"cannot read {what} {os.fsdecode(path)}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        _refuse_kind(os.fstat(fd).st_mode, what, path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: str | os.PathLike[str], *, what: str = "file", max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (:func:`open_regular`); a
+    larger one is refused before it is read, saying the cap.
+
+    Raises:
+        KvgateError: missing, unreadable, not a regular file, or larger than ``max_bytes``.
+    """
+    with open_regular(path, what=what) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            raise KvgateError(f"{what} {os.fsdecode(path)} is {size:,} bytes, more than the {max_bytes:,} bytes "
+                              f"({fmt_human(max_bytes)}) kvgate reads for it: not read",
+                              hint="check that this is the right file")
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise KvgateError(f"cannot read {what} {os.fsdecode(path)}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # grew while read (a file still being written)
+        raise KvgateError(f"{what} {os.fsdecode(path)} is more than {max_bytes:,} bytes: not read")
+    return data

@@ -233,3 +233,162 @@ def parse_duration_s(text: str) -> float:
         raise UnitError(f"duration {_short(text)} is not a finite number of seconds")
     scale = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0, "min": 60.0}[m.group(2)]
     return value * scale
+
+
+# -- flag values: counts, reals, shares -------------------------------------------------
+# Every number a flag takes goes through one of these (the argparse converters of
+# kvgate.commands wrap them): overflow, NaN, infinity, a negative or out-of-range value is
+# refused naming the flag, before any arithmetic can overflow or hang on it.
+
+#: The largest count a flag takes (2**50: 10**15 tokens, sequences or blocks); past it no
+#: answer means anything and later float arithmetic overflows.
+MAX_COUNT = 2**50
+
+#: Longest number text read from a flag (a 400-digit "count" is a typo or an attack).
+MAX_VALUE_CHARS = 64
+
+# digits grouped by "," in threes ("32,607") or "_" between digits; optional decimals and
+# exponent; a "," elsewhere ("0,1,2") is not a number.
+_REAL = re.compile(
+    r"^([+-]?)((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+(?:_[0-9]+)*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?$"
+)
+
+
+def _w(what: str) -> str:
+    """``what`` as a message prefix (an argparse converter passes "": argparse names the flag)."""
+    return f"{what}: " if what else ""
+
+
+def _value_decimal(text: object, what: str) -> Decimal:
+    """``text`` as an exact Decimal: digits with optional grouping, decimals and exponent.
+    Refuses NaN, infinity, ``0,1,2``, and numbers past ±10**60 before they are built (a
+    ``1e999999999`` would otherwise take minutes as a Fraction)."""
+    s = str(text).strip()
+    if len(s) > MAX_VALUE_CHARS:
+        raise UnitError(f"{_w(what)}{_short(s)} is not a number kvgate takes (more than {MAX_VALUE_CHARS} characters)",
+                        hint="check the value")
+    m = _REAL.match(s)
+    if not m:
+        low = s.lower().lstrip("+-")
+        if low in ("nan", "inf", "infinity"):
+            raise UnitError(f"{_w(what)}must be a finite number, got {_short(s)}")
+        raise UnitError(f"{_w(what)}not a number: {_short(s)}",
+                        hint="digits, thousands grouped by commas in threes (8,192) or underscores (8_192)")
+    sign, digits, exp = m.group(1), m.group(2).replace(",", "").replace("_", ""), m.group(3)
+    if exp is not None and abs(int(exp)) > 60:
+        raise UnitError(f"{_w(what)}{_short(s)} is out of range", hint="check the exponent")
+    with localcontext() as ctx:
+        ctx.prec = 200
+        d = Decimal(sign + digits + (f"e{exp}" if exp is not None else ""))
+    if d.is_zero():
+        return Decimal(0)
+    return d
+
+
+def parse_count(text: str | int, *, what: str = "value", minimum: int = 0, maximum: int = MAX_COUNT) -> int:
+    """A whole number from a flag (``8192``, ``8,192``, ``8_192``; ``8e3`` when whole) in
+    ``[minimum, maximum]``.
+
+    >>> parse_count("8,192", what="--slots")
+    8192
+    >>> parse_count("0,1,2", what="--device-blocks")
+    Traceback (most recent call last):
+    ...
+    kvgate.units.UnitError: --device-blocks: not a number: '0,1,2'
+
+    Raises:
+        UnitError: not a whole number, NaN/infinity, or outside the range (naming ``what``).
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"{_w(what)}not a number: {text!r}")
+    d = Decimal(text) if isinstance(text, int) else _value_decimal(text, what)
+    if d != d.to_integral_value():
+        raise UnitError(f"{_w(what)}must be a whole number, got {_short(str(text))}")
+    return _in_range(int(d), what, text, minimum, maximum)
+
+
+def _in_range(v: int, what: str, text: object, minimum: int, maximum: int) -> int:
+    shown = _short(str(text))
+    if v < minimum:
+        rule = {1: "must be positive", 0: "must not be negative"}.get(minimum, f"must be at least {minimum:,}")
+        raise UnitError(f"{_w(what)}{rule}, got {shown}")
+    if v > maximum:
+        raise UnitError(f"{_w(what)}{_short(str(text))} is above {maximum:,}: not a value that means anything here",
+                        hint="check the number")
+    return v
+
+
+def parse_real(text: str | float, *, what: str = "value", minimum: float = 0.0, maximum: float = 1e15,
+               open_min: bool = False) -> float:
+    """A finite real number from a flag in ``[minimum, maximum]`` (``(minimum, maximum]``
+    when ``open_min``); NaN, infinity and ``1e999`` refused, as are values past the range
+    before any arithmetic overflows on them.
+
+    >>> parse_real("9500", what="--prefill-tokens-per-s", open_min=True)
+    9500.0
+
+    Raises:
+        UnitError: not a number, not finite, or outside the range (naming ``what``).
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"{_w(what)}not a number: {text!r}")
+    if isinstance(text, float):
+        if not math.isfinite(text):
+            raise UnitError(f"{_w(what)}must be a finite number, got {text}")
+        d = Decimal(repr(text))
+    elif isinstance(text, int):
+        d = Decimal(text)
+    else:
+        d = _value_decimal(text, what)
+    shown = _short(str(text))
+    if d < Decimal(repr(minimum)) or open_min and d == Decimal(repr(minimum)):
+        raise UnitError(f"{_w(what)}must be {'above' if open_min else 'at least'} {minimum:g}, got {shown}")
+    if d > Decimal(repr(maximum)):
+        raise UnitError(f"{_w(what)}{shown} is above {maximum:g}: not a value that means anything here",
+                        hint="check the number")
+    return float(d)
+
+
+def parse_share(text: str | Fraction, *, what: str = "value", minimum: Fraction | int = 0,
+                maximum: Fraction | int | None = 1, open_min: bool = False, open_max: bool = False) -> Fraction:
+    """A share, exactly: ``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10), in
+    ``[minimum, maximum]`` (no upper bound when ``maximum`` is None; ``open_min``/``open_max``
+    leave out that end).
+
+    >>> parse_share("10%", what="--min-gain")
+    Fraction(1, 10)
+    >>> parse_share("200%", what="--min-gain")
+    Traceback (most recent call last):
+    ...
+    kvgate.units.UnitError: --min-gain: must be at most 100%, got '200%'
+
+    Raises:
+        UnitError: not a number, a percentage or a ratio, or outside the range.
+    """
+    if isinstance(text, Fraction):
+        v = text
+    else:
+        s = str(text).strip()
+        pct = s.endswith("%")
+        body = s[:-1].strip() if pct else s
+        if "/" in body and not pct:
+            num, _, den = body.partition("/")
+            d_num, d_den = _value_decimal(num, what), _value_decimal(den, what)
+            if d_den.is_zero():
+                raise UnitError(f"{_w(what)}division by zero in {_short(s)}", hint="e.g. 10%, 0.1 or 1/10")
+            v = Fraction(d_num) / Fraction(d_den)
+        else:
+            v = Fraction(_value_decimal(body, what))
+            if pct:
+                v /= 100
+    shown = _short(str(text))
+    lo, hi = Fraction(minimum), None if maximum is None else Fraction(maximum)
+    if v < lo or open_min and v == lo:
+        raise UnitError(f"{_w(what)}must be {'above' if open_min else 'at least'} {_share_text(lo)}, got {shown}")
+    if hi is not None and (v > hi or open_max and v == hi):
+        raise UnitError(f"{_w(what)}must be {'below' if open_max else 'at most'} {_share_text(hi)}, got {shown}")
+    return v
+
+
+def _share_text(v: Fraction) -> str:
+    return f"{float(v * 100):g}%"

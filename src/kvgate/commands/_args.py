@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int, vllm_int
+from kvgate.commands._types import count, nonneg_int, positive_float, positive_int, vllm_int
 from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,
@@ -302,7 +302,7 @@ def gate_options_from_args(args: argparse.Namespace, engine: EngineOptions) -> G
         KvgateError: no target slots, bad margin/sensitivity/byte values, a weights
             option that does not apply.
     """
-    from kvgate.units import parse_bytes
+    from kvgate.units import parse_bytes, parse_share
 
     if engine.slots is None:
         raise KvgateError("no target slots", hint="give --slots N (vLLM --max-num-seqs, llama.cpp -np)")
@@ -314,7 +314,7 @@ def gate_options_from_args(args: argparse.Namespace, engine: EngineOptions) -> G
         kw["max_seq_measured"] = a["max_seq_measured"]
     for name in ("margin", "sensitivity"):  # ranges checked by GateOptions
         if a.get(name) is not None:
-            kw[name] = parse_fraction(a[name])
+            kw[name] = parse_share(a[name], what=f"--{name}", minimum=-(10**60), maximum=10**60)
     if a.get("candidates") is not None:
         kw["candidates"] = tuple(c.strip() for c in a["candidates"].split(",") if c.strip())
     if a.get("quant_to") is not None:
@@ -345,7 +345,7 @@ def add_replay_flags(p: argparse.ArgumentParser, *, trace_required: bool = False
     t.add_argument("--speed", type=positive_float, default=None, help="arrival-time speed-up (default 1)")
     t.add_argument("--rate", type=positive_float, default=None,
                    help="Poisson arrivals per second instead of the trace's timestamps")
-    t.add_argument("--seed", type=int, default=None, help="seed of --rate arrivals (default 0)")
+    t.add_argument("--seed", type=count(0, 2**64 - 1), default=None, help="seed of --rate arrivals (default 0)")
     t.add_argument("--time-unit", choices=("s", "ms", "us", "ns"), default=None,
                    help="unit of the trace's timestamps (default: the format's, or detected from the data; "
                         "ambiguous data is refused)")

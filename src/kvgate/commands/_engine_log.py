@@ -345,6 +345,8 @@ def whatif_from_args(args: argparse.Namespace, pool: EnginePool, ls: LogSettings
                                         "sglang": "SGLang: --context-length, --max-running-requests",
                                         "llama.cpp": "llama.cpp: -c, -np, -ctk/-ctv, -fa, -ngl"}[pool.engine])
     name, total = getattr(args, "whatif_gpu", None), getattr(args, "total", None)
+    if name is not None and not name.strip():  # "" is no card: never the log's own GPU instead
+        raise KvgateError("--gpu is empty", hint="name a card (H100, L40S, ...), or drop --gpu for the log's own")
     if name and total:
         raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
     gpu = lookup_gpu(name) if name else (gpu_from_total(parse_bytes(total)) if total else None)
@@ -404,8 +406,9 @@ def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup
     from kvgate.engines.logtext import logical_lines  # noqa: PLC0415
     from kvgate.engines.startups import select_startup  # noqa: PLC0415
     from kvgate.fit.whatif import whatif_from_log  # noqa: PLC0415
+    from kvgate.guarded import MAX_LOG_BYTES, read_regular  # noqa: PLC0415
 
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = read_regular(path, what="engine log", max_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
     lines, _ = select_startup(logical_lines(text), pool.engine, startup=startup, service=service)
     if weights_ref is None and pool.model and Path(pool.model).expanduser().exists():
         weights_ref = str(Path(pool.model).expanduser())
@@ -421,7 +424,9 @@ def answer_whatif(path: str, pool: EnginePool, model: Any, w: WhatIf, *, startup
 def add_startup_flags(p: argparse.ArgumentParser) -> None:
     """``--startup N`` and ``--service NAME``: which startup of which ``docker compose``
     service of a log is read (:func:`kvgate.engines.startups.select_startup`)."""
-    p.add_argument("--startup", type=int, default=None, metavar="N",
+    from kvgate.commands._types import count  # noqa: PLC0415
+
+    p.add_argument("--startup", type=count(1), default=None, metavar="N",
                    help="read the N-th startup in the log (1-based; default: the last one that built its pool)")
     p.add_argument("--service", default=None, metavar="NAME",
                    help="read this docker compose service of the log (default: the only one with a pool)")

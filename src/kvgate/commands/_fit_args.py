@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvgate.commands._types import nonneg_int, positive_int
+from kvgate.commands._types import nonneg_int, positive_int, real
 from kvgate.errors import KvgateError
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
@@ -27,13 +27,8 @@ def _human_int(flag: str, allow_auto: bool = False) -> Any:
 
 
 def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return v
+    """A share in (0, 1] (``--gpu-memory-utilization``, ``--mem-fraction-static``)."""
+    return _unit_fraction(text)
 
 
 def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
@@ -43,12 +38,13 @@ def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
         try:
             return convert(text)
         except argparse.ArgumentTypeError as exc:
-            if not str(exc).startswith("not an integer"):
+            if not str(exc).startswith(("not a number", "must be a whole number")):
                 raise
             raise argparse.ArgumentTypeError(f"{exc} (llama.cpp takes plain numbers)") from None
     return parse
 
 
+_unit_fraction = real(0.0, 1.0, open_min=True)
 _count = _llamacpp_int(nonneg_int)
 _positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
@@ -149,6 +145,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     Raises:
         KvgateError: ``--gpu`` and ``--total`` together.
     """
+    if args.gpu is not None and not args.gpu.strip():  # "" is no card: never this machine's GPU instead
+        raise KvgateError("--gpu is empty", hint="name a card (kvgate fit --help lists them), or give --total BYTES")
     if args.gpu and args.total:
         raise KvgateError("--gpu and --total name the GPU twice", hint="give one of them")
     given = {

@@ -1,59 +1,80 @@
-"""argparse ``type=`` converters shared by the commands (counts, rates, fractions)."""
+"""argparse ``type=`` converters shared by the commands (counts, rates, fractions).
+
+Each is a thin wrapper over :mod:`kvgate.units`' one parser of flag values
+(:func:`~kvgate.units.parse_count`, :func:`~kvgate.units.parse_real`,
+:func:`~kvgate.units.parse_share`): overflow, NaN, infinity and out-of-range values are
+refused there; here the refusal becomes argparse's error, which names the flag
+(``argument --slots: must be positive, got '0'``), prints ``ERROR:``/``HINT:`` and exits 2
+(one JSON document under ``--json``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
+from collections.abc import Callable
 from fractions import Fraction
+from typing import TypeVar
 
 from kvgate.errors import KvgateError
+from kvgate.units import MAX_COUNT, parse_count, parse_real, parse_share
+
+T = TypeVar("T")
 
 
-def _int(text: str) -> int:
-    try:
-        return int(str(text).replace(",", "").replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+def _arg(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` with its :class:`KvgateError` as argparse's ``ArgumentTypeError``."""
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except KvgateError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
-def positive_int(text: str) -> int:
-    """An integer ≥ 1 (``8192``, ``8,192``, ``8_192``)."""
-    v = _int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
-    return v
+def count(minimum: int = 0, maximum: int = MAX_COUNT) -> Callable[[str], int]:
+    """A converter for a whole number in ``[minimum, maximum]``."""
+    def parse(text: str) -> int:
+        return parse_count(text, what="", minimum=minimum, maximum=maximum)
+    parse.__name__ = "int"
+    return _arg(parse)
 
 
-def nonneg_int(text: str) -> int:
-    """An integer ≥ 0."""
-    v = _int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {v}")
-    return v
+def real(minimum: float = 0.0, maximum: float = 1e15, *, open_min: bool = False) -> Callable[[str], float]:
+    """A converter for a finite real number in ``[minimum, maximum]`` (``(minimum, …]``
+    when ``open_min``)."""
+    def parse(text: str) -> float:
+        return parse_real(text, what="", minimum=minimum, maximum=maximum, open_min=open_min)
+    parse.__name__ = "float"
+    return _arg(parse)
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0 (rates, speeds)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return v
+def share(minimum: Fraction | int = 0, maximum: Fraction | int | None = 1, *,
+          open_min: bool = False, open_max: bool = False) -> Callable[[str], Fraction]:
+    """A converter for a share (``10%``, ``0.1``, ``1/10``) in ``[minimum, maximum]``."""
+    def parse(text: str) -> Fraction:
+        return parse_share(text, what="", minimum=minimum, maximum=maximum, open_min=open_min,
+                           open_max=open_max)
+    parse.__name__ = "fraction"
+    return _arg(parse)
+
+
+#: An integer ≥ 1 (``8192``, ``8,192``, ``8_192``), at most 2**50.
+positive_int = count(1)
+#: An integer ≥ 0, at most 2**50.
+nonneg_int = count(0)
+#: A finite number > 0 (rates, speeds), at most 10**15.
+positive_float = real(0.0, open_min=True)
 
 
 def parse_fraction(text: str) -> Fraction:
-    """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10).
+    """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10), any sign or size up to 10**60
+    (the caller checks its own range; :func:`share` for a flag's range).
 
     Raises:
         KvgateError: not a number.
     """
-    t = str(text).strip()
-    try:
-        return Fraction(t[:-1]) / 100 if t.endswith("%") else Fraction(t)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise KvgateError(f"not a fraction or percentage: {text!r}", hint="e.g. 10% or 0.1") from exc
+    return parse_share(text, what="", minimum=-(10**60), maximum=10**60)
 
 
 def vllm_int(text: str) -> int:

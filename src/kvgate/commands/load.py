@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate.atomicio import check_writable, write_json_atomic
+from kvgate.commands._types import count, real
 from kvgate.engines.loadgen import plot_load, run_load
 from kvgate.output import emit
 
@@ -27,15 +28,17 @@ are named in a WARNING. Writes the samples as JSON (--out) and a plot (--plot).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    # --speed, --max-requests, --max-seconds, --interval: any number here; kvgate load's own caps
+    # (loadgen.check_bounds: finite, in range) refuse the rest naming the flag, before any work
     p.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8080 (loopback only)")
     p.add_argument("--trace", required=True, help="trace file (CSV / JSONL, as kvgate replay)")
-    p.add_argument("--rate", type=float, default=None, help="Poisson arrivals at this rate (req/s) instead of the trace's times")
+    p.add_argument("--rate", type=real(0.0, 1e6, open_min=True), default=None, help="Poisson arrivals at this rate (req/s) instead of the trace's times")
     p.add_argument("--speed", type=float, default=1.0, help="arrival-time divisor (2 = twice as fast)")
     p.add_argument("--max-requests", type=int, default=50, help="send at most this many requests (default 50)")
     p.add_argument("--max-seconds", type=float, default=120.0, help="stop after this many seconds (default 120)")
     p.add_argument("--interval", type=float, default=0.25, help="metrics sampling interval in seconds")
-    p.add_argument("--max-prompt-tokens", type=int, default=None, help="cap each prompt at this many tokens")
-    p.add_argument("--max-output-tokens", type=int, default=None, help="cap each output at this many tokens")
+    p.add_argument("--max-prompt-tokens", type=count(1), default=None, help="cap each prompt at this many tokens")
+    p.add_argument("--max-output-tokens", type=count(1), default=None, help="cap each output at this many tokens")
     p.add_argument("--served-model", default=None, help="the 'model' field of each request (vLLM needs it)")
     p.add_argument("--out", default=None, help="write the samples and requests as JSON here")
     p.add_argument("--plot", default=None, help="write a PNG of KV use / queue / preemptions here")

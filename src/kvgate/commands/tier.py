@@ -7,10 +7,10 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.commands._args import add_engine_flags, engine_options_from_args
-from kvgate.commands._types import nonneg_int, parse_fraction, positive_float, positive_int
+from kvgate.commands._types import count, nonneg_int, positive_int, real, share
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
-from kvgate.units import fmt_bytes, fmt_human, parse_bytes
+from kvgate.units import MAX_BYTES, fmt_bytes, fmt_human, parse_bytes
 
 NAME = "tier"
 HELP = "does a host KV tier pay? prefix-cache hits for every capacity from a hashed trace (Mooncake, Qwen-Bailian)"
@@ -43,11 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_engine_flags(p, model="required")
     t = p.add_argument_group("trace")
     t.add_argument("--trace", required=True, help="hashed trace: JSONL with input_length and hash_ids per line")
-    t.add_argument("--trace-block-tokens", type=positive_int, default=None,
+    t.add_argument("--trace-block-tokens", type=count(1, 2**32), default=None,
                    help="tokens per hash block (default: the format's, Mooncake 512, Qwen-Bailian 16, or the data's)")
     t.add_argument("--time-unit", default=None, help="unit of a numeric time column: s, ms, us, ns")
     t.add_argument("--limit", type=positive_int, default=None, help="only the first N requests")
-    t.add_argument("--sample-rate", type=positive_float, default=1.0,
+    t.add_argument("--sample-rate", type=real(0.0, 1.0, open_min=True), default=1.0,
                    help="SHARDS spatial sampling rate for the curve (default 1: exact)")
     c = p.add_argument_group("cache")
     c.add_argument("--cache-model", default="lru", choices=("lru", "vllm", "sglang", "llama.cpp"),
@@ -55,20 +55,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--device-capacity", default=None, help="device prefix-cache pool in bytes (e.g. 64GiB)")
     c.add_argument("--device-blocks", type=nonneg_int, default=None, help="device pool in trace blocks")
     c.add_argument("--host-capacity", default=None, help="host tier in bytes (e.g. 1TiB)")
-    c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=positive_float, default=None,
-                   metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
-    c.add_argument("--hicache-ratio", type=positive_float, default=None,
+    c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=real(0.0, 2.0**34, open_min=True),
+                   default=None, metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
+    c.add_argument("--hicache-ratio", type=real(0.0, 2.0**20, open_min=True), default=None,
                    help="SGLang HiCache host pool as a multiple of the device pool (= --host-capacity)")
-    c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=int, default=None, metavar="MiB",
+    c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=count(-1, 2**44), default=None, metavar="MiB",
                    help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
-    c.add_argument("--slot-prompt-similarity", "-sps", type=float, default=0.1, help="llama.cpp's (default 0.1)")
+    c.add_argument("--slot-prompt-similarity", "-sps", type=real(0.0, 1.0), default=0.1,
+                   help="llama.cpp's, in [0, 1] (default 0.1)")
     c.add_argument("--at-capacity-blocks", default=None, help="report the curve at exactly these, e.g. 256,1024")
     g = p.add_argument_group("gate (measured speeds, with their source)")
-    g.add_argument("--prefill-tokens-per-s", type=positive_float, default=None, help="measured prefill speed")
+    g.add_argument("--prefill-tokens-per-s", type=real(0.0, 1e12, open_min=True), default=None, help="measured prefill speed")
     g.add_argument("--prefill-source", default=None, help="where the prefill speed was measured")
     g.add_argument("--h2d-bandwidth", default=None, help="measured host->device bytes per second, e.g. 50GB")
     g.add_argument("--h2d-source", default=None, help="where the bandwidth was measured")
-    g.add_argument("--min-gain", type=parse_fraction, default=Fraction(1, 100),
+    g.add_argument("--min-gain", type=share(0, 1, open_max=True), default=Fraction(1, 100),
                    help="least host-tier gain worth having, share of prompt tokens (default 1%%)")
 
 
@@ -147,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         if device_blocks is None:
             raise KvgateError("--hicache-ratio needs the device pool", hint="give --device-capacity BYTES")
         host = int(args.hicache_ratio * (device_bytes if device_bytes is not None else device_blocks * block_bytes))
+        if host > MAX_BYTES:
+            raise KvgateError(f"--hicache-ratio {args.hicache_ratio:g}: a host pool of {host:,} bytes is more than "
+                              "2**64 − 1 (16 EiB)", hint="check the ratio and the device pool")
     elif args.cache_ram is not None:
         if args.cache_model != "llama.cpp":
             raise KvgateError("--cache-ram is llama.cpp's", hint="use --cache-model llama.cpp, or --host-capacity")

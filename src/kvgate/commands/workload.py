@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from kvgate.commands._types import count
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_mib
@@ -44,19 +45,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Prefill N random prompts together, then decode --tokens steps in one batch.",
     )
     s.add_argument("--model", help="bundled preset (qwen3-30b-a3b, qwen3-0.6b, ...), config.json or model directory")
-    s.add_argument("--streams", type=int, default=4, help="concurrent sequences N (default 4)")
-    s.add_argument("--max-seq", type=int, default=8192, help="positions per contiguous slot, L (default 8192)")
-    s.add_argument("--prompt", type=int, default=512, help="prompt length per stream (default 512)")
-    s.add_argument("--tokens", type=int, default=64, help="decode steps per stream (default 64)")
+    s.add_argument("--streams", type=count(1), default=4, help="concurrent sequences N (default 4)")
+    s.add_argument("--max-seq", type=count(1), default=8192, help="positions per contiguous slot, L (default 8192)")
+    s.add_argument("--prompt", type=count(1), default=512, help="prompt length per stream (default 512)")
+    s.add_argument("--tokens", type=count(0), default=64, help="decode steps per stream (default 64)")
     s.add_argument("--layout", choices=("contiguous", "paged"), default="contiguous", help="KV layout (default contiguous)")
-    s.add_argument("--slot-cap", type=int, default=DEFAULT_SLOT_CAP, help=f"most slots / sequences (default {DEFAULT_SLOT_CAP})")
-    s.add_argument("--page-size", "--block-size", dest="block_size", type=int, default=DEFAULT_BLOCK_SIZE,
+    s.add_argument("--slot-cap", type=count(1), default=DEFAULT_SLOT_CAP, help=f"most slots / sequences (default {DEFAULT_SLOT_CAP})")
+    s.add_argument("--page-size", "--block-size", dest="block_size", type=count(1), default=DEFAULT_BLOCK_SIZE,
                    help=f"paged: positions per page (default {DEFAULT_BLOCK_SIZE})")
-    s.add_argument("--pool-blocks", type=int, help="paged: blocks in the pool (default: what the run writes)")
+    s.add_argument("--pool-blocks", type=count(1), help="paged: blocks in the pool (default: what the run writes)")
     s.add_argument("--weights", default="random", help="'random' (default) or a local model directory")
     s.add_argument("--device", default="cuda", help="torch device (default cuda)")
     s.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16", help="compute dtype (default bf16)")
-    s.add_argument("--seed", type=int, default=0, help="seed for random weights and prompts")
+    s.add_argument("--seed", type=count(0, 2**32 - 1), default=0, help="seed for random weights and prompts")
     s.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
 
     c = sub.add_parser(
@@ -65,13 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="‖out − ref‖/‖ref‖ of attention over the int8 mirror (contiguous and paged) on random q, k, v.",
     )
     c.add_argument("--model", default="qwen3-30b-a3b", help="take heads / kv_heads / head_dim from this model (default qwen3-30b-a3b)")
-    c.add_argument("--length", type=int, default=576, help="positions (default 576 = 512 + 64)")
-    c.add_argument("--batch", type=int, default=4, help="sequences (default 4)")
-    c.add_argument("--page-size", "--block-size", dest="block_size", type=int, default=DEFAULT_BLOCK_SIZE,
+    c.add_argument("--length", type=count(1), default=576, help="positions (default 576 = 512 + 64)")
+    c.add_argument("--batch", type=count(1), default=4, help="sequences (default 4)")
+    c.add_argument("--page-size", "--block-size", dest="block_size", type=count(1), default=DEFAULT_BLOCK_SIZE,
                    help=f"paged: positions per page (default {DEFAULT_BLOCK_SIZE})")
     c.add_argument("--device", default="cuda")
     c.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=count(0, 2**32 - 1), default=0)
     c.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     p.set_defaults(_parser=p)
 

@@ -84,6 +84,13 @@ def check_url(url: str) -> str:
     if u.scheme != "http" or u.hostname not in LOOPBACK or u.username or u.password:
         raise LoadError(f"load URL {url!r} is not a loopback http address",
                         hint="kvgate load only talks to a server on this machine: http://127.0.0.1:PORT")
+    if port == 0 or (port is None and u.netloc.endswith(":")):  # port 0 is no server; ":" alone was read as 80
+        raise LoadError(f"load URL {url!r} has port {port if port is not None else '(empty)'}: no server listens "
+                        "there", hint="give the server's port, e.g. http://127.0.0.1:8080")
+    if u.path not in ("", "/") or u.params or u.query or u.fragment:
+        raise LoadError(f"load URL {url!r} has a path, query or fragment: kvgate load sends to the server's "
+                        "own API paths (/v1/completions, /metrics), never to another",
+                        hint="give the server's address alone, e.g. http://127.0.0.1:8080")
     host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname
     return f"http://{host}" + (f":{port}" if port else "")
 

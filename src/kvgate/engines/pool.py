@@ -38,6 +38,7 @@ from kvgate.engines.startups import engines_with_pools, select_startup
 from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.geometry.formats import FormatError, get_format
+from kvgate.guarded import MAX_LOG_BYTES, read_regular
 
 
 class EngineLogError(KvgateError):
@@ -184,7 +185,9 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     """
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            text = read_regular(path, what="engine log", max_bytes=MAX_LOG_BYTES).decode("utf-8", errors="replace")
+        except KvgateError as exc:
+            raise EngineLogError(exc.message, hint=exc.hint) from None
         except OSError as exc:
             raise EngineLogError(f"cannot read engine log {path}: {exc.strerror or exc}") from exc
     if engine is not None and engine not in ENGINES:

@@ -235,6 +235,10 @@ def select_startup(lines: list[Line], engine: str, *, startup: int | None = None
                          + ", ".join(s for s in named if s != chosen) + " (no KV pool lines)")
     mine = [ln for ln in lines if ln.service == chosen or ln.service is None] if named else lines
     ups = split_startups(mine, engine)
+    if not ups:  # several services, none with a pool line, and no lines outside them: none to choose
+        raise StartupError(f"the log's {engine} lines belong to {len(named)} docker compose services "
+                           f"({', '.join(str(s) for s in named)}), none with a KV pool line: no startup to read",
+                           hint="choose one with --service NAME, or pass the log of the startup that printed its pool")
     if startup is not None:
         if not 1 <= startup <= len(ups):
             raise StartupError(f"startup {startup} is not in the log: it holds {len(ups)} startup(s)",

@@ -13,6 +13,7 @@ largest length the memory allows"), returned here as ``None``.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from kvgate.errors import KvgateError
 
@@ -36,9 +37,15 @@ def human_readable_int(text: str, *, flag: str = "value", allow_auto: bool = Fal
     value = str(text).strip()
     if allow_auto and value.lower() in ("auto", "-1"):
         return None
+    if len(value) > 64:  # a 400-digit "length" overflows float() below: implausible, said as such
+        raise KvgateError(f"{flag} {value!r:.40} is not plausible (above 2^50)",
+                          hint="no context length, sequence count or KV budget comes near it")
     m = _RE.fullmatch(value)
     if m:
         number, suffix = m.groups()
+        if Decimal(number) * (_DEC.get(suffix) or _BIN[suffix]) > MAX_VALUE:
+            raise KvgateError(f"{flag} {value!r:.40} is not plausible (above 2^50)",
+                              hint="no context length, sequence count or KV budget comes near it")
         if suffix in _DEC:
             n = int(float(number) * _DEC[suffix])
         else:

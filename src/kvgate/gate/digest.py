@@ -94,3 +94,29 @@ def derived_differences(stored: dict[str, Any], recomputed: dict[str, Any]) -> l
             out.append({"field": key, "recorded": None if x is _ABSENT else x,
                         "recomputed": None if y is _ABSENT else y})
     return out
+
+
+def stored_differences(stored: dict[str, Any], recomputed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every figure of a record's ``inputs`` and ``measurement`` that its recomputation
+    (built from the parsed inputs alone) gives another value: ``measurement.headroom_bytes``
+    (total − peak), the float twin of a ratio (``inputs.scenario.margin.float``,
+    ``inputs.sensitivity_threshold.float``, from its exact value). The digest is taken over
+    what the inputs parse to, so an edit of one of these alone keeps the digest; it shows
+    here instead, as ``[{"field", "recorded", "recomputed"}]``. A field one side lacks is
+    not compared.
+
+    >>> stored_differences({"inputs": {"m": {"exact": "1/10", "float": 0.9}}},
+    ...                    {"inputs": {"m": {"exact": "1/10", "float": 0.1}}})
+    [{'field': 'inputs.m.float', 'recorded': 0.9, 'recomputed': 0.1}]
+    """
+    out = []
+    for part in ("inputs", "measurement"):
+        a: dict[str, Any] = {}
+        b: dict[str, Any] = {}
+        _leaves(stored.get(part), part, a)
+        _leaves(recomputed.get(part), part, b)
+        for key in sorted(set(a) & set(b)):
+            x, y = a[key], b[key]
+            if x != y or isinstance(x, bool) is not isinstance(y, bool):
+                out.append({"field": key, "recorded": x, "recomputed": y})
+    return out

@@ -22,7 +22,7 @@ from kvgate.errors import (
     worst_exit,
 )
 from kvgate.gate.decision import DecisionInputs, decide, finalize, with_overrides
-from kvgate.gate.digest import derived_differences, inputs_digest
+from kvgate.gate.digest import derived_differences, inputs_digest, stored_differences
 from kvgate.gate.render import render_markdown
 from kvgate.gate.schema import (
     DECISION_SCHEMA,
@@ -170,7 +170,9 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
     ``rec'`` is the record recomputed from its inputs; ``differences`` lists every derived
     figure (verdicts, sensitivity, boundaries, geometry, projections) where ``rec'``
     differs from what the file stores; ``stale`` is true when any differs or the digest
-    does not match (the record was edited, or made by another kvgate version). A new
+    does not match (the record was edited, or made by another kvgate version); the stored
+    ``inputs`` and ``measurement`` figures that are themselves derived (headroom, the float
+    twin of a ratio) are compared too (:func:`kvgate.gate.digest.stored_differences`). A new
     measurement on a different basis is not applied: status ``different-basis``.
 
     Raises:
@@ -189,6 +191,7 @@ def recheck(rec: dict[str, Any], *, new_measurement: Measurement | None = None, 
     digest = {"recorded": stored_digest, "recomputed": recomputed["digest"],
               "matches": None if stored_digest is None else stored_digest == recomputed["digest"]}
     diffs = derived_differences(rec, recomputed)
+    diffs += stored_differences(rec, recomputed)  # derived figures the digest cannot see (headroom, float twins)
     if old_m is not None:  # the stored measurement must be the one the inputs were taken from
         for name, want, got in (("total_bytes", old_m.total_bytes, inputs.scenario.total_bytes),
                                 ("peak_used_bytes", old_m.peak_used_bytes, inputs.scenario.peak_bytes),

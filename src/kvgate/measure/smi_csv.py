@@ -562,15 +562,21 @@ def load_smi_csv(path: str, *, columns: list[str] | None = None) -> dict[str, An
     """
     from pathlib import Path
 
+    from kvgate.guarded import open_regular  # noqa: PLC0415
+
     p = Path(path)
     try:
-        with open(p, "rb") as raw:
+        with open_regular(p, what="nvidia-smi log") as raw:  # a FIFO or device: refused, never read forever
             enc = sniff_encoding(raw.read(64))
             raw.seek(0)
             with io.TextIOWrapper(raw, encoding=enc, errors="replace", newline="") as fh:
                 return parse_smi_lines(_lines(fh), source=p.name, columns=columns)
     except OSError as exc:
         raise SmiCsvError(f"cannot read nvidia-smi log {p}: {exc.strerror or exc}") from exc
+    except KvgateError as exc:
+        if isinstance(exc, SmiCsvError):
+            raise
+        raise SmiCsvError(exc.message, hint=exc.hint) from None
 
 
 def _lines(fh: io.TextIOBase) -> Iterator[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kvgate.atomicio import read_json
 from kvgate.errors import KvgateError
+from kvgate.guarded import MAX_CONFIG_BYTES
 from kvgate.model.config import spec_from_config
 from kvgate.model.fields import head_dims, num_kv_heads, text_config
 from kvgate.model.spec import LAYER_KINDS, MAX_LAYERS, ConfigError, LayerSpec, ModelSpec
@@ -62,11 +63,11 @@ def read_config(path: Path) -> dict:
         KvgateError: missing, unreadable, or malformed file (from :func:`read_json`).
     """
     try:
-        return read_json(path, what="model config")
+        return read_json(path, what="model config", max_bytes=MAX_CONFIG_BYTES)
     except KvgateError as exc:
         if "is not a JSON number" not in exc.message:
             raise
-    return read_json(path, what="model config", allow_nan=True)  # NaN kept, depth and digits still guarded
+    return read_json(path, what="model config", allow_nan=True, max_bytes=MAX_CONFIG_BYTES)  # NaN kept, depth and digits still guarded
 
 
 def _load_gguf(path: Path) -> ModelSpec:
@@ -100,6 +101,9 @@ def load_model(ref: str | Path) -> ModelSpec:
         if not p.exists():
             raise ConfigError(f"model file not found: {p}")
         return FILE_LOADERS[p.suffix.lower()](p)
+    if p.suffix.lower() in (".bin", ".pt", ".pth") and p.exists():  # never read whole as a "config"
+        raise ConfigError(f"{p} is a PyTorch checkpoint (pickle), not a model config: kvgate does not read it",
+                          hint="give the model's directory or its config.json (or a .safetensors / .gguf file)")
     if p.exists() or p.suffix.lower() == ".json" or "/" in str(ref):
         cfg = read_config(p)
         name = p.parent.name if p.name == "config.json" else p.stem

@@ -82,8 +82,10 @@ def read_gguf(path: str | Path) -> Any:
         GGUFError: not a GGUF file, truncated, or the ``gguf`` package is missing.
     """
     p = Path(path)
+    from kvgate.guarded import open_regular  # noqa: PLC0415
+
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p, what="GGUF file") as fh:
             head = fh.read(4)
     except OSError as exc:
         raise GGUFError(f"cannot read {p}: {exc.strerror}") from exc
@@ -365,6 +367,13 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                               ssm_values=state.ssm_values, state_values=state.state_values,
                               state_heads=state.state_heads, mixer=state.mixer)
             layers.append(att)
+    if no_kv and len(no_kv) == n - nextn:  # no layer attends or keeps a state: a 0-byte "cache" is no answer
+        raise ConfigError(
+            f"GGUF {k('attention.head_count_kv')!r} is 0 for every one of the {n - nextn} layers and no layer keeps a "
+            "recurrent state: no layer has a KV cache, so this is not a model llama.cpp runs (its attention "
+            "reshapes K and V to 0 heads)",
+            hint=f"check the file's head_count_kv; keys found: {_found(meta, arch)}",
+        )
     if no_kv:
         pad = "" if arch in ("nemotron_h", "nemotron_h_moe") else \
             " with flash attention on (llama.cpp with -fa off still gives each a V of the widest layer's width)"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.guarded import loads_json
+from kvgate.guarded import MAX_CONFIG_BYTES, check_regular, loads_json, open_regular
 
 # Bits per element, from safetensors' Dtype::bitsize (safetensors/src/tensor.rs).
 DTYPE_BITS: dict[str, int] = {
@@ -108,8 +108,8 @@ def read_safetensors_header(path: str | Path) -> tuple[dict[str, Any], int]:
     """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        with open(p, "rb") as fh:
+        size = check_regular(p, what="safetensors file")
+        with open_regular(p, what="safetensors file") as fh:
             head = fh.read(8)
             if len(head) < 8:
                 raise WeightsError(f"{p}: not a safetensors file (shorter than the 8-byte header length)")
@@ -218,7 +218,7 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     from kvgate.atomicio import read_json
 
     ip = Path(index_path)
-    idx = read_json(ip, what="safetensors index")
+    idx = read_json(ip, what="safetensors index", max_bytes=MAX_CONFIG_BYTES)
     if not isinstance(idx, dict):
         raise WeightsError(f"{ip}: the safetensors index must be a JSON object, got {type(idx).__name__}")
     wm = idx.get("weight_map")

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvgate.errors import KvgateError
 from kvgate.replay import timeunits
 from kvgate.replay.readers import columnar, rows
 from kvgate.replay.readers.base import RawColumns, TraceError, norm_column, pick_column
@@ -256,6 +257,7 @@ def load_trace(
     """
     p = Path(path)
     time_unit = timeunits.check_time_unit(time_unit)
+    _regular(p)  # a FIFO or /dev/zero: refused before a reader blocks on it or reads it forever
     raw, cols, columns, first_time = _read(p, rate)
     prompt, output = raw.prompt, raw.output
     warns: list[str] = []
@@ -391,3 +393,15 @@ def resample(trace: Trace, n: int, *, seed: int = 0) -> Trace:
         source=f"{trace.source} resampled to {n} requests (seed {seed})", arrivals="resampled",
         attribution=trace.attribution,
     )  # fmt: skip
+
+
+def _regular(p: Path) -> None:
+    """Refuse a trace path that is not a regular file (:func:`kvgate.guarded.check_regular`)."""
+    from kvgate.guarded import check_regular  # noqa: PLC0415
+
+    try:
+        check_regular(p, what="trace")
+    except KvgateError as exc:
+        if "not found" in exc.message:
+            return  # the reader names a missing file as it always has
+        raise TraceError(exc.message, hint=exc.hint) from None
