@@ -20,6 +20,7 @@ MTP heads are not counted.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,11 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     for s in shards:
         sp = ip.parent / s
         if not sp.exists():
-            raise WeightsError(f"{ip}: shard {s} named in weight_map is missing", hint="download all shards")
+            absent = [t for t in shards if not (ip.parent / t).exists()]
+            raise WeightsError(
+                f"{ip}: {len(absent)} of the {len(shards)} shards its weight_map names are missing ({s} first): "
+                "a partial download", hint="download every shard (huggingface-cli download MODEL), "
+                "or pass --weights-bytes")
         wb = safetensors_file_bytes(sp)
         total += wb.bytes
         count += wb.tensors or 0
@@ -253,6 +258,46 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     if isinstance(meta_total, int) and not isinstance(meta_total, bool) and meta_total != total:
         notes.append(f"index metadata total_size {meta_total:,} B differs from the shard headers' {total:,} B")
     return WeightBytes(bytes=total, exact=True, source=f"{ip} ({len(shards)} shards)", tensors=count, by_dtype=by, notes=notes)
+
+
+# --------------------------------------------------------------------------- shard sets
+
+# ``model-00001-of-00004.safetensors`` (transformers' ``save_pretrained`` sharding,
+# ``SAFE_WEIGHTS_NAME`` split by ``huggingface_hub.split_torch_state_dict_into_shards``:
+# ``{name}-{i:05d}-of-{n:05d}.safetensors``) and llama.cpp's ``gguf-split``
+# (``model-00001-of-00003.gguf``, ``examples/gguf-split``: ``%s-%05d-of-%05d.gguf``).
+_SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.(?P<ext>safetensors|gguf)$")
+
+
+def check_shard_set(folder: Path, only: Path | None = None) -> None:
+    """Refuse a partial download: files named ``…-0000i-of-0000N.{safetensors,gguf}`` in
+    ``folder`` (or the set ``only`` belongs to) with some of the N missing. Summing the
+    shards at hand would give "exact" bytes for a fraction of the model.
+
+    Raises:
+        WeightsError: naming how many of N are present and the first missing file.
+    """
+    try:
+        names = [q.name for q in folder.iterdir()] if folder.is_dir() else []
+    except OSError:
+        return
+    sets: dict[tuple[str, str, int], set[int]] = {}
+    for nm in names:
+        m = _SHARD_NAME.match(nm)
+        if m:
+            sets.setdefault((m["stem"], m["ext"], int(m["n"])), set()).add(int(m["i"]))
+    want = _SHARD_NAME.match(only.name) if only is not None else None
+    for (stem, ext, n), have in sorted(sets.items()):
+        if want is not None and (stem, ext, n) != (want["stem"], want["ext"], int(want["n"])):
+            continue
+        missing = [i for i in range(1, n + 1) if i not in have]
+        if missing and n > 0:
+            first = f"{stem}-{missing[0]:05d}-of-{n:05d}.{ext}"
+            raise WeightsError(
+                f"{folder}: {len(have & set(range(1, n + 1)))} of {n} {ext} shards of {stem!r} are here "
+                f"({first} is missing{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}): "
+                "a partial download, whose bytes would be a fraction of the model's",
+                hint="download every shard (huggingface-cli download MODEL), or pass --weights-bytes")
 
 
 # --------------------------------------------------------------------------- estimate
@@ -417,6 +462,7 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     """
     p = Path(ref)
     if p.is_dir():
+        check_shard_set(p)
         for cand in ("model.safetensors.index.json", "model.safetensors"):
             if (p / cand).exists():
                 return weight_bytes(p / cand)
@@ -446,12 +492,14 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     if name.endswith((".safetensors", ".safetensors.index.json", ".gguf")) and not p.exists():
         raise WeightsError(f"weight file not found: {p}")
     if name.endswith(".safetensors"):
+        check_shard_set(p.parent, only=p)
         return safetensors_file_bytes(p)
     if name.endswith(".safetensors.index.json"):
         return safetensors_index_bytes(p)
     if name.endswith(".gguf"):
         from kvgate.model.gguf import gguf_weight_bytes, read_gguf
 
+        check_shard_set(p.parent, only=p)
         reader = read_gguf(p)
         if not len(reader.tensors):
             raise WeightsError(f"{p} is a GGUF header without tensor infos: its weights are not available from it",
