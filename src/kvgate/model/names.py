@@ -97,7 +97,8 @@ def unknown_model_error(name: str) -> ConfigError:
     squeezed = {_squeeze(k): k for k in pool}
     close = difflib.get_close_matches(want, list(squeezed), n=3, cutoff=0.6)
     mean = [pool[squeezed[c]] for c in close]
-    msg = f"model config not found: {name}"
+    msg = f"model config not found: {name}" if "/" in name or name.endswith(".json") else \
+        f"no model file or preset named {name!r}"
     if mean:
         msg += f" (did you mean {' or '.join(mean)}?)"
     hint = f"give a model folder, a config.json, a .gguf or a preset ({', '.join(presets)})"
@@ -106,7 +107,8 @@ def unknown_model_error(name: str) -> ConfigError:
                  f"`huggingface-cli download {name} config.json`, or set {HUB_ENV}=1 to ask the Hub")
     if shipped:
         folder = _rel(shipped[0].parent)
-        hint += f"; {len(shipped)} published configs ship in {folder}/ ({', '.join(c.stem for c in shipped[:6])}, …)"
+        hint += (f"; {len(shipped)} published configs ship in {folder}/ (give the file): "
+                 f"{', '.join(c.stem for c in shipped)}")
     return ConfigError(msg, hint=hint)
 
 
