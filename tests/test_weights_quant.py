@@ -79,6 +79,19 @@ def test_unquantized_modules_follow_transformers_patterns():
     assert not should_convert("model.layers.0.mlp.down_proj", ["re:.*layers\\.0\\..*"])
 
 
+def test_awq_skips_modules_by_substring_as_vllm_does():
+    # vLLM awq.py is_layer_skipped_awq: any(name in prefix); a published AWQ recipe lists
+    # "self_attn", "mlp.gate", "layers.0." (search index file id 60380205571)
+    cfg = _cfg("qwen3-8b")
+    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                                  "modules_to_not_convert": ["self_attn", "layers.0."]}
+    s = scheme_from_config(cfg)
+    from kvgate.model.quant import Part
+    assert not linear_bytes(s, Part("model.layers.5.self_attn.q_proj", "linear", 4096, 4096), 2)[1]
+    assert not linear_bytes(s, Part("model.layers.0.mlp.up_proj", "linear", 4096, 12288), 2)[1]
+    assert linear_bytes(s, Part("model.layers.10.mlp.up_proj", "linear", 4096, 12288), 2)[1]
+
+
 def test_compressed_tensors_ignore_keeps_lm_head_and_w4a16_is_a_quarter():
     base = _cfg("qwen3-8b")
     bf16 = priced(base, 2).total

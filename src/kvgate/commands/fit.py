@@ -124,7 +124,7 @@ def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
                             "config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the .gguf file "
                             "or --weights-bytes")
     elif inp.weights_bytes is None and w.source.startswith("preset "):
-        answer.notes.append(f"no GGUF: the weights are the published safetensors checkpoint's {w.bytes:,} B "
+        answer.notes.append(f"no GGUF: the weights are taken as bf16, the published safetensors checkpoint's {w.bytes:,} B "
                             f"({w.source.split(': ', 1)[-1]}); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: "
                             "give the .gguf file or --weights-bytes")
     emit(args.json, answer.to_dict(), render_text(answer))

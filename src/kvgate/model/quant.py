@@ -233,12 +233,17 @@ def inventory(cfg: dict[str, Any], mtp: bool = True) -> list[Part]:
 
 # --------------------------------------------------------------------------- schemes
 
-def should_convert(name: str, patterns: list[str] | None) -> bool:
+def should_convert(name: str, patterns: list[str] | None, substring: bool = False) -> bool:
     """transformers ``quantizers_utils.should_convert_module`` (5.25): a pattern keeps
     ``name`` unquantized when it matches from the start up to a module boundary, as a regex
-    with that boundary, or as a suffix; compressed-tensors' ``re:`` prefix is a regex."""
+    with that boundary, or as a suffix; compressed-tensors' ``re:`` prefix is a regex.
+    ``substring``: vLLM's AWQ rule instead (``awq.py`` ``is_layer_skipped_awq``:
+    ``any(module_name in prefix for module_name in modules_to_not_convert)``), so
+    ``"self_attn"`` or ``"layers.0."`` keep those modules unquantized."""
     if not patterns:
         return True
+    if substring:
+        return not any(isinstance(k, str) and k and k in name for k in patterns)
     boundary = r"(?:(?<=\.)|(?=\.|$))"
     for key in patterns:
         if not isinstance(key, str) or not key:
@@ -405,7 +410,7 @@ def linear_bytes(s: Scheme, part: Part, b: int) -> tuple[int, bool]:
     bias) under ``s``; ``b``: the model dtype's bytes."""
     i, o = part.in_f, part.out_f
     plain = i * o * b
-    if part.kind != "linear" or s.method == "none" or not should_convert(part.name, s.skip):
+    if part.kind != "linear" or s.method == "none" or not should_convert(part.name, s.skip, s.method == "awq"):
         return plain, False
     if part.name == "lm_head" and not s.lm_head and s.method != "compressed-tensors":
         return plain, False
