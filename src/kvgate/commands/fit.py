@@ -26,8 +26,10 @@ CUDA graph pool) are intervals calibrated on real vLLM startup logs:
 When the interval straddles the line the answer is "can't tell", with how to measure
 (kvgate run -- vllm serve ..., or kvgate import-log on its log). The GPU comes from
 --gpu NAME (a table of common cards), --total BYTES, or this machine through NVML;
-weights are exact from a model directory's safetensors headers, estimated from a preset
-or config (and said so), or given with --weights-bytes.
+weights are exact from a model directory's safetensors headers, a Hub id in the local
+Hugging Face cache (the Hub itself with KVGATE_HUB=1) or a preset's published checkpoint,
+estimated from a config and its quantization_config (and said so), or given with
+--weights-bytes. A CAN'T TELL names the term that decides it and the flag that narrows it.
 
   kvgate fit llama-3.1-8b --gpu H100 --max-model-len 32768 --max-num-seqs 16 --release 0.11.0
 
@@ -73,5 +75,8 @@ def run(args: Any) -> int:
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
     model = load_model(inp.model)  # once: the engine's fit takes it
     answer = get_engine(inp.engine).fit(inp, model, gpu)
+    from kvgate.fit.narrow import add_deciding_term  # noqa: PLC0415
+
+    add_deciding_term(answer)
     emit(args.json, answer.to_dict(), render_text(answer))
     return EXIT_OK

@@ -41,6 +41,8 @@ def run(args) -> int:
         rows.append([f"  {dt}", fmt_bytes(b)])
     text = table(rows, align="ll")
     if wb.notes:
-        text += "\n" + "\n".join(f"note: {n}" for n in wb.notes)
+        import textwrap
+
+        text += "\n" + "\n".join(textwrap.fill(f"note: {n}", 100, subsequent_indent="      ") for n in wb.notes)
     emit(args.json, wb.to_dict(), text)
     return 0

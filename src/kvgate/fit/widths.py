@@ -54,7 +54,12 @@ def is_multimodal(ref: str | Path) -> bool:
     p = Path(ref)
     cfg = p / "config.json" if p.is_dir() else p
     if cfg.suffix.lower() != ".json" or not cfg.exists():
-        return False
+        from kvgate.model.names import cached_snapshot, is_hub_id  # noqa: PLC0415
+
+        snap = cached_snapshot(str(ref)) if is_hub_id(str(ref)) else None  # a Hub id in the local cache
+        if snap is None:
+            return False
+        cfg = snap / "config.json"
     from kvgate.model import read_config  # noqa: PLC0415
 
     return any(k in read_config(cfg) for k in _MM_KEYS)

@@ -24,7 +24,7 @@ from kvgate.model.spec import LAYER_KINDS, MAX_LAYERS, ConfigError, LayerSpec, M
 
 __all__ = [
     "LAYER_KINDS", "MAX_LAYERS", "ConfigError", "LayerSpec", "ModelSpec", "FILE_LOADERS", "head_dims",
-    "load_model", "load_preset", "num_kv_heads", "preset_config", "preset_names", "spec_from_config", "text_config",
+    "load_model", "load_preset", "num_kv_heads", "preset_checkpoint", "preset_config", "preset_names", "spec_from_config", "text_config",
 ]
 
 def preset_names() -> list[str]:
@@ -38,10 +38,42 @@ def preset_config(name: str) -> tuple[str, dict[str, Any]]:
     Raises:
         ConfigError: no such preset (the message lists them).
     """
+    key = resolve_preset_name(name)
+    cfg = json.loads(resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8"))
+    cfg.pop(CHECKPOINT_KEY, None)
+    return key, cfg
+
+
+#: a preset's own key (not a config field): the published checkpoint's exact weight bytes
+#: (its ``model.safetensors.index.json`` ``metadata.total_size``) with the Hub id and source
+CHECKPOINT_KEY = "kvgate_checkpoint"
+
+
+def preset_checkpoint(name: str) -> dict[str, Any] | None:
+    """The preset's ``kvgate_checkpoint`` entry (``weight_bytes``, ``hub_id``, ``source``),
+    or ``None`` when the preset carries none.
+
+    Raises:
+        ConfigError: no such preset.
+    """
+    key = resolve_preset_name(name)
+    raw = json.loads(resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8"))
+    entry = raw.get(CHECKPOINT_KEY)
+    return entry if isinstance(entry, dict) and isinstance(entry.get("weight_bytes"), int) else None
+
+
+def resolve_preset_name(name: str) -> str:
+    """The preset key ``name`` means (case-insensitive; see :mod:`kvgate.model.names`).
+
+    Raises:
+        ConfigError: no such preset (the message lists them).
+    """
     key = name.strip().lower()
-    if key not in preset_names():
-        raise ConfigError(f"no model file or preset named {name!r}", hint=f"presets: {', '.join(preset_names())}")
-    return key, json.loads(resources.files("kvgate.model.presets").joinpath(f"{key}.json").read_text(encoding="utf-8"))
+    if key in preset_names():
+        return key
+    from kvgate.model.names import unknown_model_error
+
+    raise unknown_model_error(name)
 
 
 def load_preset(name: str) -> ModelSpec:
@@ -104,8 +136,48 @@ def load_model(ref: str | Path) -> ModelSpec:
     if p.suffix.lower() in (".bin", ".pt", ".pth") and p.exists():  # never read whole as a "config"
         raise ConfigError(f"{p} is a PyTorch checkpoint (pickle), not a model config: kvgate does not read it",
                           hint="give the model's directory or its config.json (or a .safetensors / .gguf file)")
-    if p.exists() or p.suffix.lower() == ".json" or "/" in str(ref):
+    if p.exists() or p.suffix.lower() == ".json":
         cfg = read_config(p)
         name = p.parent.name if p.name == "config.json" else p.stem
         return spec_from_config(cfg, name=name, source=str(p))
-    return load_preset(str(ref))
+    return load_by_name(str(ref))
+
+
+def load_by_name(ref: str) -> ModelSpec:
+    """A model by the name a user typed (:mod:`kvgate.model.names`): a Hub id in the local
+    Hugging Face cache, a preset in any case and punctuation (with a note when the name was
+    not the preset's key), the Hub itself when ``KVGATE_HUB=1``.
+
+    Raises:
+        ConfigError: none of these (the message has a "did you mean" and the hint lists
+            the presets and the shipped configs).
+    """
+    from kvgate.model.names import (
+        cached_snapshot,
+        hub_allowed,
+        hub_config,
+        is_hub_id,
+        match_preset,
+        unknown_model_error,
+    )
+
+    hub = is_hub_id(ref)
+    if hub:
+        snap = cached_snapshot(ref)
+        if snap is not None:
+            spec = spec_from_config(read_config(snap / "config.json"), name=ref,
+                                    source=f"local Hugging Face cache: {snap / 'config.json'}")
+            spec.notes.insert(0, f"{ref}: read from the local Hugging Face cache ({snap})")
+            return spec
+    key = match_preset(ref)
+    if key is not None:
+        spec = load_preset(key)
+        if key != ref.strip().lower():
+            spec.notes.insert(0, f"{ref!r} read as the preset {key} (names compared without case, organisation, "
+                                 "punctuation and -Instruct/-Chat/-hf suffixes; the shapes are the same)")
+        return spec
+    if hub and hub_allowed():
+        spec = spec_from_config(hub_config(ref), name=ref, source=f"Hugging Face Hub: {ref}/config.json")
+        spec.notes.insert(0, f"{ref}: config.json read from the Hugging Face Hub (KVGATE_HUB=1)")
+        return spec
+    raise unknown_model_error(ref)

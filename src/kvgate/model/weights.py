@@ -20,6 +20,7 @@ MTP heads are not counted.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,11 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     for s in shards:
         sp = ip.parent / s
         if not sp.exists():
-            raise WeightsError(f"{ip}: shard {s} named in weight_map is missing", hint="download all shards")
+            absent = [t for t in shards if not (ip.parent / t).exists()]
+            raise WeightsError(
+                f"{ip}: {len(absent)} of the {len(shards)} shards its weight_map names are missing ({s} first): "
+                "a partial download", hint="download every shard (huggingface-cli download MODEL), "
+                "or pass --weights-bytes")
         wb = safetensors_file_bytes(sp)
         total += wb.bytes
         count += wb.tensors or 0
@@ -253,6 +258,46 @@ def safetensors_index_bytes(index_path: str | Path) -> WeightBytes:
     if isinstance(meta_total, int) and not isinstance(meta_total, bool) and meta_total != total:
         notes.append(f"index metadata total_size {meta_total:,} B differs from the shard headers' {total:,} B")
     return WeightBytes(bytes=total, exact=True, source=f"{ip} ({len(shards)} shards)", tensors=count, by_dtype=by, notes=notes)
+
+
+# --------------------------------------------------------------------------- shard sets
+
+# ``model-00001-of-00004.safetensors`` (transformers' ``save_pretrained`` sharding,
+# ``SAFE_WEIGHTS_NAME`` split by ``huggingface_hub.split_torch_state_dict_into_shards``:
+# ``{name}-{i:05d}-of-{n:05d}.safetensors``) and llama.cpp's ``gguf-split``
+# (``model-00001-of-00003.gguf``, ``examples/gguf-split``: ``%s-%05d-of-%05d.gguf``).
+_SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.(?P<ext>safetensors|gguf)$")
+
+
+def check_shard_set(folder: Path, only: Path | None = None) -> None:
+    """Refuse a partial download: files named ``…-0000i-of-0000N.{safetensors,gguf}`` in
+    ``folder`` (or the set ``only`` belongs to) with some of the N missing. Summing the
+    shards at hand would give "exact" bytes for a fraction of the model.
+
+    Raises:
+        WeightsError: naming how many of N are present and the first missing file.
+    """
+    try:
+        names = [q.name for q in folder.iterdir()] if folder.is_dir() else []
+    except OSError:
+        return
+    sets: dict[tuple[str, str, int], set[int]] = {}
+    for nm in names:
+        m = _SHARD_NAME.match(nm)
+        if m:
+            sets.setdefault((m["stem"], m["ext"], int(m["n"])), set()).add(int(m["i"]))
+    want = _SHARD_NAME.match(only.name) if only is not None else None
+    for (stem, ext, n), have in sorted(sets.items()):
+        if want is not None and (stem, ext, n) != (want["stem"], want["ext"], int(want["n"])):
+            continue
+        missing = [i for i in range(1, n + 1) if i not in have]
+        if missing and n > 0:
+            first = f"{stem}-{missing[0]:05d}-of-{n:05d}.{ext}"
+            raise WeightsError(
+                f"{folder}: {len(have & set(range(1, n + 1)))} of {n} {ext} shards of {stem!r} are here "
+                f"({first} is missing{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}): "
+                "a partial download, whose bytes would be a fraction of the model's",
+                hint="download every shard (huggingface-cli download MODEL), or pass --weights-bytes")
 
 
 # --------------------------------------------------------------------------- estimate
@@ -374,31 +419,49 @@ _ESTIMATE_FIELDS = (
 
 
 def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None, *,
-                          defaulted: dict[str, Any] | None = None) -> WeightBytes:
+                          defaulted: dict[str, Any] | None = None, raw: dict[str, Any] | None = None) -> WeightBytes:
     """:func:`estimate_params` × bytes of ``dtype`` (default: the config's
     ``torch_dtype``/``dtype``, else bf16). Labelled ``exact=False``.
+
+    A checkpoint with a ``quantization_config`` (in ``raw``, the file as published, or in
+    ``cfg``) is priced tensor by tensor as its loader stores it instead
+    (:mod:`kvgate.model.quant`: AWQ, GPTQ, FP8, compressed-tensors, MXFP4, NVFP4,
+    bitsandbytes), with a note naming the scheme and the unquantized share.
 
     ``defaulted``: fields the file did not state that transformers' config class filled
     (``ModelSpec.defaulted``); those the estimate reads are listed in a note, with their
     values, so a number built on a class default says so.
 
     Raises:
-        ConfigError: missing fields; WeightsError: a dtype kvgate has no size for.
+        ConfigError: missing fields, or a quantization scheme kvgate has no layout for;
+            WeightsError: a dtype kvgate has no size for.
     """
     from kvgate.model import text_config
 
-    params = estimate_params(cfg)
     tc = text_config(cfg)
     name = str(dtype or tc.get("torch_dtype") or tc.get("dtype") or cfg.get("torch_dtype") or "bfloat16").lower()
     if name not in _DTYPE_BYTES:
         raise WeightsError(f"no byte size known for dtype {name!r}", hint=f"one of: {', '.join(_DTYPE_BYTES)}")
-    notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads not counted"]
-    if cfg.get("quantization_config") or tc.get("quantization_config"):
-        notes.append("the config declares quantization_config: the real checkpoint is smaller than this estimate")
     used = {k: v for k, v in (defaulted or {}).items() if k in _ESTIMATE_FIELDS}
-    if used:
-        notes.append("not in the file, filled from transformers' config class defaults: "
-                     + ", ".join(f"{k} {v}" for k, v in used.items()))
+    defaults_note = ("not in the file, filled from transformers' config class defaults: "
+                     + ", ".join(f"{k} {v}" for k, v in used.items())) if used else None
+    src = raw if raw is not None else cfg
+    if src.get("quantization_config") or src.get("compression_config") or tc.get("quantization_config"):
+        from kvgate.model.quant import priced
+
+        q = priced(cfg, _DTYPE_BYTES[name], raw=src)
+        if q.scheme.method != "none":
+            notes = [f"estimate from config.json and its quantization_config ({q.scheme.label}): each tensor priced "
+                     f"as the checkpoint stores it; {q.quantized:,} B quantized, {q.unquantized:,} B kept in "
+                     f"{name} (embeddings, norms, routers, lm_head, modules_to_not_convert/ignore); vision towers "
+                     "and extra heads not counted"]
+            if defaults_note:
+                notes.append(defaults_note)
+            return WeightBytes(bytes=q.total, exact=False, source="config", params=q.params, notes=notes)
+    params = estimate_params(cfg)
+    notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads not counted"]
+    if defaults_note:
+        notes.append(defaults_note)
     return WeightBytes(bytes=params * _DTYPE_BYTES[name], exact=False, source="config", params=params, notes=notes)
 
 
@@ -417,6 +480,7 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     """
     p = Path(ref)
     if p.is_dir():
+        check_shard_set(p)
         for cand in ("model.safetensors.index.json", "model.safetensors"):
             if (p / cand).exists():
                 return weight_bytes(p / cand)
@@ -446,18 +510,87 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
     if name.endswith((".safetensors", ".safetensors.index.json", ".gguf")) and not p.exists():
         raise WeightsError(f"weight file not found: {p}")
     if name.endswith(".safetensors"):
+        check_shard_set(p.parent, only=p)
         return safetensors_file_bytes(p)
     if name.endswith(".safetensors.index.json"):
         return safetensors_index_bytes(p)
     if name.endswith(".gguf"):
         from kvgate.model.gguf import gguf_weight_bytes, read_gguf
 
+        check_shard_set(p.parent, only=p)
         reader = read_gguf(p)
         if not len(reader.tensors):
             raise WeightsError(f"{p} is a GGUF header without tensor infos: its weights are not available from it",
                                hint="give the full .gguf, or the model's safetensors / config.json for an estimate")
         return WeightBytes(bytes=gguf_weight_bytes(reader), exact=True, source=str(p), tensors=len(reader.tensors))
+    named = _named_weights(str(ref)) if not p.exists() else None
+    if named is not None:
+        return named
     from kvgate.model import load_model
 
     spec = load_model(ref)
-    return estimate_weight_bytes(spec.config, defaulted=spec.defaulted)
+    return estimate_weight_bytes(spec.config, defaulted=spec.defaulted, raw=raw_config(ref))
+
+
+def _named_weights(ref: str) -> WeightBytes | None:
+    """Weights of a model given by name (:mod:`kvgate.model.names`): a Hub id's cached
+    snapshot (its files, exact), a preset's published checkpoint bytes (exact, with the
+    source the preset cites), the Hub's safetensors metadata when ``KVGATE_HUB=1``
+    (exact); ``None`` to fall back to the estimate from the config."""
+    from kvgate.model import preset_checkpoint
+    from kvgate.model.names import cached_snapshot, hub_allowed, hub_weight_bytes, is_hub_id, match_preset
+
+    hub = is_hub_id(ref)
+    if hub:
+        snap = cached_snapshot(ref)
+        if snap is not None:
+            has_weights = any(snap.glob("*.safetensors")) or (snap / "model.safetensors.index.json").exists() or \
+                any(snap.glob("*.gguf"))
+            if has_weights:
+                wb = weight_bytes(snap)
+                wb.notes.insert(0, f"{ref}: read from the local Hugging Face cache ({snap})")
+                return wb
+    key = match_preset(ref)
+    if key is not None:
+        ck = preset_checkpoint(key)
+        if ck is not None:
+            notes = [f"the published checkpoint's size: {ck.get('source', '')}"]
+            if key != ref.strip().lower():
+                notes.insert(0, f"{ref!r} read as the preset {key}")
+            return WeightBytes(bytes=ck["weight_bytes"], exact=True,
+                               source=f"preset {key}: the published {ck.get('hub_id', key)} checkpoint", notes=notes)
+        return None
+    if hub and hub_allowed():
+        total, count, by = hub_weight_bytes(ref)
+        return WeightBytes(bytes=total, exact=True, source=f"Hugging Face Hub safetensors metadata: {ref}",
+                           tensors=count, by_dtype=by,
+                           notes=[f"{ref}: tensor headers read from the Hugging Face Hub (KVGATE_HUB=1); no weights "
+                                  "downloaded"])
+    return None
+
+def raw_config(ref: str | Path) -> dict[str, Any] | None:
+    """The config.json of ``ref`` as published (a model folder's, a .json file, a preset),
+    or ``None`` (a GGUF, or nothing readable): the wrapper level that holds
+    ``quantization_config`` for multimodal checkpoints."""
+    from kvgate.model import preset_config, read_config
+    from kvgate.model.names import cached_snapshot, hub_allowed, hub_config, is_hub_id, match_preset
+
+    p = Path(ref)
+    try:
+        if p.is_dir() and (p / "config.json").exists():
+            return read_config(p / "config.json")
+        if p.suffix.lower() == ".json" and p.exists():
+            cfg = read_config(p)
+            return cfg if isinstance(cfg, dict) else None
+        if not p.exists():
+            snap = cached_snapshot(str(ref)) if is_hub_id(str(ref)) else None
+            if snap is not None:
+                return read_config(snap / "config.json")
+            key = match_preset(str(ref))
+            if key is not None:
+                return preset_config(key)[1]
+            if is_hub_id(str(ref)) and hub_allowed():
+                return hub_config(str(ref))
+    except KvgateError:
+        return None
+    return None

@@ -50,6 +50,10 @@ class LlamaCppEngine(EngineBase):
             answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "
                                 "the config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the "
                                 ".gguf file or --weights-bytes")
+        elif inputs.weights_bytes is None and w.source.startswith("preset "):
+            answer.notes.append(f"no GGUF: the weights are taken as bf16, the published safetensors checkpoint's "
+                                f"{w.bytes:,} B ({w.source.split(': ', 1)[-1]}); a quantized GGUF (Q8_0, Q4_K_M) is "
+                                "2-4× smaller: give the .gguf file or --weights-bytes")
         return answer
 
 
