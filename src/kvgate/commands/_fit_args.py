@@ -49,6 +49,13 @@ def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
     return parse
 
 
+def _tp_or_auto(convert: Callable[[str], int | None]) -> Callable[[str], int | None]:
+    """A TP size, or ``auto`` (-1): the table over TP 1, 2, 4, 8 (:mod:`kvgate.fit.tp_table`)."""
+    def parse(text: str) -> int | None:
+        return -1 if text.strip().lower() == "auto" else convert(text)
+    return parse
+
+
 _count = _llamacpp_int(nonneg_int)
 _positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
@@ -86,7 +93,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="sequences per step (default 256, or 1024 on ≥ 70 GiB GPUs other than A100, V1)")
     v.add_argument("--max-num-batched-tokens", metavar="N", type=_human_int("--max-num-batched-tokens"), default=None,
                    help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
-    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_tp_or_auto(_human_int("-tp")), default=1,
+                   help="GPUs per model replica; auto: a table of TP 1, 2, 4, 8 (SGLang spells it so too)")
     v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
     v.add_argument("--decode-context-parallel-size", "-dcp", dest="dcp", metavar="N", type=_human_int("-dcp"), default=1,
                    help="ranks of the -tp group sharing one request's tokens")
@@ -103,8 +111,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="tokens per request (default: the model's)")
     s.add_argument("--max-running-requests", metavar="N", type=_count, default=None,
                    help="requests running at once")
-    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_count, default=None,
-                   help="tensor parallel size")
+    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_tp_or_auto(_count), default=None,
+                   help="tensor parallel size; auto: a table of TP 1, 2, 4, 8")
     s.add_argument("--page-size", metavar="N", type=_count, default=None, help="tokens per page (default 1)")
     lc = p.add_argument_group("llama.cpp flags (llama-server's spellings and defaults)")
     lc.add_argument("-c", "--ctx-size", dest="ctx_size", metavar="N", type=_count, default=None,
@@ -126,6 +134,25 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
+
+
+def _tp_for_sglang(args: argparse.Namespace, given: dict[str, list[str]]) -> int | None:
+    """``--tensor-parallel-size N`` is SGLang's spelling too (``server_args.py``:
+    ``"--tensor-parallel-size", "--tp-size"``): under ``--engine sglang``, or next to other
+    SGLang flags and no other vLLM flag, it is SGLang's TP (moved from ``given``'s vLLM list).
+
+    Raises:
+        KvgateError: ``--tensor-parallel-size`` and ``--tp-size`` both given, differently.
+    """
+    if given["vllm"] != ["-tp"] or not (args.engine == "sglang" or (args.engine is None and given["sglang"])):
+        return None
+    if args.sglang_tp is not None and args.sglang_tp != args.tp:
+        raise KvgateError(f"--tensor-parallel-size {args.tp} and --tp-size {args.sglang_tp}: SGLang's TP given twice",
+                          hint="give one of them")
+    given["vllm"] = []
+    if "--tp-size" not in given["sglang"]:
+        given["sglang"].append("--tp-size")
+    return int(args.tp)
 
 
 @dataclass(frozen=True)
@@ -170,6 +197,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                          ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
                                          ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
                                          ("-kvu", args.kv_unified or None), ("-fit", args.fit)) if v is not None]
+    shared_tp = _tp_for_sglang(args, given)
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
         raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
@@ -190,7 +218,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     sglang = {
         "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,
         "max_running_requests": args.max_running_requests,
-        "tp_size": 1 if args.sglang_tp is None else args.sglang_tp,
+        "tp_size": shared_tp if shared_tp is not None else 1 if args.sglang_tp is None else args.sglang_tp,
         "kv_cache_dtype": args.kv_cache_dtype, "page_size": 1 if args.page_size is None else args.page_size,
         "chunked_prefill_size": args.chunked_prefill_size,
     }

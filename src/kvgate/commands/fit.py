@@ -73,30 +73,64 @@ def run(args: Any) -> int:
     model = load_model(inp.model)
     if inp.engine == "llama.cpp":
         return _llamacpp(args, inp, model, gpu)
+    key = "tensor_parallel_size" if inp.engine == "vllm" else "tp_size"
+    opts = inp.vllm if inp.engine == "vllm" else inp.sglang
+    auto = opts[key] == -1  # --tensor-parallel-size auto / --tp-size auto: kvgate.fit.tp_table
+    if auto:
+        opts = {**opts, key: 1}
     if inp.engine == "vllm":
-        flags = VllmFlags(**inp.vllm)
-        ranks = flags.tensor_parallel_size * flags.pipeline_parallel_size
+        flags = VllmFlags(**opts)
     else:
         from kvgate.fit.sglang_flags import SglangFlags  # noqa: PLC0415
 
-        sflags = SglangFlags(**inp.sglang)  # bad values named before any work
-        ranks = sflags.tp_size
-    if inp.weights_bytes is not None:
-        weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True, source=f"--weights-bytes {inp.weights_bytes:,} B")
-    else:
-        wb = weight_bytes(inp.model)
-        src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
-        weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+        sflags = SglangFlags(**opts)  # bad values named before any work
+    wb = None if inp.weights_bytes is not None else weight_bytes(inp.model)
     mm = is_multimodal(inp.model)
-    if inp.engine == "vllm":
-        answer = fit_vllm(model, weights, gpu, flags, resolve_release("vllm", inp.release),
-                          multimodal=mm)
-    else:
+    release = resolve_release(inp.engine, inp.release)
+
+    def answer_at(tp: int) -> Any:
+        from dataclasses import replace  # noqa: PLC0415
+
+        ranks = tp * flags.pipeline_parallel_size if inp.engine == "vllm" else tp
+        if wb is None:
+            assert inp.weights_bytes is not None
+            weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True,
+                                   source=f"--weights-bytes {inp.weights_bytes:,} B")
+        else:
+            src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
+            weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+        if inp.engine == "vllm":
+            return fit_vllm(model, weights, gpu, replace(flags, tensor_parallel_size=tp), release, multimodal=mm)
         from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
 
-        answer = fit_sglang(model, weights, gpu, sflags, resolve_release("sglang", inp.release),
-                            multimodal=mm)
-    emit(args.json, answer.to_dict(), render_text(answer))
+        return fit_sglang(model, weights, gpu, replace(sflags, tp_size=tp), release, multimodal=mm)
+
+    from kvgate.fit.tp_table import TP_SIZES, render_rows, smallest_fitting, tp_note, tp_rows  # noqa: PLC0415
+
+    flag = "-tp" if inp.engine == "vllm" else "--tp-size"
+    rows = None
+    if auto:
+        rows = tp_rows(answer_at)
+        best = smallest_fitting(rows)
+        answer = answer_at(best or next((r.tp for r in rows if r.fits != "refused"), 1))
+        answer.notes.insert(0, f"{flag} auto: " + (f"the smallest tensor parallel size that fits is {best}; shown at "
+                                                   f"{best} (table below)" if best else
+                                                   "no size of the table fits (table below)"))
+    else:
+        given_tp = opts[key]
+        answer = answer_at(given_tp)
+        if answer.fits == "no" and given_tp < TP_SIZES[-1]:
+            rows = tp_rows(answer_at, [t for t in TP_SIZES if t > given_tp])
+            note = tp_note(rows, flag, given_tp)
+            if note:
+                answer.notes.insert(0, note)
+    doc = answer.to_dict()
+    text = render_text(answer)
+    if rows is not None:
+        doc["tp_table"] = [r.to_dict() for r in rows]
+        text = text.rstrip("\n") + f"\n\nby tensor parallel size ({flag}; per GPU, the other flags held):\n" + \
+            render_rows(rows, flag) + "\n"
+    emit(args.json, doc, text)
     return EXIT_OK
 
 

@@ -33,9 +33,11 @@ from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
+from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
 from kvgate.fit.sglang_flags import SglangFlags, resolve_sglang_flags
 from kvgate.fit.sglang_memfrac import default_mem_fraction
+from kvgate.fit.sglang_startup import check_sglang_tp
 from kvgate.geometry import KVGeometry
 from kvgate.geometry.sglang import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.model import ModelSpec
@@ -88,7 +90,10 @@ def sglang_budget(gpu: Gpu, init: Interval, f_lo: Fraction, f_hi: Fraction) -> I
     """``mem_fraction_static × (CUDA total − init)``: what SGLang gives the weights and the
     KV pool (``model_runner.py`` ``profile_max_num_token``), bytes."""
     free = gpu.cuda_total - init
-    return Interval(int(free.low * f_lo), int(free.high * f_hi))
+    # a default fraction can be ≤ 0 at a huge TP (0.5.4's reserve grows with tp × pp): the
+    # ends then swap; SGLang's pool is negative either way ("Not enough memory")
+    ends = sorted((int(free.low * f_lo), int(free.high * f_hi), int(free.low * f_hi), int(free.high * f_lo)))
+    return Interval(ends[0], ends[-1]) if f_lo <= 0 else Interval(int(free.low * f_lo), int(free.high * f_hi))
 
 
 def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, release: Release, *,
@@ -103,8 +108,11 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     Raises:
         KvgateError: bad flags or config, a bad TP split.
     """
-    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=model.max_position_embeddings,
-                             dsa=is_dsa(model), gpu_name=gpu.name)
+    check_sglang_tp(model, flags.tp_size)
+    # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
+    length = sglang_length(model.config or {}) if model.max_position_embeddings else None
+    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=length.default if length else
+                             model.max_position_embeddings, dsa=is_dsa(model), gpu_name=gpu.name)
     f_lo, f_hi = budget_fraction(s.mem_fraction_static if flags.mem_fraction_static is not None else None,
                                  release, gpu, s.tp_size, multimodal, flags.chunked_prefill_size)
     if flags.mem_fraction_static is None:
@@ -142,6 +150,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         fits, reason = "unknown", f"the pool's interval straddles one request of {L:,} tokens"
     else:
         fits, reason = "yes", f"the KV cache pool holds {t_lo / L:.2f} requests of {L:,} tokens at least"
+    too_long = sglang_refusal(length, L) if length is not None else None
+    if too_long is not None:  # model_config.py _derive_context_length: before any memory is profiled
+        fits, reason, err = "no", (f"--context-length {L:,} is above the model's context length as SGLang derives "
+                                   f"it, {length.limit:,} ({length.how})"), too_long  # type: ignore[union-attr]
 
     def frac_for(p_need: int, w: int, fr: int) -> float | None:
         x = Fraction(p_need + w, fr)
@@ -149,8 +161,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         return float(cents) / 1000 if cents < 1000 else None
 
     flips = {
-        "context_length": {"sure": min(t_lo, model.max_position_embeddings or t_lo) or None,
-                           "possible": min(t_hi, model.max_position_embeddings or t_hi) or None},
+        "context_length": {"sure": min(t_lo, _cap(length, model) or t_lo) or None,
+                           "possible": min(t_hi, _cap(length, model) or t_hi) or None},
         "max_running_requests_at_context_length": {"sure": t_lo // L, "possible": t_hi // L},
         "mem_fraction_static": {"sure": frac_for(need, weights.value.high, free.low),
                                 "possible": frac_for(need, weights.value.low, free.high)},
@@ -184,3 +196,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      kv_stored_label=f"(#tokens + a page) × {stored:,} B a token" if stored > cell else None,
                      notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
+
+
+def _cap(length: ModelLength | None, model: ModelSpec) -> int | None:
+    """The largest ``--context-length`` SGLang accepts (none above it unless its env override is set)."""
+    if length is None:
+        return model.max_position_embeddings
+    return None if length.allow_longer else length.limit

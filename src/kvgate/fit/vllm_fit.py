@@ -30,6 +30,7 @@ from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
+from kvgate.fit.model_length import vllm_length, vllm_refusal
 from kvgate.fit.release import Release
 from kvgate.fit.vllm_budget import requested_memory, vllm_terms
 from kvgate.fit.vllm_flags import VllmFlags, VllmSettings, resolve_vllm_flags
@@ -70,10 +71,13 @@ class _Predictor:
     def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release, pool_for: Any = None) -> None:
         self.model, self.weights, self.gpu, self.release = model, weights, gpu, release
         self.pool_for = pool_for  # (settings, widths) -> (terms, budget, pool): kvgate.fit.whatif's log-carried terms
+        # the default --max-model-len as vLLM derives it (rope_scaling, longrope: kvgate.fit.model_length)
+        self.length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
 
     def settings(self, flags: VllmFlags) -> VllmSettings:
-        return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low,
-                                  gpu_name=self.gpu.name, max_position_embeddings=self.model.max_position_embeddings)
+        return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low, gpu_name=self.gpu.name,
+                                  max_position_embeddings=self.length.default if self.length else
+                                  self.model.max_position_embeddings)
 
     def geometry(self, s: VllmSettings) -> KVGeometry:
         # each pipeline stage holds its own layers (get_pp_indices); the report takes the
@@ -133,6 +137,9 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
     check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
+    length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
+    if length is not None:  # the limit as vLLM derives it (rope_scaling), kvgate.fit.model_length
+        model = replace(model, max_position_embeddings=length.limit)
     if flags.max_model_len == -1:
         return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for)
     pr = _Predictor(model, weights, gpu, release, pool_for)
@@ -149,9 +156,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     hi = vllm_kv_cache_report(g, max(0, pool.high), L)
     need = pr.request_bytes(s, L)  # what vLLM's startup check asks for (the release's rule)
     notes: list[str] = []
-    if model.max_position_embeddings and L > model.max_position_embeddings:
-        notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
-                     f"{model.max_position_embeddings:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    too_long = vllm_refusal(length, model.config or {}, L) if length is not None else None
+    if length is not None and L > length.limit:
+        notes.append(f"--max-model-len {L:,} is above the model's length as vLLM derives it, {length.limit:,} "
+                     f"({length.how}): " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, so vLLM accepts it" if too_long is None
+                                            else "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"))
+    elif length is not None and flags.max_model_len is None and length.how != f"{length.key}={length.limit}":
+        notes.append(f"--max-model-len {L:,}: the model's length as vLLM derives it ({length.how})")
     fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
     if s.kv_cache_memory_bytes is not None and s.kv_cache_memory_bytes + weights.value.low > gpu.cuda_total.high:
         # --kv-cache-memory-bytes skips the profile's budget: the pool is allocated as given
@@ -163,14 +174,11 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         fits, reason, err = ("no", "the weights alone are larger than the GPU: more tensor parallel ranks "
                              "(-tp) or smaller (quantized) weights",
                              "torch.OutOfMemoryError: CUDA out of memory (while loading the model weights)")
-    elif model.max_position_embeddings and L > model.max_position_embeddings and fits != "no":
-        # vllm/config/model.py _get_and_verify_max_len
-        fits, reason, err = ("no", f"--max-model-len {L:,} is above the model's max_position_embeddings "
-                             f"{model.max_position_embeddings:,}",
-                             f"ValueError: User-specified max_model_len ({L}) is greater than the derived "
-                             f"max_model_len (max_position_embeddings={model.max_position_embeddings} or "
-                             "model_max_length=None in model's config.json). To allow overriding this maximum, "
-                             "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
+    if too_long is not None and length is not None:
+        # vllm/config/model.py _get_and_verify_max_len (kvgate.fit.model_length): the config is
+        # checked before the engine starts, so this is the error vLLM stops with first
+        fits, reason, err = ("no", f"--max-model-len {L:,} is above the model's length as vLLM derives it, "
+                             f"{length.limit:,} ({length.how})", too_long)
     tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
     conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
     lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}
@@ -338,7 +346,7 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
         c = vllm_kv_cache_report(g, p, s.max_model_len)["max_concurrency"] if p > 0 else 0.0
         conc.append(int(c) if c is not None else None)
     out["max_num_seqs_at_max_model_len"] = {"sure": conc[0], "possible": conc[1]}
-    if mpe and s.max_model_len > mpe:  # refused at start: nothing runs, no share makes it run
+    if mpe and s.max_model_len > mpe and not (pr.length and pr.length.allow_longer):  # refused at start: nothing runs, no share makes it run
         out["max_num_seqs_at_max_model_len"] = {"sure": 0, "possible": 0, "refused_above": mpe}
     elif s.kv_cache_memory_bytes is None:
         need = pr.request_bytes(s, s.max_model_len)
