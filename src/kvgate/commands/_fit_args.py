@@ -76,8 +76,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="the engine you will launch (default: the one whose flags are given, else vllm)")
     g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
-    g.add_argument("--gpu", metavar="NAME", help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, "
-                   "L40S, L4, A10, A6000, RTX-3090, RTX-4090, RTX-5090, ...")
+    g.add_argument("--gpu", metavar="NAME", nargs="?", const="list",
+                   help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
+                        "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
     g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
     w = p.add_argument_group("weights and release")
     w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
@@ -85,7 +86,7 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--release", "--vllm-version", dest="release", metavar="X.Y.Z",
                    help="engine release whose rules apply (default: the installed engine, else the newest modelled)")
     v = p.add_argument_group("vLLM flags (vllm serve's spellings and defaults)")
-    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9)")
+    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9; 0.92 from 0.20.0)")
     v.add_argument("--max-model-len", metavar="L", type=_human_int("--max-model-len", allow_auto=True), default=None,
                    help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them; auto = the largest that "
                         "fits (default: the model's)")
@@ -102,6 +103,10 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
     v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
                    help="KV cache size per GPU, bypassing --gpu-memory-utilization")
+    v.add_argument("--dtype", metavar="DTYPE", default=None, type=str.lower,
+                   choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
+                   help="vLLM and SGLang: the dtype the model runs in (default auto: the config's); "
+                        "--kv-cache-dtype auto and the loaded weights follow it")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
@@ -168,6 +173,7 @@ class FitInputs:
     vllm: dict[str, Any]
     sglang: dict[str, Any]
     llamacpp: dict[str, Any]
+    dtype: str = "auto"
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -227,5 +233,9 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                             ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
                             ("batch_size", args.batch_size), ("fit", args.fit)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
+    if engine == "llama.cpp" and args.dtype is not None:
+        raise KvgateError("--dtype is vLLM's and SGLang's flag: llama.cpp runs the GGUF's tensor types",
+                          hint="leave --dtype out for llama.cpp (its KV types are -ctk / -ctv)")
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
-                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc)
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc,
+                     dtype=args.dtype or "auto")

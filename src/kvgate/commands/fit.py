@@ -61,6 +61,14 @@ def run(args: Any) -> int:
     from kvgate.model import load_model  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
+    if isinstance(getattr(args, "gpu", None), str) and args.gpu.strip().lower() == "list":
+        from kvgate.fit.gpus import GPU_TABLE, gpu_table_text  # noqa: PLC0415
+
+        emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src}
+                                  for n, (a, mib, src) in GPU_TABLE.items()]}, gpu_table_text())
+        return EXIT_OK
+    if getattr(args, "gpu", None) is not None and not args.gpu.strip():
+        raise KvgateError("--gpu is empty", hint="--gpu NAME (--gpu list shows the table), or --total BYTES")
     inp = fit_inputs_from_args(args)
     if inp.gpu or inp.total:
         gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total)
@@ -87,6 +95,11 @@ def run(args: Any) -> int:
     wb = None if inp.weights_bytes is not None else weight_bytes(inp.model)
     mm = is_multimodal(inp.model)
     release = resolve_release(inp.engine, inp.release)
+    ratio = None
+    if inp.dtype != "auto":
+        from kvgate.fit.dtype import resolve_dtype, weight_ratio  # noqa: PLC0415
+
+        ratio = weight_ratio(model.config or {}, resolve_dtype(inp.dtype, model.config or {}, inp.engine, gpu.name)[0])
 
     def answer_at(tp: int) -> Any:
         from dataclasses import replace  # noqa: PLC0415
@@ -94,16 +107,19 @@ def run(args: Any) -> int:
         ranks = tp * flags.pipeline_parallel_size if inp.engine == "vllm" else tp
         if wb is None:
             assert inp.weights_bytes is not None
-            weights = weights_term(inp.weights_bytes, ranks=ranks, exact=True,
-                                   source=f"--weights-bytes {inp.weights_bytes:,} B")
+            b, exact, src = inp.weights_bytes, True, f"--weights-bytes {inp.weights_bytes:,} B"
         else:
+            b, exact = wb.bytes, wb.exact
             src = wb.source if wb.exact else f"estimate from {inp.model}'s config (parameters × dtype)"
-            weights = weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+        if ratio is not None:  # --dtype casts an unquantized checkpoint at load (kvgate.fit.dtype)
+            b, src = b * ratio[0] // ratio[1], f"{src}, × {ratio[0]}/{ratio[1]} (--dtype {inp.dtype})"
+        weights = weights_term(b, ranks=ranks, exact=exact, source=src)
         if inp.engine == "vllm":
-            return fit_vllm(model, weights, gpu, replace(flags, tensor_parallel_size=tp), release, multimodal=mm)
+            return fit_vllm(model, weights, gpu, replace(flags, tensor_parallel_size=tp), release, multimodal=mm,
+                            dtype=inp.dtype)
         from kvgate.fit.sglang_fit import fit_sglang  # noqa: PLC0415
 
-        return fit_sglang(model, weights, gpu, replace(sflags, tp_size=tp), release, multimodal=mm)
+        return fit_sglang(model, weights, gpu, replace(sflags, tp_size=tp), release, multimodal=mm, dtype=inp.dtype)
 
     from kvgate.fit.tp_table import TP_SIZES, render_rows, smallest_fitting, tp_note, tp_rows  # noqa: PLC0415
 

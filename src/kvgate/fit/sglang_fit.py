@@ -31,6 +31,7 @@ from fractions import Fraction
 
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
+from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
@@ -57,8 +58,9 @@ def _kv_format(flag: str, model: ModelSpec) -> str:
         KvgateError: a dtype SGLang does not take, or fp4_e2m1.
     """
     f = flag.lower()
-    if f == "auto":
-        return "fp16" if str(model.dtype or "").lower() in ("float16", "half") else "bf16"
+    if f == "auto":  # the model's dtype as SGLang runs it (--dtype, kvgate.fit.dtype)
+        d = str(model.dtype or "").lower()
+        return "fp16" if d in ("float16", "half") else "fp32" if d in ("float32", "float") else "bf16"
     if f in ("fp8", "fp8_e5m2", "fp8_e4m3"):
         return "fp8"
     if f in ("bf16", "bfloat16"):
@@ -97,7 +99,7 @@ def sglang_budget(gpu: Gpu, init: Interval, f_lo: Fraction, f_hi: Fraction) -> I
 
 
 def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, release: Release, *,
-               multimodal: bool = False) -> FitAnswer:
+               multimodal: bool = False, dtype: str = "auto") -> FitAnswer:
     """Will ``model`` start under SGLang on ``gpu`` with ``flags``, and what pool would it log?
     ``multimodal`` (:func:`kvgate.fit.widths.is_multimodal`) lowers the default
     ``--mem-fraction-static`` as SGLang does.
@@ -109,6 +111,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         KvgateError: bad flags or config, a bad TP split.
     """
     check_sglang_tp(model, flags.tp_size)
+    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "sglang", gpu.name)
+    model = replace(model, dtype=run_dtype)  # --kv-cache-dtype auto follows it
     # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
     length = sglang_length(model.config or {}) if model.max_position_embeddings else None
     s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=length.default if length else
@@ -186,7 +190,11 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                  ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
                   "max_total_num_tokens: none"])
              for k, t in (("low", t_lo), ("high", t_hi))}
-    return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
+    if dtype != "auto":
+        notes.append(f"--dtype {dtype}: the model runs in {run_dtype}" + (" (so does --kv-cache-dtype auto)"
+                                                                          if s.kv_cache_dtype == "auto" else ""))
+    return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name,
+                     settings={**s.to_dict(), "dtype": run_dtype, "dtype_how": dtype_how}, terms=terms,
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
                      tokens_per_sequence={"low": L, "high": L}, max_concurrency_printed={"low": None, "high": None},
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,

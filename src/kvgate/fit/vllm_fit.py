@@ -28,6 +28,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
+from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.model_length import vllm_length, vllm_refusal
@@ -56,8 +57,9 @@ def kv_format_for(flag: str, model: ModelSpec) -> str:
         KvgateError: a value vLLM does not take.
     """
     f = flag.lower()
-    if f == "auto":
-        return "fp16" if str(model.dtype or "").lower() in ("float16", "half", "fp16") else "bf16"
+    if f == "auto":  # float32: the model runs in float32 (--dtype float32, kvgate.fit.dtype)
+        d = str(model.dtype or "").lower()
+        return "fp16" if d in ("float16", "half", "fp16") else "fp32" if d in ("float32", "float") else "bf16"
     if f in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):
         return "fp8"
     if f in ("bfloat16", "float16", "bf16", "fp16"):
@@ -115,7 +117,7 @@ class _Predictor:
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
-             multimodal: bool = False, pool_for: Any = None) -> FitAnswer:
+             multimodal: bool = False, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
     """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
     would it log?
 
@@ -129,6 +131,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
             vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
         pool_for: ``(settings, widths) -> (terms, budget, pool)`` replacing the calibrated
             terms (:func:`kvgate.fit.whatif.whatif_vllm`: the terms a startup log printed).
+        dtype: ``--dtype`` (:func:`kvgate.fit.dtype.resolve_dtype`): the model's dtype, which
+            ``--kv-cache-dtype auto`` follows.
 
     Returns:
         a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
@@ -137,11 +141,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
     check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
+    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "vllm", gpu.name)
+    model = replace(model, dtype=run_dtype)
     length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
     if length is not None:  # the limit as vLLM derives it (rope_scaling), kvgate.fit.model_length
         model = replace(model, max_position_embeddings=length.limit)
     if flags.max_model_len == -1:
-        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for)
+        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for, run_dtype)
     pr = _Predictor(model, weights, gpu, release, pool_for)
     s = pr.settings(flags)
     if (flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None) \
@@ -204,8 +210,12 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     if flips["max_model_len"].get("possible") == model.max_position_embeddings:
         notes.append(f"--max-model-len flip points stop at the model's max_position_embeddings "
                      f"{model.max_position_embeddings:,}")
+    if dtype != "auto":
+        notes.append(f"--dtype {dtype}: the model runs in {run_dtype}" + (" (so does --kv-cache-dtype auto)"
+                                                                          if s.kv_cache_dtype == "auto" else ""))
     return FitAnswer(
-        engine="vllm", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
+        engine="vllm", release=release, gpu=gpu, model=model.name, settings={**s.to_dict(), "dtype": run_dtype,
+                                                                              "dtype_how": dtype_how}, terms=terms,
         budget=budget, kv_pool=pool, tokens=tokens, max_concurrency=conc, request_bytes=need, fits=fits,
         tokens_per_sequence={"low": L, "high": L},
         max_concurrency_printed={k: (f"{v:.2f}x" if v else None) for k, v in conc.items()},
@@ -244,17 +254,18 @@ def check_parallel(model: ModelSpec, tp: int, pp: int, dcp: int = 1) -> None:
 
 
 def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
-              multimodal: bool, pool_for: Any = None) -> FitAnswer:
+              multimodal: bool, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
     """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
     request of (at most the model's); kvgate answers at the length that fits for sure and
     gives the range."""
     probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal,
-                     pool_for=pool_for)
+                     pool_for=pool_for, dtype=dtype)
     ml = probe.flip_points["max_model_len"]
     L = ml.get("sure") or ml.get("possible")
     if L is None:
         return probe
-    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for)
+    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for,
+                 dtype=dtype)
     a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
     a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
                       f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")
