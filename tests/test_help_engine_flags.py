@@ -32,7 +32,7 @@ def test_engine_flags_lists_each_engine_with_defaults(capsys):
     out = _out(capsys, ["help", "engine-flags"])
     for title in ("vLLM (vllm serve)", "SGLang (python -m sglang.launch_server)", "llama.cpp (llama-server"):
         assert title in out
-    assert "--gpu-memory-utilization U\n      default: 0.9 (every release)" in out
+    assert "--gpu-memory-utilization U\n      default: 0.9; 0.92 from 0.20.0" in out
     assert "1024" in out and "0.88 (1), 0.87 (2+)" in out and "-ctk, --cache-type-k TYPE" in out
 
 

@@ -96,12 +96,13 @@ def _log_rule(flag: str, own: str, what: str, *, whatif: bool = True, auto: bool
 
 FLAGS: dict[str, list[EngineFlag]] = {
     "vllm": [
-        EngineFlag("--gpu-memory-utilization U", "0.9 (every release)",
+        EngineFlag("--gpu-memory-utilization U", "0.9; 0.92 from 0.20.0",
                    "the share of the GPU's CUDA total vLLM takes; the KV cache pool is what is left after weights, "
                    "the profile run's activation peak, non-torch memory and (0.21+) the CUDA graph pool",
                    "fit, what-if"),
-        EngineFlag("--max-model-len L", "the model's max_position_embeddings; 32k = 32,000, 32K = 32,768, auto = "
-                   "the largest that fits", "tokens per request: one request must fit the pool; \"Maximum "
+        EngineFlag("--max-model-len L", "the model's length as vLLM derives it (max_position_embeddings, × the "
+                   "rope_scaling factor; longrope from 0.12: original_max_position_embeddings); above it refused "
+                   "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; 32k = 32,000, 32K = 32,768, auto = the largest that fits", "tokens per request: one request must fit the pool; \"Maximum "
                    "concurrency\" is counted at L", "fit, layout (= --max-seq), what-if"),
         EngineFlag("--max-num-seqs N", "256; V1 (0.8+) on GPUs of 70 GiB or more other than A100: 1024",
                    "sequences per step: the sampler's share of the activation peak; requests beyond the pool's "
@@ -109,8 +110,11 @@ FLAGS: dict[str, list[EngineFlag]] = {
         EngineFlag("--max-num-batched-tokens N", "V0: max(L, 2048), or 2048 with chunked prefill above L = 32,768 "
                    "(512 before 0.6.4); V1: 2048, or 8192 on GPUs of 70 GiB or more other than A100",
                    "tokens per step: the profile run's activation peak; sliding-window blocks", "fit, layout"),
-        EngineFlag("-tp, --tensor-parallel-size N", "1", "KV heads and weights split over N GPUs (MLA latents are "
-                   "not split)", "fit, layout (= --tp), what-if", _log_rule("-tp", "--tp", "tensor parallel size")),
+        EngineFlag("--dtype DTYPE", "auto: the config's dtype, float32 models downcast (bfloat16, float16 before "
+                   "compute capability 8.0)", "the model's dtype: --kv-cache-dtype auto and the loaded weights "
+                   "follow it (float32 doubles both); float16 refused for gemma2/gemma3/glm4", "fit"),
+        EngineFlag("-tp, --tensor-parallel-size N", "1; auto: a table of 1, 2, 4, 8", "KV heads and weights split over "
+                   "N GPUs (MLA latents are not split)", "fit, layout (= --tp), what-if", _log_rule("-tp", "--tp", "tensor parallel size")),
         EngineFlag("-pp, --pipeline-parallel-size N", "1", "layers split over N stages", "fit",
                    _log_rule("-pp", "--pp", "pipeline parallel size", whatif=False)),
         EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8, fp8_e4m3, fp8_e5m2",
@@ -133,11 +137,15 @@ FLAGS: dict[str, list[EngineFlag]] = {
         EngineFlag("--mem-fraction-static F", "0.4 series, by TP: 0.88 (1), 0.87 (2+), 0.85 (4+), 0.81 (8+), "
                    "0.79 (16+), × 0.95 for multimodal models; computed from the GPU from 0.4.7 (give the logged value)",
                    "the share of free memory at start for weights + KV pool: max_total_num_tokens", "fit, what-if"),
-        EngineFlag("--context-length L", "the model's max_position_embeddings", "tokens per request; requests are "
+        EngineFlag("--context-length L", "the model's length as SGLang derives it (get_context_length); above it "
+                   "refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", "tokens per request; requests are "
                    "capped at max_total_num_tokens − 1", "fit, what-if"),
+        EngineFlag("--dtype DTYPE", "auto: the config's dtype, float32 models in float16 (bfloat16 for Gemma)",
+                   "the model's dtype: --kv-cache-dtype auto and the loaded weights follow it", "fit"),
         EngineFlag("--max-running-requests N", "computed by SGLang", "requests at once (the pool is unchanged; "
                    "more than fit wait in the queue)", "fit"),
-        EngineFlag("--tp-size, --tp N", "1", "KV heads and weights split over N GPUs", "fit (what-if: -tp)",
+        EngineFlag("--tp-size, --tensor-parallel-size N", "1; auto: a table of 1, 2, 4, 8", "KV heads and weights "
+                   "split over N GPUs; must split the attention heads (SGLang asserts it)", "fit (what-if: -tp)",
                    _log_rule("-tp (or --tp-size)", "--tp", "tensor parallel size")),
         EngineFlag("--kv-cache-dtype DTYPE", "auto (the model's dtype); fp8_e4m3, fp8_e5m2", "bytes per cached "
                    "K/V element", "fit, what-if", _log_rule("--kv-cache-dtype", "--kv-format", "KV cache dtype",

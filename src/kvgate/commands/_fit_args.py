@@ -45,6 +45,15 @@ def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
 
 
 _unit_fraction = real(0.0, 1.0, open_min=True)
+
+
+def _tp_or_auto(convert: Callable[[str], int | None]) -> Callable[[str], int | None]:
+    """A TP size, or ``auto`` (-1): the table over TP 1, 2, 4, 8 (:mod:`kvgate.fit.tp_table`)."""
+    def parse(text: str) -> int | None:
+        return -1 if text.strip().lower() == "auto" else convert(text)
+    return parse
+
+
 _count = _llamacpp_int(nonneg_int)
 _positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
@@ -65,8 +74,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="the engine you will launch (default: the one whose flags are given, else vllm)")
     g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
-    g.add_argument("--gpu", metavar="NAME", help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, "
-                   "L40S, L4, A10, A6000, RTX-3090, RTX-4090, RTX-5090, ...")
+    g.add_argument("--gpu", metavar="NAME", nargs="?", const="list",
+                   help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
+                        "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
     g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
     w = p.add_argument_group("weights and release")
     w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
@@ -74,7 +84,7 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--release", "--vllm-version", dest="release", metavar="X.Y.Z",
                    help="engine release whose rules apply (default: the installed engine, else the newest modelled)")
     v = p.add_argument_group("vLLM flags (vllm serve's spellings and defaults)")
-    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9)")
+    v.add_argument("--gpu-memory-utilization", metavar="U", type=_fraction, default=None, help="share of the GPU vLLM takes (default 0.9; 0.92 from 0.20.0)")
     v.add_argument("--max-model-len", metavar="L", type=_human_int("--max-model-len", allow_auto=True), default=None,
                    help="tokens per request; 32k = 32,000 and 32K = 32,768 as vLLM reads them; auto = the largest that "
                         "fits (default: the model's)")
@@ -82,7 +92,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="sequences per step (default 256, or 1024 on ≥ 70 GiB GPUs other than A100, V1)")
     v.add_argument("--max-num-batched-tokens", metavar="N", type=_human_int("--max-num-batched-tokens"), default=None,
                    help="tokens per step: sizes the profile run's activation peak (default by release and GPU)")
-    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_human_int("-tp"), default=1, help="GPUs per model replica")
+    v.add_argument("--tensor-parallel-size", "-tp", dest="tp", metavar="N", type=_tp_or_auto(_human_int("-tp")), default=1,
+                   help="GPUs per model replica; auto: a table of TP 1, 2, 4, 8 (SGLang spells it so too)")
     v.add_argument("--pipeline-parallel-size", "-pp", dest="pp", metavar="N", type=_human_int("-pp"), default=1, help="pipeline stages")
     v.add_argument("--decode-context-parallel-size", "-dcp", dest="dcp", metavar="N", type=_human_int("-dcp"), default=1,
                    help="ranks of the -tp group sharing one request's tokens")
@@ -90,6 +101,10 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2")
     v.add_argument("--kv-cache-memory-bytes", metavar="BYTES", type=_human_int("--kv-cache-memory-bytes"), default=None,
                    help="KV cache size per GPU, bypassing --gpu-memory-utilization")
+    v.add_argument("--dtype", metavar="DTYPE", default=None, type=str.lower,
+                   choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
+                   help="vLLM and SGLang: the dtype the model runs in (default auto: the config's); "
+                        "--kv-cache-dtype auto and the loaded weights follow it")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
@@ -99,8 +114,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="tokens per request (default: the model's)")
     s.add_argument("--max-running-requests", metavar="N", type=_count, default=None,
                    help="requests running at once")
-    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_count, default=None,
-                   help="tensor parallel size")
+    s.add_argument("--tp-size", "--tp", dest="sglang_tp", metavar="N", type=_tp_or_auto(_count), default=None,
+                   help="tensor parallel size; auto: a table of TP 1, 2, 4, 8")
     s.add_argument("--page-size", metavar="N", type=_count, default=None, help="tokens per page (default 1)")
     lc = p.add_argument_group("llama.cpp flags (llama-server's spellings and defaults)")
     lc.add_argument("-c", "--ctx-size", dest="ctx_size", metavar="N", type=_count, default=None,
@@ -124,6 +139,25 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="prefill chunk (does not change the pool)")
 
 
+def _tp_for_sglang(args: argparse.Namespace, given: dict[str, list[str]]) -> int | None:
+    """``--tensor-parallel-size N`` is SGLang's spelling too (``server_args.py``:
+    ``"--tensor-parallel-size", "--tp-size"``): under ``--engine sglang``, or next to other
+    SGLang flags and no other vLLM flag, it is SGLang's TP (moved from ``given``'s vLLM list).
+
+    Raises:
+        KvgateError: ``--tensor-parallel-size`` and ``--tp-size`` both given, differently.
+    """
+    if given["vllm"] != ["-tp"] or not (args.engine == "sglang" or (args.engine is None and given["sglang"])):
+        return None
+    if args.sglang_tp is not None and args.sglang_tp != args.tp:
+        raise KvgateError(f"--tensor-parallel-size {args.tp} and --tp-size {args.sglang_tp}: SGLang's TP given twice",
+                          hint="give one of them")
+    given["vllm"] = []
+    if "--tp-size" not in given["sglang"]:
+        given["sglang"].append("--tp-size")
+    return int(args.tp)
+
+
 @dataclass(frozen=True)
 class FitInputs:
     """What ``kvgate fit`` was asked, typed."""
@@ -137,6 +171,7 @@ class FitInputs:
     vllm: dict[str, Any]
     sglang: dict[str, Any]
     llamacpp: dict[str, Any]
+    dtype: str = "auto"
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -168,6 +203,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                          ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
                                          ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
                                          ("-kvu", args.kv_unified or None), ("-fit", args.fit)) if v is not None]
+    shared_tp = _tp_for_sglang(args, given)
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
         raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
@@ -188,7 +224,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     sglang = {
         "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,
         "max_running_requests": args.max_running_requests,
-        "tp_size": 1 if args.sglang_tp is None else args.sglang_tp,
+        "tp_size": shared_tp if shared_tp is not None else 1 if args.sglang_tp is None else args.sglang_tp,
         "kv_cache_dtype": args.kv_cache_dtype, "page_size": 1 if args.page_size is None else args.page_size,
         "chunked_prefill_size": args.chunked_prefill_size,
     }
@@ -197,5 +233,9 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                             ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
                             ("batch_size", args.batch_size), ("fit", args.fit)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
+    if engine == "llama.cpp" and args.dtype is not None:
+        raise KvgateError("--dtype is vLLM's and SGLang's flag: llama.cpp runs the GGUF's tensor types",
+                          hint="leave --dtype out for llama.cpp (its KV types are -ctk / -ctv)")
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
-                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc)
+                     weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc,
+                     dtype=args.dtype or "auto")

@@ -64,6 +64,14 @@ def run(args: Any) -> int:
     from kvgate.fit.render import render_text  # noqa: PLC0415
     from kvgate.model import load_model  # noqa: PLC0415
 
+    if isinstance(getattr(args, "gpu", None), str) and args.gpu.strip().lower() == "list":
+        from kvgate.fit.gpus import GPU_TABLE, gpu_table_text  # noqa: PLC0415
+
+        emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src}
+                                  for n, (a, mib, src) in GPU_TABLE.items()]}, gpu_table_text())
+        return EXIT_OK
+    if getattr(args, "gpu", None) is not None and not args.gpu.strip():
+        raise KvgateError("--gpu is empty", hint="--gpu NAME (--gpu list shows the table), or --total BYTES")
     inp = fit_inputs_from_args(args)
     if inp.gpu or inp.total:
         gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total)
@@ -73,10 +81,18 @@ def run(args: Any) -> int:
         except KvgateError as exc:
             raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
+    engine = get_engine(inp.engine)
     model = load_model(inp.model)  # once: the engine's fit takes it
-    answer = get_engine(inp.engine).fit(inp, model, gpu)
     from kvgate.fit.narrow import add_deciding_term  # noqa: PLC0415
+    from kvgate.fit.tp_table import fit_over_tp, render_rows  # noqa: PLC0415
 
+    answer, rows = fit_over_tp(engine, inp, model, gpu)
     add_deciding_term(answer)
-    emit(args.json, answer.to_dict(), render_text(answer))
+    doc = answer.to_dict()
+    text = render_text(answer)
+    if rows is not None:
+        doc["tp_table"] = [r.to_dict() for r in rows]
+        text = text.rstrip("\n") + f"\n\nby tensor parallel size ({engine.tp_flag}; per GPU, the other flags " \
+            "held):\n" + render_rows(rows, engine.tp_flag) + "\n"
+    emit(args.json, doc, text)
     return EXIT_OK

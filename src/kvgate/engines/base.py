@@ -102,6 +102,9 @@ class EngineBase:
     pipeline_stages: bool = False
     pool_per_rank: bool = True
     tier_on_lru_curve: bool = True
+    #: the FitInputs field and key of the engine's tensor parallel size (``None``: no TP)
+    tp_option: tuple[str, str] | None = None
+    tp_flag: str = ""
 
     def module(self, role: str) -> ModuleType:
         """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""

@@ -84,6 +84,30 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
                  "nvidia-smi line in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
     "RTX 5070 Ti": (("5070ti", "rtx-5070-ti", "5070-ti"), 16_303,
                     "nvidia-smi line in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
+    # cards added with issue 25: each total as a public nvidia-smi / rocm-smi output prints it
+    "RTX A5000": (("a5000", "rtx-a5000"), 24_564,
+                  "nvidia-smi 'NVIDIA RTX A5000, 24564 MiB' (github akash-network/provider-configs PR #83); "
+                  "23028MiB with ECC on (github mbilker/vgpu_unlock-rs issue #37)"),
+    "RTX A4000": (("a4000", "rtx-a4000"), 16_376,
+                  "nvidia-smi '1MiB /  16376MiB' (github geerlingguy/raspberry-pi-pcie-devices issue #791)"),
+    "RTX A400": (("a400", "rtx-a400"), 4_094,
+                 "nvidia-smi '1MiB /   4094MiB' (github geerlingguy/raspberry-pi-pcie-devices issues #791, #677)"),
+    "Quadro RTX 4000": (("quadro-rtx-4000", "rtx-4000"), 8_192,
+                        "nvidia-smi '1MiB /  8192MiB' (github akash-network/provider-configs PR #12)"),
+    "RTX 5070": (("5070", "rtx-5070", "rtx5070"), 12_227,
+                 "nvidia-smi '1731MiB /  12227MiB' (github shkhln/libc6-shim issue #14)"),
+    "RTX 6000D": (("rtx-6000d", "6000d"), 85_651,
+                  "nvidia-smi '0MiB /  85651MiB' (github aikitoria/open-gpu-kernel-modules issue #20)"),
+    "RTX PRO 6000 Blackwell": (("rtx-pro-6000", "pro-6000", "rtx-pro-6000-blackwell",
+                                "rtx-pro-6000-blackwell-workstation-edition", "rtx-pro-6000-blackwell-server-edition"),
+                               97_887, "nvidia-smi memory.total '97 887 MiB' (Workstation Edition) and '97,887 MiB "
+                               "total' on two cards, in public project notes (search index file ids 60416527314, "
+                               "69814199154)"),
+    "A800 80GB": (("a800", "a800-80gb", "a800-sxm4-80gb"), 81_920,
+                  "nvidia-smi '34447MiB / 81920MiB' on A800-SXM4-80GB (github dexmal/dexbotic issue #41)"),
+    "MI300X": (("mi300x", "instinct-mi300x", "amd-instinct-mi300x"), 196_592,
+               "rocm-smi --showmeminfo vram 'VRAM Total Memory (B): 206141652992' (github ROCm/legacy-rocm-build "
+               "issue #4750); ROCm: the driver reserve band below is NVIDIA's, not measured on AMD"),
 }
 
 # measured CUDA totals (bytes), where we have them to the byte
@@ -107,6 +131,16 @@ def _from_table(name: str) -> Gpu:
 def gpu_names() -> list[str]:
     """The table's card names."""
     return list(GPU_TABLE)
+
+
+def gpu_table_text() -> str:
+    """``--gpu list``: every card of the table with its total and where the total comes from."""
+    from kvgate.output import table  # noqa: PLC0415
+
+    rows = [[name, f"{mib:,} MiB", src if len(src) <= 60 else src[:59] + "…"]
+            for name, (_, mib, src) in GPU_TABLE.items()]
+    return (f"{len(rows)} cards (--gpu NAME or an alias; totals as nvidia-smi / rocm-smi print them)\n"
+            "(--json: aliases and whole sources)\n" + table(rows, header=["card", "total", "source"], align="lrl"))
 
 
 def lookup_gpu(text: str) -> Gpu:

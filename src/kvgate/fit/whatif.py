@@ -191,8 +191,11 @@ class _VllmFromLog:
         self.notes: list[str] = []
         util = self.t.utilization or (float(fl["gpu_memory_utilization"]) if fl.get("gpu_memory_utilization") else None)
         if util is None:
-            util = 0.9
-            self.notes.append("the log does not print --gpu-memory-utilization: vLLM's default 0.9 presumed")
+            from kvgate.fit.vllm_flags import default_utilization  # noqa: PLC0415
+
+            util = default_utilization(self.release)
+            self.notes.append(f"the log does not print --gpu-memory-utilization: vLLM's default {util} presumed "
+                              f"(vLLM {self.release.text}'s)")
         L = pool.max_model_len or pool.parsed.get("concurrency_len") or model.max_position_embeddings
         self.log_tp, self.log_pp = pool.tp or 1, pool.pp or 1
         if pool.tp is None and w.tp is not None:

@@ -40,14 +40,15 @@ class SglangEngine(EngineBase):
         from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
         flags = SglangFlags(**inputs.sglang)  # bad values named before any work
-        weights = weights_for_fit(inputs, flags.tp_size)
+        weights = weights_for_fit(inputs, flags.tp_size, model, gpu, self.name)
         mm = is_multimodal(inputs.model)
-        return fit_sglang(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm)
+        return fit_sglang(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm,
+                          dtype=inputs.dtype)
 
 
 ENGINE = SglangEngine(
     name="sglang", display="SGLang", package="kvgate.engines.sglang", flags_title="SGLang flags",
-    launcher="SGLang (python -m sglang.launch_server)",
+    launcher="SGLang (python -m sglang.launch_server)", tp_option=("sglang", "tp_size"), tp_flag="--tp-size",
     log_markers=("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
     pool_line_hint="look for 'KV Cache is allocated. #tokens: …'",
 )

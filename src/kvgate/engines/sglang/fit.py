@@ -34,9 +34,12 @@ from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
+from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
+from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
+from kvgate.engines.sglang.startup import check_sglang_tp
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
 
@@ -55,8 +58,9 @@ def _kv_format(flag: str, model: ModelSpec) -> str:
         KvgateError: a dtype SGLang does not take, or fp4_e2m1.
     """
     f = flag.lower()
-    if f == "auto":
-        return "fp16" if str(model.dtype or "").lower() in ("float16", "half") else "bf16"
+    if f == "auto":  # the model's dtype as SGLang runs it (--dtype, kvgate.fit.dtype)
+        d = str(model.dtype or "").lower()
+        return "fp16" if d in ("float16", "half") else "fp32" if d in ("float32", "float") else "bf16"
     if f in ("fp8", "fp8_e5m2", "fp8_e4m3"):
         return "fp8"
     if f in ("bf16", "bfloat16"):
@@ -88,11 +92,14 @@ def sglang_budget(gpu: Gpu, init: Interval, f_lo: Fraction, f_hi: Fraction) -> I
     """``mem_fraction_static × (CUDA total − init)``: what SGLang gives the weights and the
     KV pool (``model_runner.py`` ``profile_max_num_token``), bytes."""
     free = gpu.cuda_total - init
-    return Interval(int(free.low * f_lo), int(free.high * f_hi))
+    # a default fraction can be ≤ 0 at a huge TP (0.5.4's reserve grows with tp × pp): the
+    # ends then swap; SGLang's pool is negative either way ("Not enough memory")
+    ends = sorted((int(free.low * f_lo), int(free.high * f_hi), int(free.low * f_hi), int(free.high * f_lo)))
+    return Interval(ends[0], ends[-1]) if f_lo <= 0 else Interval(int(free.low * f_lo), int(free.high * f_hi))
 
 
 def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, release: Release, *,
-               multimodal: bool = False) -> FitAnswer:
+               multimodal: bool = False, dtype: str = "auto") -> FitAnswer:
     """Will ``model`` start under SGLang on ``gpu`` with ``flags``, and what pool would it log?
     ``multimodal`` (:func:`kvgate.fit.widths.is_multimodal`) lowers the default
     ``--mem-fraction-static`` as SGLang does.
@@ -103,8 +110,13 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     Raises:
         KvgateError: bad flags or config, a bad TP split.
     """
-    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=model.max_position_embeddings,
-                             dsa=is_dsa(model), gpu_name=gpu.name)
+    check_sglang_tp(model, flags.tp_size)
+    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "sglang", gpu.name)
+    model = replace(model, dtype=run_dtype)  # --kv-cache-dtype auto follows it
+    # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
+    length = sglang_length(model.config or {}) if model.max_position_embeddings else None
+    s = resolve_sglang_flags(flags, multimodal=multimodal, max_position_embeddings=length.default if length else
+                             model.max_position_embeddings, dsa=is_dsa(model), gpu_name=gpu.name)
     f_lo, f_hi = budget_fraction(s.mem_fraction_static if flags.mem_fraction_static is not None else None,
                                  release, gpu, s.tp_size, multimodal, flags.chunked_prefill_size)
     if flags.mem_fraction_static is None:
@@ -142,6 +154,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         fits, reason = "unknown", f"the pool's interval straddles one request of {L:,} tokens"
     else:
         fits, reason = "yes", f"the KV cache pool holds {t_lo / L:.2f} requests of {L:,} tokens at least"
+    too_long = sglang_refusal(length, L) if length is not None else None
+    if too_long is not None:  # model_config.py _derive_context_length: before any memory is profiled
+        fits, reason, err = "no", (f"--context-length {L:,} is above the model's context length as SGLang derives "
+                                   f"it, {length.limit:,} ({length.how})"), too_long  # type: ignore[union-attr]
 
     def frac_for(p_need: int, w: int, fr: int) -> float | None:
         x = Fraction(p_need + w, fr)
@@ -149,8 +165,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         return float(cents) / 1000 if cents < 1000 else None
 
     flips = {
-        "context_length": {"sure": min(t_lo, model.max_position_embeddings or t_lo) or None,
-                           "possible": min(t_hi, model.max_position_embeddings or t_hi) or None},
+        "context_length": {"sure": min(t_lo, _cap(length, model) or t_lo) or None,
+                           "possible": min(t_hi, _cap(length, model) or t_hi) or None},
         "max_running_requests_at_context_length": {"sure": t_lo // L, "possible": t_hi // L},
         "mem_fraction_static": {"sure": frac_for(need, weights.value.high, free.low),
                                 "possible": frac_for(need, weights.value.low, free.high)},
@@ -174,7 +190,11 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                  ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
                   "max_total_num_tokens: none"])
              for k, t in (("low", t_lo), ("high", t_hi))}
-    return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
+    if dtype != "auto":
+        notes.append(f"--dtype {dtype}: the model runs in {run_dtype}" + (" (so does --kv-cache-dtype auto)"
+                                                                          if s.kv_cache_dtype == "auto" else ""))
+    return FitAnswer(engine="sglang", release=release, gpu=gpu, model=model.name,
+                     settings={**s.to_dict(), "dtype": run_dtype, "dtype_how": dtype_how}, terms=terms,
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
                      tokens_per_sequence={"low": L, "high": L}, max_concurrency_printed={"low": None, "high": None},
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,
@@ -184,3 +204,10 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      kv_stored_label=f"(#tokens + a page) × {stored:,} B a token" if stored > cell else None,
                      notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
+
+
+def _cap(length: ModelLength | None, model: ModelSpec) -> int | None:
+    """The largest ``--context-length`` SGLang accepts (none above it unless its env override is set)."""
+    if length is None:
+        return model.max_position_embeddings
+    return None if length.allow_longer else length.limit

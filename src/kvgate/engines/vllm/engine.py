@@ -15,19 +15,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvgate.geometry.base import Layout
 
 
-def weights_for_fit(inputs: Any, ranks: int) -> Term:
+def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None, engine: str = "vllm") -> Term:
     """The weights term of ``kvgate fit`` (vLLM's and SGLang's): ``--weights-bytes``, else
     the model's own bytes (exact from safetensors headers, else a labelled estimate),
-    split over ``ranks``."""
+    scaled by ``--dtype`` when it casts an unquantized checkpoint at load
+    (:func:`kvgate.fit.dtype.weight_ratio`), split over ``ranks``."""
     from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     if inputs.weights_bytes is not None:
-        return weights_term(inputs.weights_bytes, ranks=ranks, exact=True,
-                            source=f"--weights-bytes {inputs.weights_bytes:,} B")
-    wb = weight_bytes(inputs.model)
-    src = wb.source if wb.exact else f"estimate from {inputs.model}'s config (parameters × dtype)"
-    return weights_term(wb.bytes, ranks=ranks, exact=wb.exact, source=src)
+        b, exact, src = inputs.weights_bytes, True, f"--weights-bytes {inputs.weights_bytes:,} B"
+    else:
+        wb = weight_bytes(inputs.model)
+        b, exact = wb.bytes, wb.exact
+        quant = any("quantization_config" in n for n in (wb.notes or []))
+        how = "and its quantization_config" if quant else "(parameters × dtype)"
+        src = wb.source if wb.exact else f"estimate from {inputs.model}'s config {how}"
+    if getattr(inputs, "dtype", "auto") != "auto" and model is not None:
+        from kvgate.fit.dtype import resolve_dtype, weight_ratio  # noqa: PLC0415
+
+        cfg = model.config or {}
+        ratio = weight_ratio(cfg, resolve_dtype(inputs.dtype, cfg, engine, getattr(gpu, "name", None))[0])
+        if ratio is not None:
+            b, src = b * ratio[0] // ratio[1], f"{src}, × {ratio[0]}/{ratio[1]} (--dtype {inputs.dtype})"
+    return weights_term(b, ranks=ranks, exact=exact, source=src)
 
 
 @dataclass(frozen=True)
@@ -64,14 +75,16 @@ class VllmEngine(EngineBase):
         from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
         flags = VllmFlags(**inputs.vllm)
-        weights = weights_for_fit(inputs, flags.tensor_parallel_size * flags.pipeline_parallel_size)
+        weights = weights_for_fit(inputs, flags.tensor_parallel_size * flags.pipeline_parallel_size, model, gpu,
+                                  self.name)
         mm = is_multimodal(inputs.model)
-        return fit_vllm(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm)
+        return fit_vllm(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm,
+                        dtype=inputs.dtype)
 
 
 ENGINE = VllmEngine(
     name="vllm", display="vLLM", package="kvgate.engines.vllm", flags_title="vLLM flags",
-    launcher="vLLM (vllm serve)", pipeline_stages=True,
+    launcher="vLLM (vllm serve)", pipeline_stages=True, tp_option=("vllm", "tensor_parallel_size"), tp_flag="-tp",
     log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
                  "Maximum concurrency for"),
     pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",

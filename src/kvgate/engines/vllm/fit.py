@@ -32,8 +32,10 @@ from kvgate.engines.vllm.pool import VLLM
 from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
+from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
+from kvgate.fit.model_length import vllm_length, vllm_refusal
 from kvgate.fit.release import Release
 from kvgate.fit.widths import model_widths
 from kvgate.geometry import KVGeometry
@@ -57,8 +59,9 @@ def kv_format_for(flag: str, model: ModelSpec) -> str:
         KvgateError: a value vLLM does not take.
     """
     f = flag.lower()
-    if f == "auto":
-        return "fp16" if str(model.dtype or "").lower() in ("float16", "half", "fp16") else "bf16"
+    if f == "auto":  # float32: the model runs in float32 (--dtype float32, kvgate.fit.dtype)
+        d = str(model.dtype or "").lower()
+        return "fp16" if d in ("float16", "half", "fp16") else "fp32" if d in ("float32", "float") else "bf16"
     if f in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):
         return "fp8"
     if f in ("bfloat16", "float16", "bf16", "fp16"):
@@ -72,10 +75,13 @@ class _Predictor:
     def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release, pool_for: Any = None) -> None:
         self.model, self.weights, self.gpu, self.release = model, weights, gpu, release
         self.pool_for = pool_for  # (settings, widths) -> (terms, budget, pool): kvgate.fit.whatif's log-carried terms
+        # the default --max-model-len as vLLM derives it (rope_scaling, longrope: kvgate.fit.model_length)
+        self.length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
 
     def settings(self, flags: VllmFlags) -> VllmSettings:
-        return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low,
-                                  gpu_name=self.gpu.name, max_position_embeddings=self.model.max_position_embeddings)
+        return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low, gpu_name=self.gpu.name,
+                                  max_position_embeddings=self.length.default if self.length else
+                                  self.model.max_position_embeddings)
 
     def geometry(self, s: VllmSettings) -> KVGeometry:
         # each pipeline stage holds its own layers (get_pp_indices); the report takes the
@@ -113,7 +119,7 @@ class _Predictor:
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
-             multimodal: bool = False, pool_for: Any = None) -> FitAnswer:
+             multimodal: bool = False, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
     """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
     would it log?
 
@@ -127,6 +133,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
             vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
         pool_for: ``(settings, widths) -> (terms, budget, pool)`` replacing the calibrated
             terms (:func:`kvgate.fit.whatif.whatif_vllm`: the terms a startup log printed).
+        dtype: ``--dtype`` (:func:`kvgate.fit.dtype.resolve_dtype`): the model's dtype, which
+            ``--kv-cache-dtype auto`` follows.
 
     Returns:
         a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
@@ -135,8 +143,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
     check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
+    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "vllm", gpu.name)
+    model = replace(model, dtype=run_dtype)
+    length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
+    if length is not None:  # the limit as vLLM derives it (rope_scaling), kvgate.fit.model_length
+        model = replace(model, max_position_embeddings=length.limit)
     if flags.max_model_len == -1:
-        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for)
+        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for, run_dtype)
     pr = _Predictor(model, weights, gpu, release, pool_for)
     s = pr.settings(flags)
     if (flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None) \
@@ -151,9 +164,13 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     hi = vllm_kv_cache_report(g, max(0, pool.high), L)
     need = pr.request_bytes(s, L)  # what vLLM's startup check asks for (the release's rule)
     notes: list[str] = []
-    if model.max_position_embeddings and L > model.max_position_embeddings:
-        notes.append(f"--max-model-len {L:,} is above the model's max_position_embeddings "
-                     f"{model.max_position_embeddings:,}: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    too_long = vllm_refusal(length, model.config or {}, L) if length is not None else None
+    if length is not None and L > length.limit:
+        notes.append(f"--max-model-len {L:,} is above the model's length as vLLM derives it, {length.limit:,} "
+                     f"({length.how}): " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, so vLLM accepts it" if too_long is None
+                                            else "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"))
+    elif length is not None and flags.max_model_len is None and length.how != f"{length.key}={length.limit}":
+        notes.append(f"--max-model-len {L:,}: the model's length as vLLM derives it ({length.how})")
     fits, reason, err = _verdict(s, gpu, terms, budget, pool, need, L, lo, hi, release)
     if s.kv_cache_memory_bytes is not None and s.kv_cache_memory_bytes + weights.value.low > gpu.cuda_total.high:
         # --kv-cache-memory-bytes skips the profile's budget: the pool is allocated as given
@@ -165,14 +182,11 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         fits, reason, err = ("no", "the weights alone are larger than the GPU: more tensor parallel ranks "
                              "(-tp) or smaller (quantized) weights",
                              "torch.OutOfMemoryError: CUDA out of memory (while loading the model weights)")
-    elif model.max_position_embeddings and L > model.max_position_embeddings and fits != "no":
-        # vllm/config/model.py _get_and_verify_max_len
-        fits, reason, err = ("no", f"--max-model-len {L:,} is above the model's max_position_embeddings "
-                             f"{model.max_position_embeddings:,}",
-                             f"ValueError: User-specified max_model_len ({L}) is greater than the derived "
-                             f"max_model_len (max_position_embeddings={model.max_position_embeddings} or "
-                             "model_max_length=None in model's config.json). To allow overriding this maximum, "
-                             "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
+    if too_long is not None and length is not None:
+        # vllm/config/model.py _get_and_verify_max_len (kvgate.fit.model_length): the config is
+        # checked before the engine starts, so this is the error vLLM stops with first
+        fits, reason, err = ("no", f"--max-model-len {L:,} is above the model's length as vLLM derives it, "
+                             f"{length.limit:,} ({length.how})", too_long)
     tokens = {"low": lo["gpu_kv_cache_tokens"] if pool.low > 0 else 0, "high": hi["gpu_kv_cache_tokens"] if pool.high > 0 else 0}
     conc = {"low": lo["max_concurrency"] if pool.low > 0 else 0.0, "high": hi["max_concurrency"] if pool.high > 0 else 0.0}
     lines = {"low": [ln for ln in lo["log_lines"] if ln], "high": [ln for ln in hi["log_lines"] if ln]}
@@ -198,8 +212,12 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     if flips["max_model_len"].get("possible") == model.max_position_embeddings:
         notes.append(f"--max-model-len flip points stop at the model's max_position_embeddings "
                      f"{model.max_position_embeddings:,}")
+    if dtype != "auto":
+        notes.append(f"--dtype {dtype}: the model runs in {run_dtype}" + (" (so does --kv-cache-dtype auto)"
+                                                                          if s.kv_cache_dtype == "auto" else ""))
     return FitAnswer(
-        engine="vllm", release=release, gpu=gpu, model=model.name, settings=s.to_dict(), terms=terms,
+        engine="vllm", release=release, gpu=gpu, model=model.name, settings={**s.to_dict(), "dtype": run_dtype,
+                                                                              "dtype_how": dtype_how}, terms=terms,
         budget=budget, kv_pool=pool, tokens=tokens, max_concurrency=conc, request_bytes=need, fits=fits,
         tokens_per_sequence={"low": L, "high": L},
         max_concurrency_printed={k: (f"{v:.2f}x" if v else None) for k, v in conc.items()},
@@ -238,17 +256,18 @@ def check_parallel(model: ModelSpec, tp: int, pp: int, dcp: int = 1) -> None:
 
 
 def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
-              multimodal: bool, pool_for: Any = None) -> FitAnswer:
+              multimodal: bool, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
     """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
     request of (at most the model's); kvgate answers at the length that fits for sure and
     gives the range."""
     probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal,
-                     pool_for=pool_for)
+                     pool_for=pool_for, dtype=dtype)
     ml = probe.flip_points["max_model_len"]
     L = ml.get("sure") or ml.get("possible")
     if L is None:
         return probe
-    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for)
+    a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for,
+                 dtype=dtype)
     a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
     a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
                       f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")
@@ -340,7 +359,7 @@ def flip_points_vllm(pr: _Predictor, flags: VllmFlags, s: VllmSettings) -> dict[
         c = vllm_kv_cache_report(g, p, s.max_model_len)["max_concurrency"] if p > 0 else 0.0
         conc.append(int(c) if c is not None else None)
     out["max_num_seqs_at_max_model_len"] = {"sure": conc[0], "possible": conc[1]}
-    if mpe and s.max_model_len > mpe:  # refused at start: nothing runs, no share makes it run
+    if mpe and s.max_model_len > mpe and not (pr.length and pr.length.allow_longer):  # refused at start: nothing runs, no share makes it run
         out["max_num_seqs_at_max_model_len"] = {"sure": 0, "possible": 0, "refused_above": mpe}
     elif s.kv_cache_memory_bytes is None:
         need = pr.request_bytes(s, s.max_model_len)

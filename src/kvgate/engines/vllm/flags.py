@@ -5,8 +5,9 @@ release's default applies, and :func:`resolve_vllm_flags` says which default it 
 
 Defaults, read at pinned releases:
 
-- ``--gpu-memory-utilization`` 0.9 (``vllm/config`` ``CacheConfig.gpu_memory_utilization``,
-  every release modelled).
+- ``--gpu-memory-utilization`` (``vllm/config/cache.py`` ``CacheConfig.gpu_memory_utilization``,
+  read in the wheels): 0.9 up to 0.19.0 (``Field(default=0.9, gt=0, le=1)``), 0.92 from
+  0.20.0 (``Field(default=0.92, gt=0, le=1)``, also 0.21.0, 0.22.0, 0.24.0).
 - ``--max-model-len``: the model's ``max_position_embeddings`` (``ModelConfig``,
   ``_get_and_verify_max_len``).
 - ``--block-size`` 16 (``CacheConfig.block_size`` on CUDA).
@@ -38,6 +39,13 @@ from kvgate.fit.release import Release
 
 GiB = 2**30
 CUDAGRAPH_ESTIMATE_FROM = (0, 21)
+#: vLLM's default --gpu-memory-utilization is 0.92 from this release (0.9 before)
+UTIL_092_FROM = (0, 20)
+
+
+def default_utilization(release: Release) -> float:
+    """vLLM's default ``--gpu-memory-utilization`` for ``release`` (module docstring)."""
+    return 0.92 if release.at_least(*UTIL_092_FROM) else 0.9
 
 
 @dataclass(frozen=True)
@@ -117,8 +125,9 @@ def resolve_vllm_flags(flags: VllmFlags, release: Release, *, cuda_total_bytes: 
     d: dict[str, str] = {}
     util = flags.gpu_memory_utilization
     if util is None:
-        util = 0.9
-        d["gpu_memory_utilization"] = "vLLM default 0.9"
+        util = default_utilization(release)
+        d["gpu_memory_utilization"] = (f"vLLM default {util} (" + ("0.92 from 0.20.0" if util == 0.92 else
+                                                                   "0.9 before 0.20.0") + ")")
     L = flags.max_model_len
     if L is None:
         if not max_position_embeddings:
