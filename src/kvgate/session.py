@@ -107,7 +107,11 @@ class GatePlan:
         if model is None:
             if not engine.model:
                 raise KvgateError("no model", hint="give --model (config.json, model directory, GGUF file or preset)")
-            model = load_model(engine.model)
+            from kvgate.model.llamacpp_config import load_for_llamacpp
+
+            # a config of a remote-code type llama.cpp's converter supports: llama.cpp's layout
+            model = (load_for_llamacpp(engine.model) if engine.layout == "llama.cpp" else None) or \
+                load_model(engine.model)
         max_seq = engine.max_seq_for(model)
         if max_seq is None:
             raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")

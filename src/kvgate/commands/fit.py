@@ -70,6 +70,10 @@ def run(args: Any) -> int:
         except KvgateError as exc:
             raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
+    if inp.engine == "llama.cpp":
+        from kvgate.model.llamacpp_config import load_model_for_layout  # noqa: PLC0415
+
+        return _llamacpp(args, inp, load_model_for_layout(inp.model, "llama.cpp"), gpu)
     model = load_model(inp.model)
     if inp.engine == "llama.cpp":
         return _llamacpp(args, inp, model, gpu)
@@ -109,7 +113,14 @@ def _llamacpp(args: Any, inp: Any, model: Any, gpu: Any) -> int:
     if inp.weights_bytes is not None:
         wb, exact, src = inp.weights_bytes, True, f"--weights-bytes {inp.weights_bytes:,} B"
     else:
-        w = weight_bytes(inp.model)
+        try:
+            w = weight_bytes(inp.model)
+        except KvgateError as exc:
+            if not str(model.source).endswith(".json") or "gguf_architecture" not in (model.config or {}):
+                raise
+            # a remote-code config read as llama.cpp's converter maps it: no transformers class to count with
+            raise KvgateError(f"the weights of {model.name} cannot be estimated from its config ({exc.message})",
+                              hint="give the .gguf file, or --weights-bytes N (the GGUF's size)") from exc
         wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inp.model}'s config")
     answer = fit_llamacpp(model, wb, exact, src, gpu, LlamaCppFlags(**inp.llamacpp, ngl_given="n_gpu_layers" in inp.llamacpp), resolve_release("llama.cpp", inp.release))
     if inp.weights_bytes is None and not exact and getattr(w, "params", None):

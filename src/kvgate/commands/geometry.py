@@ -95,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
 
         emit(args.json, {"presets": preset_names()}, "\n".join(preset_names()))
         return 0
-    from kvgate.model import load_model
-
     engine = engine_options_from_args(args)
-    model = load_model(args.model)
+    from kvgate.model.llamacpp_config import load_model_for_layout
+
+    model = load_model_for_layout(args.model, engine.layout)
     if args.images is not None:
         from kvgate.model.layer_types import with_images
 
