@@ -49,6 +49,10 @@ NOT_COMPARED: dict[str, tuple[str, str]] = {
     "llama-3.3-nemotron-super-49b-v1": ("refused", "unknown model_type 'nemotron-nas'"),
     "mimo-7b-base": ("refused", "unknown model_type 'mimo'"),
     "kimi-k2-instruct": ("remote code", "kimi_k2"),
+    # remote code without a layer pattern: refused here, sized in llama.cpp's layout as its
+    # converter maps them (tests/test_llamacpp_config.py)
+    "deepseek-moe-16b-base": ("refused", "unknown model_type 'deepseek'"),
+    "internlm2-chat-1.8b": ("refused", "unknown model_type 'internlm2'"),
     # encoder-decoder models: compared below with the EncoderDecoderCache generate builds
     "whisper-small": ("encoder-decoder", "encoder-decoder: 12 cross-attention layers"),
     "t5-small": ("encoder-decoder", "encoder-decoder: 6 cross-attention layers"),
