@@ -98,3 +98,40 @@ def test_converter_field_missing_is_named():
     cfg = {k: v for k, v in json.loads(MINICPM3.read_text()).items() if k != "qk_rope_head_dim"}
     with pytest.raises(ConfigError, match="qk_rope_head_dim"):
         llamacpp_spec_from_config(cfg, name="x", source="x")
+
+
+# ---------------------------------------------------------------- llama.cpp's own bytes
+
+def _config_of(model: str) -> Path | None:
+    """The config.json a conformance GGUF was written from (test data or a preset)."""
+    p = CONFIGS / f"{model}.json" if not model.startswith("preset-") else \
+        Path(__file__).resolve().parents[1] / "src" / "kvgate" / "model" / "presets" / f"{model[len('preset-'):]}.json"
+    return p if p.is_file() else None
+
+
+def _models_with_configs() -> list[str]:
+    from test_conformance_llamacpp import rows
+
+    return sorted({r["model"] for r in rows() if _config_of(r["model"]) is not None})
+
+
+@pytest.mark.parametrize("model", _models_with_configs())
+def test_config_in_llamacpp_layout_equals_llamacpp_bytes(model):
+    """For every model of ``tests/data/llamacpp/conformance.json`` (llama.cpp at the pinned
+    commit, ``llama_get_memory_breakdown``) whose config.json is here, kvgate sized from the
+    **config** with the same llama.cpp flags equals llama.cpp's bytes, or both refuse; this
+    includes the remote-code ``deci`` (Llama-Nemotron) and ``mimo2`` mapped as the converter
+    maps them."""
+    from test_conformance_llamacpp import kvgate_result, rows
+
+    cfg = _config_of(model)
+    assert cfg is not None
+    checked = 0
+    for r in rows():
+        if r["model"] != model or r["llamacpp"].get("error", "").startswith("aborted"):
+            continue
+        lc = r["llamacpp"].get("context_bytes")
+        kv, err = kvgate_result(cfg, r["setting"])
+        assert kv == lc, (r["setting"]["id"], lc, kv, err[-300:])
+        checked += 1
+    assert checked

@@ -22,6 +22,9 @@ config is sized exactly as the GGUF converted from it. Read at llama.cpp commit
 - Orion (``OrionForCausalLM`` → ``orion``, ``conversion/orion.py``): context from
   ``max_sequence_length``, ``max_position_embeddings`` or ``model_max_length``;
   ``head_count_kv`` = ``num_key_value_heads`` or ``num_attention_heads``; no head dims.
+- MiMo-V2 (``MiMoV2FlashForCausalLM`` / ``MiMoV2ForCausalLM`` → ``mimo2``,
+  ``conversion/mimo.py``) and Llama-Nemotron (``DeciLMForCausalLM`` → ``deci``,
+  ``conversion/llama.py`` ``DeciModel``): per-layer arrays (:func:`_mimo2`, :func:`_deci`).
 - MiniCPM3 (``MiniCPM3ForCausalLM`` → ``minicpm3``, ``conversion/minicpm.py``
   ``MiniCPM3Model.set_gguf_parameters``): ``kv_lora_rank`` and ``key_length =
   qk_nope_head_dim + qk_rope_head_dim`` but **no** ``value_length`` and no
@@ -45,8 +48,12 @@ from kvgate.model.spec import ConfigError, ModelSpec
 # llama.cpp architecture -> the converter class that writes it (for the note)
 CONVERTED = {
     "minicpm3": "MiniCPM3Model", "minicpm": "MiniCPMModel", "internlm2": "InternLM2Model",
-    "deepseek": "DeepseekModel", "orion": "OrionModel",
+    "deepseek": "DeepseekModel", "orion": "OrionModel", "mimo2": "MimoV2Model", "deci": "DeciModel",
 }
+
+# conversion/mimo.py MimoV2Model._n_nextn: "MiMo V2-Flash, V2.5 and V2.5-Pro all ship 3 trained
+# MTP layers ... The HF config does not expose the count, so it's hardcoded"
+MIMO2_NEXTN = 3
 
 
 def _first(cfg: dict[str, Any], *keys: str) -> Any:
@@ -98,6 +105,10 @@ def converter_metadata(cfg: dict[str, Any]) -> dict[str, Any] | None:
                      k("attention.key_length"): need("qk_nope_head_dim") + need("qk_rope_head_dim"),
                      k("rope.dimension_count"): need("qk_rope_head_dim")})
         return meta
+    if arch == "mimo2":
+        return _mimo2(cfg, meta, k, need)
+    if arch == "deci":
+        return _deci(cfg, meta, k, need)
     ctx = _first(cfg, "max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length",
                  "model_max_length")
     if ctx is not None:
@@ -111,6 +122,60 @@ def converter_metadata(cfg: dict[str, Any]) -> dict[str, Any] | None:
             meta[k(key)] = v
     if cfg.get("head_dim") is not None:
         meta[k("attention.key_length")] = meta[k("attention.value_length")] = cfg["head_dim"]
+    return meta
+
+
+def _mimo2(cfg: dict[str, Any], meta: dict[str, Any], k: Any, need: Any) -> dict[str, Any]:
+    """``MimoV2Model.set_gguf_parameters`` (conversion/mimo.py): the generic keys, then
+    ``block_count`` = layers + 3 MTP layers, per-layer ``head_count_kv`` (``swa_num_key_value_
+    heads`` where ``hybrid_layer_pattern`` is 1, MTP layers as SWA), the pattern itself as
+    the bool ``sliding_window_pattern``, ``value_length`` = ``v_head_dim``,
+    ``nextn_predict_layers`` 3."""
+    pattern = need("hybrid_layer_pattern")
+    n = need("num_hidden_layers")
+    if not isinstance(pattern, list) or len(pattern) != n:
+        raise ConfigError(f"llama.cpp's converter (MimoV2Model) needs 'hybrid_layer_pattern' with one entry per "
+                          f"layer ({n})")
+    hybrid = [int(x) for x in pattern] + [1] * MIMO2_NEXTN
+    kv, kv_swa = need("num_key_value_heads"), need("swa_num_key_value_heads")
+    ctx = _first(cfg, "max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length",
+                 "model_max_length")
+    if ctx is not None:
+        meta[k("context_length")] = ctx
+    head_dim = need("head_dim")
+    meta.update({k("block_count"): n + MIMO2_NEXTN, k("embedding_length"): need("hidden_size"),
+                 k("attention.head_count"): need("num_attention_heads"),
+                 k("attention.head_count_kv"): [kv_swa if x == 1 else kv for x in hybrid],
+                 k("attention.key_length"): head_dim, k("attention.value_length"): need("v_head_dim"),
+                 k("attention.sliding_window"): need("sliding_window"),
+                 k("attention.sliding_window_pattern"): [x == 1 for x in hybrid],
+                 k("nextn_predict_layers"): MIMO2_NEXTN})
+    return meta
+
+
+def _deci(cfg: dict[str, Any], meta: dict[str, Any], k: Any, need: Any) -> dict[str, Any]:
+    """``DeciModel`` (conversion/llama.py, Llama-Nemotron ``nemotron-nas``): per layer of
+    ``block_configs``, ``head_count_kv`` = ``num_attention_heads // n_heads_in_group`` (0
+    when ``n_heads_in_group`` is None: a no-op or linear-replaced attention) and
+    ``head_count`` = ``num_attention_heads`` (0 for a no-op attention); ``key_length`` =
+    ``value_length`` = ``hidden_size // num_attention_heads``."""
+    blocks = need("block_configs")
+    h, hidden = need("num_attention_heads"), need("hidden_size")
+    if not isinstance(blocks, list) or len(blocks) != meta[k("block_count")]:
+        raise ConfigError("llama.cpp's converter (DeciModel) needs 'block_configs' with one entry per layer")
+    heads, kv = [], []
+    for b in blocks:
+        a = (b or {}).get("attention") or {}
+        group = a.get("n_heads_in_group")
+        kv.append(h // group if group else 0)
+        heads.append(h if group or a.get("replace_with_linear") is True else 0)
+    ctx = _first(cfg, "max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length",
+                 "model_max_length")
+    if ctx is not None:
+        meta[k("context_length")] = ctx
+    meta.update({k("embedding_length"): hidden, k("attention.head_count"): heads,
+                 k("attention.head_count_kv"): kv, k("attention.key_length"): hidden // h,
+                 k("attention.value_length"): hidden // h})
     return meta
 
 
