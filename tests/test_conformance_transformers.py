@@ -49,6 +49,14 @@ NOT_COMPARED: dict[str, tuple[str, str]] = {
     "llama-3.3-nemotron-super-49b-v1": ("refused", "unknown model_type 'nemotron-nas'"),
     "mimo-7b-base": ("refused", "unknown model_type 'mimo'"),
     "kimi-k2-instruct": ("remote code", "kimi_k2"),
+    # remote code without a layer pattern: refused here, sized in llama.cpp's layout as its
+    # converter maps them (tests/test_llamacpp_config.py)
+    "deepseek-moe-16b-base": ("refused", "unknown model_type 'deepseek'"),
+    "internlm2-chat-1.8b": ("refused", "unknown model_type 'internlm2'"),
+    # encoder-decoder models: compared below with the EncoderDecoderCache generate builds
+    "whisper-small": ("encoder-decoder", "encoder-decoder: 12 cross-attention layers"),
+    "t5-small": ("encoder-decoder", "encoder-decoder: 6 cross-attention layers"),
+    "kobart-summary-v3": ("encoder-decoder", "encoder-decoder: 6 cross-attention layers"),
 }
 
 
@@ -154,6 +162,113 @@ def compare(name: str, path: Path) -> dict[str, Any]:
     return row
 
 
+# --------------------------------------------------------------------------- encoder-decoder
+
+# (config, encoder input tokens: None for Whisper, whose encoder length the model fixes)
+ENCDEC_CASES = [("whisper-small", None), ("t5-small", 4), ("t5-small", 1000), ("kobart-summary-v3", 37)]
+ENCDEC_FIXTURE = REPO / "tests" / "data" / "hf_encdec_cache_bytes.json"
+
+
+def transformers_encdec_bytes(raw: dict[str, Any], enc_tokens: int | None, max_cache_len: int = MAX_CACHE_LEN,
+                              batch: int = BATCH) -> dict[str, Any]:
+    """Per-layer bytes of the ``EncoderDecoderCache`` that ``generate(cache_implementation=
+    "static")`` builds, on meta: transformers 5.25 ``generation/utils.py``
+    ``_prepare_static_cache`` makes ``EncoderDecoderCache(StaticCache(decoder config,
+    max_cache_len), StaticCache(decoder config, max_cache_len=encoder_outputs[0].shape[1]))``
+    after running the encoder; here the encoder runs on B inputs (Whisper: the
+    ``max_source_positions × 2`` mel frames its encoder requires; else ``enc_tokens``
+    token ids), then one decoder step of B × 1 tokens fills both caches."""
+    import torch
+    import transformers
+
+    config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict(raw)
+    auto = transformers.AutoModelForSpeechSeq2Seq if raw["model_type"] == "whisper" else \
+        transformers.AutoModelForSeq2SeqLM
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = auto.from_config(config, dtype=torch.bfloat16)
+    if raw["model_type"] == "whisper":
+        frames = config.max_source_positions * 2
+        inputs = {"input_features": torch.zeros((batch, config.num_mel_bins, frames), dtype=torch.bfloat16,
+                                                device="meta")}
+    else:
+        inputs = {"input_ids": torch.zeros((batch, enc_tokens), dtype=torch.long, device="meta")}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        enc = model.get_encoder()(**inputs)
+        dec = model.config.get_text_config(decoder=True)
+        cache = transformers.EncoderDecoderCache(
+            transformers.StaticCache(config=dec, max_cache_len=max_cache_len),
+            transformers.StaticCache(config=dec, max_cache_len=enc[0].shape[1]))
+        ids = torch.zeros((batch, 1), dtype=torch.long, device="meta")
+        model(encoder_outputs=enc, decoder_input_ids=ids, cache=cache, use_cache=True)
+
+    def sizes(c: Any) -> list[int]:
+        return [sum(t.numel() * t.element_size() for t in _tensors(layer)) for layer in c.layers]
+
+    return {"encoder_positions": int(enc[0].shape[1]), "self": sizes(cache.self_attention_cache),
+            "cross": sizes(cache.cross_attention_cache)}
+
+
+def kvgate_encdec_bytes(path: Path, enc_tokens: int | None, max_cache_len: int = MAX_CACHE_LEN,
+                        batch: int = BATCH) -> dict[str, list[int]]:
+    """kvgate's per-layer contiguous bytes, self-attention layers then cross-attention ones."""
+    from kvgate.geometry import KVGeometry
+    from kvgate.model import load_model
+    from kvgate.model.encdec import is_encoder_cross, with_encoder_len
+
+    model = load_model(path)
+    if enc_tokens is not None:
+        model = with_encoder_len(model, enc_tokens)
+    g = KVGeometry(model, "bf16")
+    per = [batch * g.layer_bytes(i, max_cache_len) for i in range(model.num_layers)]
+    cross = [is_encoder_cross(layer) for layer in model.layers]
+    return {"self": [b for b, c in zip(per, cross) if not c], "cross": [b for b, c in zip(per, cross) if c]}
+
+
+@pytest.mark.parametrize("name,enc_tokens", ENCDEC_CASES, ids=[f"{n}-{e}" for n, e in ENCDEC_CASES])
+def test_encoder_decoder_equals_transformers_encoder_decoder_cache(name: str, enc_tokens: int | None) -> None:
+    pytest.importorskip("torch")
+    path = CONFIGS / f"{name}.json"
+    theirs = transformers_encdec_bytes(json.loads(path.read_text()), enc_tokens)
+    assert kvgate_encdec_bytes(path, enc_tokens) == {"self": theirs["self"], "cross": theirs["cross"]}
+
+
+@pytest.mark.parametrize("name,enc_tokens", ENCDEC_CASES, ids=[f"{n}-{e}" for n, e in ENCDEC_CASES])
+def test_encoder_decoder_equals_recorded_transformers_bytes(name: str, enc_tokens: int | None) -> None:
+    """The same comparison against transformers' bytes recorded on the meta device (torch
+    2.13 CPU, transformers 5.25; this file run as a script with ``--record-encdec``), so it
+    runs where torch is not installed."""
+    rec = json.loads(ENCDEC_FIXTURE.read_text())["records"][f"{name}:{enc_tokens}"]
+    assert (rec["max_cache_len"], rec["batch"]) == (MAX_CACHE_LEN, BATCH)
+    assert kvgate_encdec_bytes(CONFIGS / f"{name}.json", enc_tokens) == {"self": rec["self"], "cross": rec["cross"]}
+
+
+def test_whisper_small_cross_attention_bytes_are_the_encoder_length_times_kv() -> None:
+    """12 layers × 12 heads × 64 × 1,500 encoder positions × K,V × 2 B × 2 sequences."""
+    rec = json.loads(ENCDEC_FIXTURE.read_text())["records"]["whisper-small:None"]
+    assert rec["encoder_positions"] == 1500
+    assert sum(rec["cross"]) == 12 * 12 * 64 * 1500 * 2 * 2 * 2 == 110_592_000
+
+
+def record_encdec() -> None:
+    """Write ``ENCDEC_FIXTURE`` from transformers (needs torch)."""
+    import platform
+
+    import torch
+    import transformers
+
+    records = {}
+    for name, enc_tokens in ENCDEC_CASES:
+        rec = transformers_encdec_bytes(json.loads((CONFIGS / f"{name}.json").read_text()), enc_tokens)
+        records[f"{name}:{enc_tokens}"] = {"max_cache_len": MAX_CACHE_LEN, "batch": BATCH,
+                                           "encoder_input_tokens": enc_tokens, **rec}
+    basis = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "meta",
+             "python": platform.python_version(), "dtype": "bfloat16",
+             "made_by": "tests/test_conformance_transformers.py --record-encdec"}
+    ENCDEC_FIXTURE.write_text(json.dumps({"basis": basis, "records": records}, indent=1) + "\n")
+
+
 # --------------------------------------------------------------------------- tests
 
 CASES = [(n, p) for n, p in all_configs() if n not in NOT_COMPARED]
@@ -193,6 +308,9 @@ def test_config_count() -> None:
 
 
 if __name__ == "__main__":  # the conformance table
+    if sys.argv[1:] == ["--record-encdec"]:
+        record_encdec()
+        sys.exit(0)
     names = sys.argv[1:]
     rows = [compare(n, p) for n, p in all_configs() if not names or n in names]
     for r in rows:

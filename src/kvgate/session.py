@@ -107,7 +107,10 @@ class GatePlan:
         if model is None:
             if not engine.model:
                 raise KvgateError("no model", hint="give --model (config.json, model directory, GGUF file or preset)")
-            model = load_model(engine.model)
+            from kvgate.engines.registry import load_model_for
+
+            # as the engine reads it (llama.cpp maps a remote-code config the way its converter does)
+            model = load_model_for(engine.model, engine.layout)
         max_seq = engine.max_seq_for(model)
         if max_seq is None:
             raise KvgateError("no target max_seq", hint="give --max-seq L (vLLM --max-model-len, llama.cpp -c)")

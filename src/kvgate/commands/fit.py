@@ -82,7 +82,7 @@ def run(args: Any) -> int:
             raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
     engine = get_engine(inp.engine)
-    model = load_model(inp.model)  # once: the engine's fit takes it
+    model = engine.load_model(inp.model)  # once: the engine's fit takes it
     from kvgate.fit.narrow import add_deciding_term  # noqa: PLC0415
     from kvgate.fit.tp_table import fit_over_tp, render_rows  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import add_engine_flags, engine_options_from_args
-from kvgate.commands._types import nonneg_int
+from kvgate.commands._types import nonneg_int, positive_int
 from kvgate.output import emit, table
 from kvgate.units import fmt_bytes, fmt_human, fmt_mib
 
@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", type=nonneg_int, default=None, metavar="N",
                    help="images per sequence held by cross-attention layers (Llama-3.2-Vision mllama: "
                         "tiles x (patches + 1) positions each); default 0, text only")
+    p.add_argument("--encoder-len", type=positive_int, default=None, metavar="N",
+                   help="encoder-decoder models (T5, BART): the input's length in tokens, held by each "
+                        "cross-attention layer; default --max-seq (Whisper: fixed at 1,500 by the model)")
     p.add_argument("--kv-available", default=None,
                    help="with --layout vllm: vLLM's 'Available KV cache memory' (per rank); prints the "
                         "'GPU KV cache size' and 'Maximum concurrency' lines vLLM logs")
@@ -90,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
         emit(args.json, {"presets": preset_names()}, "\n".join(preset_names()))
         return 0
-    from kvgate.model import load_model
-
     engine = engine_options_from_args(args)
-    model = load_model(args.model)
+    from kvgate.engines.registry import load_model_for
+
+    model = load_model_for(args.model, engine.layout)
     if args.images is not None:
         from kvgate.model.layer_types import with_images
 
@@ -105,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         arch = (model.config or {}).get("gguf_architecture")
         where = f"GGUF has no {arch}.context_length" if arch else "config has no max_position_embeddings"
         raise KvgateError(f"the {where}; give --max-seq (or llama.cpp's -c, vLLM's --max-model-len)")
+    from kvgate.model.encdec import default_encoder_len, encoder_len_of
+
+    model = default_encoder_len(model, args.encoder_len, max_seq)
     if model.max_position_embeddings and max_seq > model.max_position_embeddings:
         model.notes.append(f"max_seq {max_seq:,} is beyond the model's max_position_embeddings "
                            f"{model.max_position_embeddings:,}")
@@ -133,8 +139,12 @@ def run(args: argparse.Namespace) -> int:
         rep["engine_cache_bytes"] = geo.layout.cache_bytes(geo, max_seq)
         rows.append([f"llama.cpp whole cache (n_seq {geo.layout.n_seq}{', unified' if geo.layout.unified else ''})" + per,
                      fmt_bytes(rep["engine_cache_bytes"]), fmt_human(rep["engine_cache_bytes"])])
+    enc_len, _ = encoder_len_of(model)
+    if enc_len is not None:
+        rep["encoder_len"] = enc_len
     if rep["state_bytes"]:
-        rows.insert(1, ["fixed state per sequence" + per, fmt_bytes(rep["state_bytes"]), fmt_human(rep["state_bytes"])])
+        label = f"cross-attention to {enc_len:,} encoder positions" if enc_len else "fixed state"
+        rows.insert(1, [label + " per sequence" + per, fmt_bytes(rep["state_bytes"]), fmt_human(rep["state_bytes"])])
     text = [
         f"model   {model.name} ({model.source}): {rep['summary']}",
         f"KV      {geo.fmt_k.name}" + (f" / V {geo.fmt_v.name}" if geo.fmt_v.name != geo.fmt_k.name else "")

@@ -62,6 +62,9 @@ class Engine(Protocol):
         (:class:`kvgate.engines.pool.EnginePool`)."""
         ...
 
+    def load_model(self, ref: Any) -> Any:
+        """The model at ``ref`` as this engine reads it (:class:`kvgate.model.ModelSpec`)."""
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         """``kvgate fit``'s answer (:class:`kvgate.fit.answer.FitAnswer`) for ``inputs``
         (:class:`kvgate.commands._fit_args.FitInputs`), the loaded model and the GPU."""
@@ -105,6 +108,12 @@ class EngineBase:
     #: the FitInputs field and key of the engine's tensor parallel size (``None``: no TP)
     tp_option: tuple[str, str] | None = None
     tp_flag: str = ""
+
+    def load_model(self, ref: Any) -> Any:
+        """The model at ``ref`` as this engine reads it (:func:`kvgate.model.load_model`)."""
+        from kvgate.model import load_model  # noqa: PLC0415
+
+        return load_model(ref)
 
     def module(self, role: str) -> ModuleType:
         """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""

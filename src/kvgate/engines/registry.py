@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvgate.errors import KvgateError
 
@@ -80,3 +80,15 @@ def detect_from_file(path: str | Path) -> str | None:
 def engine_of_flag_group(title: str, names: Iterable[str] = ENGINES) -> str | None:
     """The engine whose flag group in ``--help`` is titled ``title``, else ``None``."""
     return next((n for n in names if title.startswith(get_engine(n).flags_title)), None)
+
+
+def load_model_for(ref: str | Path, layout: str | None) -> Any:
+    """The model at ``ref`` (:func:`kvgate.model.load_model`) as the engine named ``layout``
+    reads it (:meth:`kvgate.engines.base.EngineBase.load_model`: llama.cpp maps a config the
+    way its converter does); another layout (``transformers``, ``None``) reads it plainly."""
+    name = canonical_name(layout) if layout else None
+    if name is None:
+        from kvgate.model import load_model  # noqa: PLC0415
+
+        return load_model(ref)
+    return get_engine(name).load_model(ref)

@@ -68,6 +68,8 @@ def is_multimodal(ref: str | Path) -> bool:
 def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
     for k in keys:
         v = cfg.get(k)
+        if isinstance(v, list):  # one width per layer (Gemma-3n's intermediate_size): the widest layer
+            v = max((x for x in v if isinstance(x, int) and not isinstance(x, bool)), default=None)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return None

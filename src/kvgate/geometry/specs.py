@@ -264,7 +264,16 @@ class IndexedAttention(HeadRows):
 
 @dataclass(frozen=True, kw_only=True)
 class CrossAttention(HeadRows):
-    """Cross-attention to image positions (Llama-3.2-Vision ``mllama``): K and V rows of
+    """Cross-attention to image or encoder positions.
+
+    Encoder-decoder models (Whisper, T5, BART): transformers 5.25
+    ``generation/utils.py`` ``_prepare_static_cache`` builds
+    ``EncoderDecoderCache(StaticCache(decoder config, max_cache_len), StaticCache(decoder
+    config, max_cache_len=encoder_outputs[0].shape[1]))``: one cross-attention layer per
+    decoder layer, K and V of the decoder's heads for every encoder position
+    (``encoder_positions``), fixed per sequence.
+
+    Llama-3.2-Vision ``mllama``: K and V rows of
     ``num_kv_heads × head_dim`` for each of ``images × image_positions`` vision positions,
     a fixed amount per sequence that does not grow with the text. Without an image the
     layer is skipped and holds nothing (transformers 5.24 ``modeling_mllama.py``:
@@ -280,15 +289,24 @@ class CrossAttention(HeadRows):
     kind: ClassVar[str] = "cross"
     image_positions: int
     images: int = 0
+    encoder_positions: int | None = None
+
+    @property
+    def positions(self) -> int:
+        """Positions one sequence holds: the encoder's (encoder-decoder models), else
+        ``images × image_positions``."""
+        if self.encoder_positions is not None:
+            return self.encoder_positions
+        return self.images * self.image_positions
 
     def position_bytes(self, fmt_k: KVFormat, fmt_v: KVFormat, tp: int) -> int:
         self.k_bytes(fmt_k, tp)  # the TP split is still checked
         return 0
 
     def fixed_bytes(self, fmt_k: KVFormat, fmt_v: KVFormat, tp: int) -> int:
-        """K + V bytes of every vision position one sequence holds, on one rank:
-        ``images × image_positions × (K row + V row)``."""
-        return self.images * self.image_positions * (self.k_bytes(fmt_k, tp) + self.v_bytes(fmt_v, tp))
+        """K + V bytes of every vision or encoder position one sequence holds, on one rank:
+        ``positions × (K row + V row)``."""
+        return self.positions * (self.k_bytes(fmt_k, tp) + self.v_bytes(fmt_v, tp))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -357,7 +375,8 @@ def spec_of(layer: LayerSpec | LayerKind) -> LayerKind:
     if layer.kind == "cross":
         return CrossAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                               v_head_dim=layer.v_head_dim or layer.head_dim,
-                              image_positions=layer.image_positions or 0, images=layer.images or 0)
+                              image_positions=layer.image_positions or 0, images=layer.images or 0,
+                              encoder_positions=layer.encoder_positions)
     if layer.kind == "full" and layer.index_dim:
         return IndexedAttention(num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
                                 v_head_dim=layer.v_head_dim or layer.head_dim, index_dim=layer.index_dim)

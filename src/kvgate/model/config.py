@@ -304,7 +304,14 @@ def _hf_layers(res: Resolved, notes: list[str], images: int = 0) -> tuple[dict[s
         raise _pattern_error(cfg, f"transformers' {res.config_class} lists {len(types)} layer types for "
                                   f"num_hidden_layers {n}")
     layers = layers_from_types(cfg, types, notes, res.per_layer, image_positions=res.image_positions, images=images)
-    return cfg, apply_kv_sharing(cfg, layers, notes)
+    layers = apply_kv_sharing(cfg, layers, notes)
+    if res.encoder_decoder is not None:
+        from kvgate.model.encdec import add_cross_layers
+        from kvgate.model.hf import FIXED_ENCODER_FIELD
+
+        fixed = cfg.get("model_type") in FIXED_ENCODER_FIELD
+        layers = add_cross_layers(layers, res.encoder_decoder, fixed, notes)
+    return cfg, layers
 
 
 def _raw_layers(cfg: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[LayerSpec]]:

@@ -304,8 +304,9 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     v_mla = _int(meta, k("attention.value_length_mla"), None, lo=1)
     is_mla = bool(rank) and k_mla is not None and v_mla is not None
     if rank and not is_mla:
-        notes.append(f"{arch}: no attention.key_length_mla / value_length_mla (converted before llama.cpp "
-                     "stored them): llama.cpp caches full per-head K and V, not the MLA latent")
+        why = "its converter writes none" if arch == "minicpm3" else "converted before llama.cpp stored them"
+        notes.append(f"{arch}: no attention.key_length_mla / value_length_mla ({why}): llama.cpp caches full "
+                     "per-head K and V, not the MLA latent")
     rope = _int(meta, k("rope.dimension_count"), lo=0) if is_mla and key_length is None else 0
     index_dims = _indexer_dims(meta, arch, n, n - nextn) if is_mla else [0] * n
     h0 = max(heads)
@@ -315,6 +316,11 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         hd_k = n_embd // h0
     else:
         hd_k = None  # only an error if an attention layer needs it (below)
+    # llama.cpp's V default is n_embd / n_head(), not the key length (src/llama-model.cpp
+    # load_hparams: "hparams.n_embd_head_v = hparams.n_embd / hparams.n_head();" then the
+    # optional value_length): MiniCPM3's converter writes key_length 96 and no value_length,
+    # so its V is 2560 / 40 = 64
+    hd_v = value_length or (n_embd // heads[0] if heads and heads[0] and n_embd % heads[0] == 0 else hd_k)
     layers: list[LayerSpec] = []
     no_kv: list[int] = []
     for i in range(n):
@@ -330,7 +336,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                 layers.append(LayerSpec(kind="shared"))  # an MLP layer: in no cache at all
             else:
                 # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.specs.NoCache.zero_width)
-                layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=value_length or hd_k or 0))
+                layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=hd_v or 0))
             no_kv.append(i)
         else:
             if heads[i] == 0:
@@ -354,7 +360,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
                     hint=f"keys found: {_found(meta, arch)}",
                 )
             kind = "sliding" if sliding[i] else "full"
-            hk, hv = hd_k, value_length or hd_k
+            hk, hv = hd_k, hd_v or hd_k
             if sliding[i] and key_length_swa:
                 hk = key_length_swa
                 hv = value_length_swa or hk

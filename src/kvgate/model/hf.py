@@ -63,6 +63,8 @@ class Resolved:
             else ``None``.
         defaulted: cache- and weight-shaping fields (``CACHE_FIELDS``, ``WEIGHT_FIELDS``)
             the file does not state, with the value the class filled in.
+        encoder_decoder: ``None`` for a decoder-only model; else the encoder positions
+            each cross-attention layer holds (0: the input's length, not known yet).
     """
 
     config: dict[str, Any]
@@ -72,6 +74,7 @@ class Resolved:
     notes: list[str] = field(default_factory=list)
     image_positions: int | None = None
     defaulted: dict[str, Any] = field(default_factory=dict)
+    encoder_decoder: int | None = None
 
 
 # Remote-code model types whose text model transformers has under another name: the flat
@@ -304,7 +307,8 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
         with _quiet():
             obj = cls.from_dict(dict(raw))
             text = obj.get_text_config(decoder=True)
-            if text is not obj and _flat(raw):
+            encdec = encoder_decoder(obj, model_type, notes)
+            if text is not obj and _flat(raw) and encdec is None:
                 # A composite class (Step3p7Config nests a text config) given a flat file
                 # (the remote-code layout): the file's layer fields are the text model's.
                 text = type(text).from_dict({k: v for k, v in raw.items() if k != "model_type"})
@@ -333,6 +337,9 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
         if top is not None:
             cfg["dtype"] = top
     cfg["model_type"] = getattr(text, "model_type", None) or model_type
+    if encdec is not None and cfg.get("max_position_embeddings") is None and \
+            isinstance(getattr(text, "max_target_positions", None), int):
+        cfg["max_position_embeddings"] = text.max_target_positions  # Whisper's decoder: 448
     if per_layer is not None:
         for d in per_layer:
             d["model_type"] = cfg["model_type"]
@@ -347,8 +354,48 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
     if filled:
         notes.append(f"{', '.join(filled)} from transformers' {type(text).__name__} defaults or derived "
                      "fields (the file does not state them under these names)")
+    if model_type in NO_CACHE:
+        types = ["dummy"] * len(types)
+        notes.append(f"transformers keeps no KV cache for {model_type!r}: {NO_CACHE[model_type]}; 0 bytes")
     return Resolved(notes=notes, config=cfg, layer_types=types, per_layer=per_layer, config_class=type(text).__name__,
-                    image_positions=_image_positions(obj, text), defaulted=defaulted)
+                    image_positions=_image_positions(obj, text), defaulted=defaulted, encoder_decoder=encdec)
+
+
+# Model types whose transformers model keeps no cache at all: every generation step
+# recomputes the whole prefix (transformers 5.25 ``models/openai/modeling_openai.py``:
+# ``OpenAIGPTModel.forward`` takes no ``past_key_values`` and returns none, and the file
+# names no ``Cache``). The layers are listed as holding nothing (``dummy``).
+NO_CACHE = {"openai-gpt": "OpenAIGPTLMHeadModel takes no past_key_values (every step recomputes the prefix)"}
+
+# Encoder-decoder models whose encoder length the model fixes (transformers 5.25
+# ``models/whisper/modeling_whisper.py``: ``WhisperEncoder.forward`` refuses mel features
+# other than ``max_source_positions × conv1.stride × conv2.stride`` frames, so its output,
+# the positions every cross-attention layer caches, is ``max_source_positions`` long).
+FIXED_ENCODER_FIELD = {"whisper": "max_source_positions"}
+
+
+def encoder_decoder(obj: Any, model_type: str, notes: list[str]) -> int | None:
+    """For an encoder-decoder config (``is_encoder_decoder``), the encoder positions its
+    cross-attention layers hold: the model's fixed length (Whisper), or 0 when they follow
+    the input's length (T5, BART: given later with ``--encoder-len``); ``None`` for a
+    decoder-only model.
+
+    transformers 5.25 ``generation/utils.py`` ``_prepare_static_cache``: an
+    encoder-decoder model's static cache is ``EncoderDecoderCache(StaticCache(decoder
+    config, max_cache_len), StaticCache(decoder config, max_cache_len =
+    encoder_outputs[0].shape[1]))``; the decoder config is ``get_text_config(decoder=True)``
+    (``decoder_layers`` / ``decoder_attention_heads`` read as ``num_hidden_layers`` /
+    ``num_attention_heads``).
+    """
+    if getattr(obj, "is_encoder_decoder", False) is not True:
+        return None
+    field_name = FIXED_ENCODER_FIELD.get(model_type)
+    if field_name is None:
+        return 0
+    n = getattr(obj, field_name, None)
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 2**50:
+        raise ConfigError(f"model config field {field_name!r} must be a positive integer, got {n!r}")
+    return n
 
 
 def _image_positions(obj: Any, text: Any) -> int | None:

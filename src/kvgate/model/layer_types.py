@@ -130,7 +130,7 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
     """
     if not isinstance(images, int) or isinstance(images, bool) or images < 0:
         raise ConfigError(f"images must be a non-negative integer, got {images!r}")
-    cross = [l for l in model.layers if l.kind == "cross"]
+    cross = [l for l in model.layers if l.kind == "cross" and l.encoder_positions is None]
     if not cross:
         raise ConfigError(f"{model.name} has no cross-attention layers: the number of images changes nothing")
     if images and any(l.image_positions == 0 for l in cross):
@@ -141,7 +141,7 @@ def with_images(model: ModelSpec, images: int) -> ModelSpec:
         raise ConfigError(f"images {images:,}: {images * per:,} image positions per cross-attention layer is not "
                           "plausible (above 2^50)", hint="images per sequence, e.g. 1 or 2")
     notes = [n for n in model.notes if not n.startswith(_CROSS_NOTE)] + [_cross_note(len(cross), cross[0], images)]
-    return replace(model, layers=[replace(l, images=images) if l.kind == "cross" else l for l in model.layers],
+    return replace(model, layers=[replace(l, images=images) if l in cross else l for l in model.layers],
                    notes=notes)
 
 

@@ -2,7 +2,8 @@
 
 A model is a list of layers, each a :class:`LayerSpec` record of one **layer kind**
 (DESIGN.md §2): ``full``, ``sliding``, ``mla``, ``linear`` (recurrent state), ``shared``
-(no cache), ``cross`` (cross-attention to image positions, Llama-3.2-Vision). The
+(no cache), ``cross`` (cross-attention to image positions, Llama-3.2-Vision, or to the
+encoder's positions of an encoder-decoder model: Whisper, T5, BART). The
 record is what readers write and decision records store; the geometry
 turns each into its spec type, which owns the bytes (:mod:`kvgate.geometry.specs`).
 
@@ -26,7 +27,7 @@ LAYER_KINDS = ("full", "sliding", "mla", "linear", "shared", "cross")
 # LayerSpec fields added after decision records were first written: ``None`` (not a cross-
 # attention layer) is left out of a record (``kvgate.gate.schema``), so the digests of
 # records written before them do not change.
-LATE_LAYER_FIELDS = ("image_positions", "images")
+LATE_LAYER_FIELDS = ("image_positions", "images", "encoder_positions")
 
 
 class ConfigError(KvgateError):
@@ -70,6 +71,11 @@ class LayerSpec:
             _prepare_static_cache``).
         images: ``cross`` only (``None`` elsewhere): images one sequence holds (0: text
             only, the layer is skipped and holds nothing).
+        encoder_positions: ``cross`` of an encoder-decoder model only (``None`` elsewhere):
+            encoder positions the layer's K and V hold per sequence (transformers
+            ``EncoderDecoderCache``: its cross-attention ``StaticCache`` is sized at
+            ``encoder_outputs[0].shape[1]``; Whisper: ``max_source_positions``; T5 / BART:
+            the input's length). 0 until an input length is given.
     """
 
     kind: str
@@ -88,6 +94,7 @@ class LayerSpec:
     index_dim: int = 0
     image_positions: int | None = None
     images: int | None = None
+    encoder_positions: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in LAYER_KINDS:

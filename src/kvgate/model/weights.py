@@ -369,14 +369,22 @@ def estimate_params(cfg: dict[str, Any]) -> int:
         else:
             moe = n_exp and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
         if moe:
-            params += n_exp * 3 * hidden * moe_inter + hidden * n_exp
+            params += n_exp * 3 * hidden * _at(moe_inter, i) + hidden * n_exp
             if shared_inter:
                 params += 3 * hidden * shared_inter
                 if cfg.get("shared_expert_intermediate_size"):  # Qwen-MoE shared-expert gate
                     params += hidden
-        elif inter:
-            params += 3 * hidden * inter
+        elif _at(inter, i):
+            params += 3 * hidden * _at(inter, i)
     return params
+
+
+def _at(v: Any, i: int) -> int:
+    """Layer ``i``'s value of a field that is one int or a per-layer list (Gemma-3n's
+    ``intermediate_size``: ``Gemma3nTextConfig`` keeps one width per layer)."""
+    if isinstance(v, list):
+        v = v[i] if i < len(v) else 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _mixer_params(cfg: dict[str, Any], layer: Any, hidden: int) -> int:

@@ -32,6 +32,14 @@ class LlamaCppEngine(EngineBase):
         pool: EnginePool = _from_llamacpp(self.module("log").parse_llamacpp(lines))
         return pool
 
+    def load_model(self, ref: Any) -> Any:
+        """A config of a remote-code type llama.cpp's converter supports is read in llama.cpp's
+        layout (:func:`kvgate.engines.llamacpp.config.load_for_llamacpp`); anything else as
+        :func:`kvgate.model.load_model` reads it."""
+        from kvgate.engines.llamacpp.config import load_for_llamacpp  # noqa: PLC0415
+
+        return load_for_llamacpp(ref) or super().load_model(ref)
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415

@@ -403,7 +403,7 @@ class VLLM(Layout):
                 bad.setdefault(type(s).__name__, []).append(i)
         if bad:
             what = "; ".join(f"{k} layers {', '.join(map(str, v))} ({len(v)})" for k, v in bad.items())
-            hint = ("--layout contiguous sizes cross-attention layers (with --images)"
+            hint = ("--layout contiguous sizes cross-attention layers (kvgate geometry, with --images or --encoder-len)"
                     if "CrossAttention" in bad else "--layout contiguous")
             raise GeometryError(f"layout {self.name!r} has no rule for {what}: vLLM's KV cache "
                                 "layout is not modelled for them", hint=hint)
