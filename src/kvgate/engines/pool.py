@@ -43,7 +43,8 @@ from kvgate.geometry.vllm import DEFAULT_BLOCK_SIZE
 
 ENGINES = ("vllm", "sglang", "llama.cpp")
 _MARKS = {
-    "vllm": ("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks", "Maximum concurrency for"),
+    "vllm": ("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks", "Maximum concurrency for",
+             "V0 LLM engine", "Initializing an LLM engine", "kv_cache_size="),
     "sglang": ("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
     "llama.cpp": ("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
                   "llama_new_context_with_model"),
@@ -261,6 +262,12 @@ def _from_vllm(p: dict[str, Any]) -> EnginePool:
              if p.get(k) is not None}
     if p["cuda_graph"] is not None:
         flags["cuda_graph"] = p["cuda_graph"].to_dict()
+    reports = [x for x in p.get("kv_cache_reports") or [] if x["tokens"] is not None]
+    if len(reports) > 1:  # one pair per worker (vLLM 0.9-0.10): the least is the pool
+        flags["kv_cache_reports"] = [{k: x[k] for k in ("tokens", "max_concurrency", "line")} for x in reports]
+        notes.append(f"{len(reports)} 'GPU KV cache size' lines, one per worker: the pool is the smallest, "
+                     f"{p['gpu_kv_cache_tokens']:,} tokens (vLLM gives every worker the least num_blocks, "
+                     "unify_kv_cache_configs); logged: " + ", ".join(f"{x['tokens']:,}" for x in reports))
     if len(p["available_kv_by_rank"]) > 1:
         flags["available_kv_by_rank"] = {str(k): v.to_dict() for k, v in p["available_kv_by_rank"].items()}
         notes.append("several ranks logged 'Available KV cache memory': the minimum sizes the pool, as vLLM does")

@@ -1,0 +1,92 @@
+"""The engine-log line kinds of issue 26 (item 5) and issue 28's log findings, on real logs.
+
+- vLLM 0.9–0.10: one "GPU KV cache size" / "Maximum concurrency" pair per worker is one
+  startup; the pool is the smallest pair (``unify_kv_cache_configs``), every pair reported.
+- vLLM V0: ``Initializing a V0 LLM engine (vX)`` / ``Initializing an LLM engine (vX)`` give
+  the release and config; 0.6.x ``Memory profiling results: … kv_cache_size=X GiB`` the budget.
+
+Real logs are under tests/data/logs/ and tests/data/fit_logs/ (sources in their SOURCES.md).
+Every expected number is worked by hand from the model's public config and the engine's
+own formula, never copied from kvgate's output.
+"""
+
+from __future__ import annotations
+
+from kvgate.engines import read_engine_log
+from kvgate.engines.logtext import logical_lines
+from kvgate.engines.vllm_log import parse_vllm
+from test_engine_logs import GIB, LOGS, interval  # the hand rules, written once
+
+FIT_LOGS = LOGS.parent / "fit_logs"
+
+# vllm-ascend issue 2473: Qwen3-30B-A3B-W8A8 at TP 8 on 910B4, vLLM 0.10.0, block size 128
+ASCEND_TP8 = "vllm_0.10.0-ascend_qwen3-30b-a3b-w8a8_tp8_pairs.log"
+ASCEND_BUDGETS = {0: 19443365990, 1: 20320957030, 2: 20467668582, 3: 20133888614,
+                  4: 19637687910, 5: 20058244710, 6: 19795793510, 7: 20467316326}  # "Available memory: N"
+
+
+def test_vllm_per_worker_pairs_are_one_startup():
+    p = read_engine_log(LOGS / ASCEND_TP8)
+    assert len(p.startup["startups"]) == 1 and not any("startups" in n for n in p.notes)
+    assert [x["tokens"] for x in p.flags["kv_cache_reports"]] == [791_040, 826_752, 832_768, 819_200, 798_976,
+                                                                   816_128, 805_376, 832_768]
+
+
+def test_vllm_pool_is_the_smallest_worker_pair():
+    p = read_engine_log(LOGS / ASCEND_TP8)
+    # Qwen3-30B-A3B: 48 layers, 4 KV heads of 128, bf16; TP 8 > 4 heads: one head per rank.
+    # A block of 128 tokens: 128 × 48 × 1 × 128 × 2 (K, V) × 2 B = 3,145,728 B.
+    block = 128 * 48 * 1 * 128 * 2 * 2
+    nb = min(ASCEND_BUDGETS.values()) // block  # rank 0: 19,443,365,990 B → 6,180 blocks
+    assert block == 3_145_728 and nb == 6_180
+    assert p.pool_tokens == nb * 128 == 791_040  # the least, not the last (832,768)
+    assert p.flags["max_concurrency"] == "193.12" and f"{nb * 128 / 4096:.2f}" == "193.12"
+    # the budget: vllm-ascend prints it exactly, in bytes, per rank; the least sizes the pool
+    assert p.pool_bytes.bytes == p.pool_bytes.low == p.pool_bytes.high == ASCEND_BUDGETS[0]
+    assert {int(k) for k in p.parsed["available_kv_by_rank"]} == set(ASCEND_BUDGETS)
+    assert any("8 'GPU KV cache size' lines, one per worker" in n and "791,040 tokens" in n for n in p.notes)
+
+
+def test_vllm_worker_pairs_keep_release_tp_and_budget_of_their_startup():
+    # the same pairs after the engine's config line and the workers' budgets (vLLM 0.10 order)
+    text = ("INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.10.1) with config: model='m', "
+            "dtype=torch.bfloat16, max_seq_len=4096, tensor_parallel_size=2, kv_cache_dtype=fp8\n"
+            "(VllmWorker rank=0 pid=1) INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 10.04 GiB\n"
+            "(VllmWorker rank=1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 9.98 GiB\n")
+    pairs = (LOGS / ASCEND_TP8).read_text().splitlines()[15:19]  # two workers' pairs, as printed
+    p = read_engine_log("tp2.log", text=text + "\n".join(pairs) + "\n")
+    assert (p.version, p.tp, p.kv_format) == ("0.10.1", 2, "fp8") and len(p.startup["startups"]) == 1
+    assert p.pool_bytes.text == "9.98 GiB" and p.pool_tokens == 791_040
+
+
+def test_vllm_excerpt_pasted_twice_still_splits_at_its_budget():
+    one = ("Available KV cache memory: 8.11 GiB\nGPU KV cache size: 178,880 tokens\n"
+           "Maximum concurrency for 4,096 tokens per request: 43.67x\n")
+    p = read_engine_log("twice.log", text=one + one.replace("178,880", "198,784"), engine="vllm")
+    assert len(p.startup["startups"]) == 2 and p.pool_tokens == 198_784
+
+
+def test_vllm_v0_engine_line_gives_release_and_config():
+    r = parse_vllm(logical_lines((LOGS / "vllm_0.8.3-v0_mistral-small-3.1-24b-awq_config.log").read_text()))
+    assert (r["version"], r["engine_generation"]) == ("0.8.3", "V0")
+    assert r["model"] == "OPEA/Mistral-Small-3.1-24B-Instruct-2503-int4-AutoRound-awq-sym"
+    assert (r["dtype"], r["kv_cache_dtype"], r["max_model_len"], r["tensor_parallel_size"], r["quantization"]) == (
+        "float16", "auto", 8192, 1, "awq")
+
+
+def test_vllm_pre_0_7_engine_line_gives_release():
+    r = parse_vllm(logical_lines((LOGS / "vllm_0.5.0_mistral-7b_engine-line.log").read_text()))
+    assert (r["version"], r["engine_generation"], r["model"]) == ("0.5.0.post1", "V0", "Mistral-7B-v0.1")
+    assert (r["dtype"], r["max_model_len"]) == ("bfloat16", 32768)
+    assert r["model_loading"].text == "13.4966 GB"  # V0's "GB" divides by 2^30 (model_runner.py)
+
+
+def test_vllm_0_6_memory_profiling_kv_cache_size_is_the_budget():
+    p = read_engine_log(FIT_LOGS / "vllm_0.6.4_llama-3.1-8b_rtx3090_1.log")
+    # worker.py: "kv_cache_size=%.2fGiB" of available_kv_cache_memory / 1024**3
+    assert (p.pool_bytes.low, p.pool_bytes.high) == interval("3.81", GIB)
+    # "GPU blocks: 1952" (the paste dropped the "#"): 1,952 blocks of 16 tokens
+    assert p.pool_tokens == 1952 * 16 and p.flags["max_concurrency"] == "1.56"
+    # Llama-3.1-8B: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 131,072 B a token; 1,952 blocks
+    # are 1952 × 16 × 131,072 B = 3.8125 GiB, inside the printed 3.81's interval [3.805, 3.815] GiB
+    assert p.pool_bytes.low <= 1952 * 16 * 131_072 <= p.pool_bytes.high
