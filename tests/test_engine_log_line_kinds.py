@@ -90,3 +90,55 @@ def test_vllm_0_6_memory_profiling_kv_cache_size_is_the_budget():
     # Llama-3.1-8B: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 131,072 B a token; 1,952 blocks
     # are 1952 × 16 × 131,072 B = 3.8125 GiB, inside the printed 3.81's interval [3.805, 3.815] GiB
     assert p.pool_bytes.low <= 1952 * 16 * 131_072 <= p.pool_bytes.high
+
+
+# ------------------------------------------------------------------ issue 28: nothing dropped silently
+
+def _run_json(argv, capsys):
+    import json
+
+    from kvgate.cli import main
+
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _cut_before_cache(tmp_path):
+    """The llama.cpp CPU log (its own cut ends at the per-layer lines) cut before them: the
+    context lines and nothing of the cache."""
+    text = (LOGS / "llamacpp_qwen3-ctx4096_cpu.log").read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(text[:text.index("llama_kv_cache:")])
+    return cut
+
+
+def test_llamacpp_log_cut_before_its_cache_line_has_no_pool_from_n_ctx(tmp_path):
+    p = read_engine_log(_cut_before_cache(tmp_path))
+    assert p.flags["n_ctx"] == 4096  # the context asked for is read ...
+    assert p.pool_tokens is None and p.pool_bytes is None  # ... and is no pool: not available
+    assert any(n.startswith("pool not available") and "n_ctx 4,096 is the context asked for" in n for n in p.notes)
+
+
+def test_engine_gate_refuses_a_llamacpp_log_without_its_cache_line(tmp_path, capsys):
+    code, doc = _run_json(["gate", "--engine-log", str(_cut_before_cache(tmp_path)), "--model", "qwen3-4b",
+                           "-np", "1", "-c", "4096", "--kv-format", "f16", "--no-record"], capsys)
+    assert code == 2 and "no KV cache pool to gate" in doc["error"]
+
+
+def test_import_log_refuses_kv_cache_dtype_on_a_llamacpp_log(capsys):
+    code, doc = _run_json(["import-log", str(LOGS / "llamacpp_qwen3-ctx4096_cpu.log"), "--kv-cache-dtype", "abc"],
+                          capsys)
+    assert code == 2 and doc["error"].startswith("--kv-cache-dtype abc: a vLLM / SGLang flag")
+    assert "-ctk" in doc["hint"]
+
+
+def test_import_log_refuses_an_unknown_kv_cache_dtype(capsys):
+    code, doc = _run_json(["import-log", str(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log"), "--kv-cache-dtype", "abc"],
+                          capsys)
+    assert code == 2 and doc["error"] == "--kv-cache-dtype abc: not a KV cache type kvgate knows"
+
+
+def test_engine_gate_refuses_sglang_context_length_on_a_vllm_log(capsys):
+    code, doc = _run_json(["gate", "--engine-log", str(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log"), "--model",
+                           "qwen3-30b-a3b", "--max-num-seqs", "4", "--context-length", "4096", "--no-record"], capsys)
+    assert code == 2 and doc["error"] == "--context-length 4096: an SGLang flag, and this is a vLLM log"

@@ -186,6 +186,7 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
     """
     from kvgate.errors import KvgateError  # noqa: PLC0415
 
+    check_kv_spellings(args, pool)
     out = LogSettings()
     own_kv, own_tp, own_pp = getattr(args, "kv_format", None), getattr(args, "tp", None), getattr(args, "pp", None)
     eng_kv = getattr(args, "vllm_kv_cache_dtype", None)
@@ -262,6 +263,35 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
             out.whatif_kv = eng_kv
     return out
+
+
+def check_kv_spellings(args: argparse.Namespace, pool: EnginePool) -> None:
+    """Refuse a KV dtype the log's engine would not take, never drop it silently: vLLM's and
+    SGLang's ``--kv-cache-dtype`` on a llama.cpp log (llama.cpp spells ``-ctk``/``-ctv``), and
+    a value that is no KV format at all (``--kv-cache-dtype abc``; vLLM/SGLang also take
+    ``auto``: the model's dtype).
+
+    Raises:
+        KvgateError: either case, naming the flag and its value.
+    """
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+    from kvgate.geometry.formats import FormatError, get_format  # noqa: PLC0415
+
+    eng_kv = getattr(args, "vllm_kv_cache_dtype", None)
+    if pool.engine == "llama.cpp" and eng_kv is not None:
+        raise KvgateError(f"--kv-cache-dtype {eng_kv}: a vLLM / SGLang flag, and this is a llama.cpp log",
+                          hint="llama.cpp: -ctk/--cache-type-k and -ctv/--cache-type-v (f16, q8_0, q4_0, ...)")
+    for flag, dest in (("--kv-format", "kv_format"), ("--kv-cache-dtype", "vllm_kv_cache_dtype"),
+                       ("-ctk", "lcpp_cache_type_k"), ("-ctv", "lcpp_cache_type_v")):
+        val = getattr(args, dest, None)
+        if val is None or (str(val).strip().lower() == "auto" and pool.engine != "llama.cpp"):
+            continue
+        try:
+            get_format(str(val))
+        except FormatError as exc:
+            raise KvgateError(f"{flag} {val}: not a KV cache type kvgate knows", hint=exc.hint or
+                              "vLLM/SGLang: auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2; llama.cpp: f16, "
+                              "bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl") from exc
 
 
 def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
@@ -434,8 +464,8 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     ``--context-length L`` (tokens per request, SGLang ``server_args.py``), on an SGLang log.
 
     Raises:
-        KvgateError: ``--max-running-requests`` on another engine's log; a target given twice
-            with different values.
+        KvgateError: ``--max-running-requests`` or ``--context-length`` on another engine's
+            log; a target given twice with different values.
     """
     from kvgate.errors import KvgateError  # noqa: PLC0415
 
@@ -443,9 +473,12 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     if mrr is not None and pool.engine != "sglang":
         raise KvgateError(f"--max-running-requests {mrr}: an SGLang flag, and this is a {pool.engine} log",
                           hint="vLLM: --max-num-seqs; llama.cpp: -np")
+    ctx = getattr(args, "whatif_context_length", None)
+    if ctx is not None and pool.engine != "sglang":  # SGLang's target length: never dropped silently
+        raise KvgateError(f"--context-length {ctx}: an SGLang flag, and this is a {_ENGINE_NAME[pool.engine]} log",
+                          hint="vLLM: --max-model-len L; llama.cpp: -c N (with -np)")
     if pool.engine != "sglang":
         return slots, max_seq
-    ctx = getattr(args, "whatif_context_length", None)
     for flag, mine, theirs, other in (("--max-running-requests", slots, mrr, "--max-num-seqs/--slots"),
                                       ("--context-length", max_seq, ctx, "--max-model-len/--max-seq")):
         if mine is not None and theirs is not None and mine != theirs:

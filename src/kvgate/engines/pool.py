@@ -218,7 +218,7 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     pool.source = src
     pool.startup = chosen
     pool.notes[:0] = chosen["notes"]
-    if pool.pool_bytes is None and pool.pool_tokens is None:
+    if pool.pool_bytes is None and pool.pool_tokens is None and not _llamacpp_context(pool):
         unread = _unread_pool_lines(lines)
         where = (f" (startup {chosen['startup']} of {len(chosen['startups'])})" if len(chosen["startups"]) > 1 else "")
         raise EngineLogError(
@@ -230,6 +230,12 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
                   "sglang": "look for 'KV Cache is allocated. #tokens: …'",
                   "llama.cpp": "look for 'llama_kv_cache: size = …'"}[eng])
     return pool
+
+
+def _llamacpp_context(pool: EnginePool) -> bool:
+    """A llama.cpp log cut before its cache line that still shows its context (``n_ctx``):
+    read, its pool "not available" (the what-ifs need only the context and the model)."""
+    return pool.engine == "llama.cpp" and pool.flags.get("n_ctx") is not None
 
 
 _KV_MENTION = re.compile(r"(?i)(?:kv[ _]?cache|kv self|kv size|gpu blocks|cache_size).*\d")
@@ -310,11 +316,15 @@ def _from_llamacpp(p: dict[str, Any]) -> EnginePool:
         pool = Logged(sum(c["size"].bytes for c in caches), sum(c["size"].low for c in caches),
                       sum(c["size"].high for c in caches), " + ".join(c["size"].text for c in caches))
     full = [c for c in kv if c["swa"] != "swa"]
-    cells = (full[0]["cells"] * full[0]["n_stream"] if full and full[0]["cells"] is not None
-             else ctx.get("n_ctx"))
+    # the cells are the cache line's, never n_ctx: a log cut before that line built no pool kvgate saw
+    cells = full[0]["cells"] * full[0]["n_stream"] if full and full[0]["cells"] is not None else None
     types = {(c["k_type"], c["v_type"]) for c in kv}
     fmt = None
     notes = []
+    if not caches:
+        notes.append("pool not available: the log has no 'llama_kv_cache: size = …' line (it ends before llama.cpp "
+                     "built its KV cache)" + (f"; n_ctx {ctx['n_ctx']:,} is the context asked for, not a pool built"
+                                              if isinstance(ctx.get("n_ctx"), int) else ""))
     if len(types) == 1:
         kt, vt = next(iter(types))
         fmt = kv_format_name("llama.cpp", kt, None)
