@@ -142,3 +142,45 @@ def test_engine_gate_refuses_sglang_context_length_on_a_vllm_log(capsys):
     code, doc = _run_json(["gate", "--engine-log", str(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log"), "--model",
                            "qwen3-30b-a3b", "--max-num-seqs", "4", "--context-length", "4096", "--no-record"], capsys)
     assert code == 2 and doc["error"] == "--context-length 4096: an SGLang flag, and this is a vLLM log"
+
+
+# ------------------------------------------------------------------ SGLang: SWAKVPool's two pools
+
+SWA_LOG = "sglang_mimo-v2-flash_tp4_swa-pools.log"  # sglang PR 15464, MiMo-V2-Flash at TP 4
+
+
+def test_sglang_swa_pool_pair_is_read_as_two_pools():
+    p = read_engine_log(LOGS / SWA_LOG)
+    swa = p.parsed["swa_pool"]
+    # swa_memory_pool.py builds swa_kv_pool first, then full_kv_pool: each rank's first line is its SWA pool
+    assert (swa["tokens"], swa["k_size"].text.split()[0], swa["v_size"].text.split()[0]) == (1_496_958, "41.76",
+                                                                                            "27.84")
+    assert p.pool_tokens == 1_496_958 and p.parsed["k_size"].text.startswith("4.82 GB")
+    # the pool is both: 41.76 + 27.84 + 4.82 + 3.21 = 77.63 GB, SGLang's own "SWAKVPool mem usage: 77.63 GB"
+    lo = sum(interval(x, GIB)[0] for x in ("41.76", "27.84", "4.82", "3.21"))
+    hi = sum(interval(x, GIB)[1] for x in ("41.76", "27.84", "4.82", "3.21"))
+    assert (p.pool_bytes.low, p.pool_bytes.high) == (lo, hi) and p.parsed["swa_mem_usage"].contains(p.pool_bytes.bytes)
+    assert p.parsed["extra_pools"] == []  # no pool of the pair is taken for a draft model's
+    assert p.parsed["swa_ranks_cut"] == [0, 3]  # the excerpt starts after TP0's and TP3's SWA lines
+
+
+def test_sglang_swa_pools_are_each_sized_with_their_own_layers():
+    from kvgate.engines import crosscheck
+    from kvgate.model import load_model
+
+    p = read_engine_log(LOGS / SWA_LOG)
+    model = load_model(str(LOGS.parent / "configs" / "mimo-v2-flash.json"))
+    cc = crosscheck(p, model, tp=4)  # --tp-size 4 in the PR's command
+    # MiMo-V2-Flash: 39 sliding layers of 8 KV heads, 9 full of 4; K head 192, V head 128, bf16.
+    # TP 4: 2 heads a sliding layer, 1 a full one. Rows: #tokens + page 1 = 1,496,959.
+    rows = 1_496_959
+    swa_k, swa_v = rows * 39 * 2 * 192 * 2, rows * 39 * 2 * 128 * 2
+    full_k, full_v = rows * 9 * 1 * 192 * 2, rows * 9 * 1 * 128 * 2
+    assert (swa_k, full_k) == (44_836_915_968, 5_173_490_304)
+    assert cc["status"] == "agrees" and cc["pool_bytes"] == swa_k + swa_v + full_k + full_v
+    assert cc["lines"][0].startswith("agrees to the token: SWA pool, (1,496,958 + page 1) × 39 layers")
+    assert cc["lines"][1].startswith("agrees to the token: full pool, (1,496,958 + page 1) × 9 layers")
+    # the SWA pool sized with every layer's bytes (the old reading) is not what SGLang built
+    every = rows * (39 * 2 + 9 * 1) * 192 * 2
+    assert not p.parsed["swa_pool"]["k_size"].contains(every)
+    assert crosscheck(p, model, tp=2)["status"] == "differs"

@@ -296,6 +296,19 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
     flags = {k: p[k] for k in ("mem_fraction_static", "page_size", "max_running_requests", "kv_cache_dtype",
                                "dtype", "model_type") if p.get(k) is not None}
     notes = []
+    swa = p.get("swa_pool")
+    if swa is not None and swa.get("k_size") is not None and pool is not None:
+        # SWAKVPool: the SWA layers' pool and the full layers' pool, both allocated
+        k, v = swa["k_size"], swa["v_size"]
+        notes.append(f"hybrid sliding-window pool (SWAKVPool): SWA pool {swa['tokens']:,} tokens (K {k.text}, "
+                     f"V {v.text}) + full pool {p['tokens']:,} tokens ({pool.text}); the pool bytes are both, its "
+                     "size the full pool's tokens")
+        pool = Logged(pool.bytes + k.bytes + v.bytes, pool.low + k.low + v.low, pool.high + k.high + v.high,
+                      f"SWA K {k.text} + V {v.text} + full {pool.text}")
+        flags["swa_pool_tokens"] = swa["tokens"]
+    if p.get("swa_ranks_cut"):
+        notes.append(f"rank(s) {', '.join(map(str, p['swa_ranks_cut']))} show one of their two SWAKVPool lines "
+                     "(the excerpt lost the other): not read")
     if p.get("extra_pools"):
         n = len({e["rank"] for e in p["extra_pools"]})
         notes.append(f"{n} rank(s) logged a second 'KV Cache is allocated' line (a draft model's or a hybrid model's "

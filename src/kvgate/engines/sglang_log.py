@@ -27,8 +27,18 @@ Lines read (``python/sglang/srt/…``):
 
 Several TP ranks → the minimum pool, as the scheduler takes the minimum over ranks. A rank
 that prints a second pool in the same startup (a speculative draft model's pool, built after
-the target's, or a hybrid model's second pool) keeps its first, the target's full-attention
-pool; the others are listed in ``extra_pools``, never added to it.
+the target's) keeps its first, the target's pool; the others are listed in ``extra_pools``,
+never added to it.
+
+Hybrid sliding-window models (``mem_cache/swa_memory_pool.py`` ``SWAKVPool``): the pool is
+two ``MHATokenToKVPool``s, built in this order, each printing its own "KV Cache is
+allocated" line: ``swa_kv_pool`` (``size=size_swa``, the sliding layers) then
+``full_kv_pool`` (``size``, the full-attention layers); announced by ``Use sliding window
+memory pool. full_layer_tokens=F, swa_layer_tokens=S`` (``model_runner``) and followed by
+``SWAKVPool mem usage: X GB, swa size: S, full size: F``. With either line in the log, each
+rank's first two pool lines are read as its SWA pool (``swa_pool``) and its full pool (the
+pool: ``tokens``, ``k_size``, ``v_size``), each sized with its own layers; a rank whose
+excerpt lost one of the two is left out when another rank shows both.
 """
 
 from __future__ import annotations
@@ -63,9 +73,10 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         "context_length": None, "max_total_num_tokens": None, "max_running_requests": None,
         "tokens": None, "k_size": None, "v_size": None, "kv_size": None, "weights": None,
         "avail_after_weights": None, "model_type": None, "ranks": {}, "kv_dtype_line": None, "extra_pools": [],
+        "swa_pool": None, "swa_layer_tokens": None, "full_layer_tokens": None, "swa_mem_usage": None,
     }
     dsa: dict[str, Any] = {}
-    pools: dict[Any, dict[str, Any]] = {}
+    pools: dict[Any, list[dict[str, Any]]] = {}
     for ln in lines:
         t = ln.text
         if "server_args=ServerArgs(" in t:
@@ -88,10 +99,8 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
                 p["v_size"] = logged(m.group(4), GIB, "GB (SGLang's GB = 2^30 B)")
             else:
                 p["kv_size"] = logged(m.group(5), GIB, "GB (SGLang's GB = 2^30 B)")
-            if ln.rank in pools:
-                r["extra_pools"].append({"rank": ln.rank, "line": ln.number, **p})
-            else:
-                pools[ln.rank] = p
+            pools.setdefault(ln.rank, []).append({"rank": ln.rank, "line": ln.number, **p})
+        _read_swa(r, t)
         m = re.search(r"Load weight end\. (?:elapsed=[\d.]+ s, )?type=(\w+), (?:dtype=torch\.(\w+), )?avail mem="
                       + _NUM + r" GB, mem usage=" + _NUM + r" GB", t)
         if m:
@@ -122,14 +131,17 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
         r["kv_cache_dtype"] = dsa["kv_cache_dtype"]
     if r["page_size"] is None and "page_size" in dsa:
         r["page_size"] = dsa["page_size"]
-    if pools:
-        r["ranks"] = {("?" if k is None else k): v["tokens"] for k, v in pools.items()}
+    first = _assign_pools(r, pools)
+    if first:
+        r["ranks"] = {("?" if k is None else k): v["tokens"] for k, v in first.items()}
         # the smallest pool: by #tokens, or (old logs without it) by its bytes
-        best = min(pools.values(), key=lambda p: (p["tokens"] if p["tokens"] is not None else -1,
+        best = min(first.values(), key=lambda p: (p["tokens"] if p["tokens"] is not None else -1,
                                                   _pool_size(p)))
         for k in ("tokens", "k_size", "v_size", "kv_size"):
             r[k] = best.get(k)
         r["kv_store_dtype"] = best.get("dtype")
+        if r["swa_layer_tokens"] is not None or r["swa_mem_usage"] is not None:
+            r["swa_pool"] = best.get("swa")
     if r["kv_store_dtype"] is None and r["kv_dtype_line"] is not None:
         r["kv_store_dtype"] = r["kv_dtype_line"]
     if r["max_total_num_tokens"] is None:
@@ -146,3 +158,35 @@ def parse_sglang(lines: list[Line]) -> dict[str, Any]:
                 except ValueError:
                     pass
     return r
+
+
+def _read_swa(r: dict[str, Any], t: str) -> None:
+    """The hybrid sliding-window pool's own lines (module docstring)."""
+    m = re.search(r"Use [Ss]liding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)", t)
+    if m:
+        r["full_layer_tokens"] = to_int(m.group(1), "full_layer_tokens")
+        r["swa_layer_tokens"] = to_int(m.group(2), "swa_layer_tokens")
+    m = re.search(r"SWAKVPool mem usage: " + _NUM + r" GB, swa size: (\d+), full size: (\d+)", t)
+    if m:
+        r["swa_mem_usage"] = logged(m.group(1), GIB, "GB (SGLang's GB = 2^30 B)")
+        r["swa_layer_tokens"] = to_int(m.group(2), "swa size")
+        r["full_layer_tokens"] = to_int(m.group(3), "full size")
+
+
+def _assign_pools(r: dict[str, Any], pools: dict[Any, list[dict[str, Any]]]) -> dict[Any, dict[str, Any]]:
+    """Each rank's pool (its first line; under a hybrid SWA pool its second, the full
+    pool, with the first as its ``swa``); the lines after those go to ``extra_pools``."""
+    hybrid = r["swa_layer_tokens"] is not None or r["swa_mem_usage"] is not None
+    n = 2 if hybrid else 1
+    if hybrid and any(len(v) >= 2 for v in pools.values()):
+        cut = {k: v for k, v in pools.items() if len(v) < 2}
+        r["swa_ranks_cut"] = sorted(("?" if k is None else k) for k in cut)
+        pools = {k: v for k, v in pools.items() if k not in cut}
+    out: dict[Any, dict[str, Any]] = {}
+    for rank, lines in pools.items():
+        if hybrid and len(lines) >= 2:
+            out[rank] = {**lines[1], "swa": lines[0]}
+        else:
+            out[rank] = lines[0]
+        r["extra_pools"] += lines[n:]
+    return out
