@@ -12,6 +12,8 @@ own formula, never copied from kvgate's output.
 
 from __future__ import annotations
 
+import pytest
+
 from kvgate.engines import read_engine_log
 from kvgate.engines.logtext import logical_lines
 from kvgate.engines.vllm_log import parse_vllm
@@ -184,3 +186,53 @@ def test_sglang_swa_pools_are_each_sized_with_their_own_layers():
     every = rows * (39 * 2 + 9 * 1) * 192 * 2
     assert not p.parsed["swa_pool"]["k_size"].contains(every)
     assert crosscheck(p, model, tp=2)["status"] == "differs"
+
+
+# ------------------------------------------------------------------ llama.cpp: the cache line of every build
+
+def test_llamacpp_init_kv_size_line_gives_the_cells_of_kv_self_size():
+    # llama.cpp's own CI, build 4904: "init: kv_size = …" (llama_kv_cache_unified::init), then
+    # "llama_context: KV self size = …" with no cell count of its own
+    p = read_engine_log(LOGS / "llamacpp_b4904_pythia-1.4b-f16_ci.log")
+    (c,) = p.parsed["caches"]
+    assert (p.version, p.flags["commit"], c["cells"], c["layers"]) == ("4904", "01e8f213", 2048, 24)
+    # Pythia-1.4B: 24 layers × 16 KV heads × 128 × 2 B = 98,304 B a cell for K (and V): × 2,048 = 192 MiB
+    assert 2048 * 24 * 16 * 128 * 2 == 192 * 2**20 and c["k_size"].contains(192 * 2**20)
+    assert p.pool_tokens == 2048 and p.flags["n_ctx"] == 2048
+
+
+def test_llamacpp_unified_kv_size_line_before_kv_self_size_is_read():
+    # build 5398: "llama_kv_cache_unified: kv_size = 4096, …, padding = 32" then "… KV self size"
+    from kvgate.engines import crosscheck
+    from kvgate.model.config import spec_from_config
+    from test_engine_logs_more import QWEN3_06B
+
+    p = read_engine_log(LOGS / "llamacpp_b5398_qwen3-0.6b-q8_0_rocm.log")
+    (c,) = p.parsed["caches"]
+    assert (p.version, c["cells"], c["layers"], c["source"]) == ("5398", 4096, 28, "llama_kv_cache_unified")
+    cc = crosscheck(p, spec_from_config(QWEN3_06B, name="qwen3-0.6b", source="test"))
+    # Qwen3-0.6B: 4,096 cells × 28 layers × 8 KV heads × 128 × 2 B = 224 MiB for K, V alike
+    assert cc["status"] == "agrees" and cc["pool_bytes"] == 2 * 4096 * 28 * 8 * 128 * 2 == 448 * 2**20
+
+
+def test_llamacpp_one_line_summary_of_build_5489_is_read():
+    p = read_engine_log(FIT_LOGS / "llamacpp_b5489_qwen3-0.6b-q4_k_m_jetson-orin_1.log")
+    (c,) = p.parsed["caches"]  # "(  4096 cells,  28 layers,  1 seqs)": one stream
+    assert (c["cells"], c["layers"], c["n_seq_max"], c["n_stream"]) == (4096, 28, 1, 1)
+
+
+@pytest.mark.parametrize("line, cells, layers, seqs, streams", [
+    # "%s: size = %7.2f MiB (%6u cells, %3d layers), …" (llama-kv-cache-unified.cpp, before seqs were printed)
+    ("llama_kv_cache_unified: size = 1024.00 MiB (  8192 cells,  32 layers), K (f16):  512.00 MiB, "
+     "V (f16):  512.00 MiB", 8192, 32, None, 1),
+    # "… %2u seqs)" then "%2u/%2u seqs" (n_seq_max / n_stream) and "%2u/%u seqs"
+    ("llama_kv_cache_unified: size = 2016.00 MiB (  4096 cells, 126 layers,  1/ 1 seqs), K (f16): 1008.00 MiB, "
+     "V (f16): 1008.00 MiB", 4096, 126, 1, 1),
+    ("llama_kv_cache: size =   24.00 MiB (  2048 cells,  24 layers,  1/1 seqs), K (f16):   12.00 MiB, "
+     "V (f16):   12.00 MiB", 2048, 24, 1, 1),
+])
+def test_llamacpp_cache_line_shapes_of_each_build(line, cells, layers, seqs, streams):
+    from kvgate.engines.llamacpp_log import parse_llamacpp
+
+    (c,) = parse_llamacpp(logical_lines(line + "\n"))["caches"]
+    assert (c["cells"], c["layers"], c["n_seq_max"], c["n_stream"]) == (cells, layers, seqs, streams)

@@ -40,15 +40,21 @@ from kvgate.engines.logtext import MIB, Line, logged, to_int
 _NUM = r"(\d+(?:\.\d+)?)"
 _KV = re.compile(
     r"(?:^|(?<=[\s:\]]))(?:(llama_kv_cache(?:_unified)?|llama_kv_cache_iswa|llama_memory_recurrent"
-    r"|llama_new_context_with_model|llama_init_from_model):\s+)?(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
-    r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\))?,"
+    r"|llama_new_context_with_model|llama_init_from_model|llama_context(?:_unified|_kv_self)?):\s+)?"
+    r"(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
+    r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers(?:,\s*(\d+)(?:/\s*(\d+))? seqs)?\))?,"
     r"\s*(K|R) \((\w+)\):\s*" + _NUM + r" MiB,\s*(V|S) \((\w+)\):\s*" + _NUM + r" MiB")
 _AT = r"(?:^|(?<=[\s\]]))"  # a function name at the start or after a host program's prefix
-_CTX = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
+_CTX = re.compile(_AT + r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):\s+"
+                  r"(\w+)\s*=\s*(\S+)\s*$")
 _META = re.compile(_AT + r"(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
-_FA = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(.+?)\s*$")
+_FA = re.compile(_AT + r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):\s+"
+                 r"flash_attn\s*=\s*(.+?)\s*$")
 _FA_SET = re.compile(r"Flash Attention was auto, set to (enabled|disabled)", re.I)
 _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
+# the cells (and layers) of the "KV self size" line that follows, as each build printed them
+_KV_SIZE = re.compile(_AT + r"(?:llama_kv_cache_init|init|llama_kv_cache_unified|llama_kv_cache):\s+kv_size\s*=\s*(\d+),"
+                      r"(?:.*?\bn_layer\s*=\s*(\d+))?")
 
 
 def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
@@ -60,11 +66,13 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                          "context": {}, "meta": {}, "caches": []}
     swa_next: str | None = None
     kv_size_next: int | None = None
+    layers_next: int | None = None
     for ln in lines:
         t = ln.text
-        m = re.search(r"llama_kv_cache_init: kv_size = (\d+),", t)
-        if m:
-            kv_size_next = to_int(m.group(1), "kv_size")  # old llama.cpp: the cells of the next "KV self size"
+        m = _KV_SIZE.search(t)
+        if m:  # builds before the one-line summary: the cells of the next "KV self size"
+            kv_size_next = to_int(m.group(1), "kv_size")
+            layers_next = to_int(m.group(2), "n_layer") if m.group(2) else None
             continue
         m = _SWA.search(t)
         if m:
@@ -77,7 +85,8 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "kind": kind, "source": m.group(1),
                 "size": logged(m.group(2), MIB, "MiB"),
                 "cells": to_int(m.group(3), "cells") if m.group(3) else (kv_size_next if kind == "kv" else None),
-                "layers": to_int(m.group(4), "layers") if m.group(4) else None,
+                "layers": (to_int(m.group(4), "layers") if m.group(4) else
+                           (layers_next if kind == "kv" and not m.group(3) else None)),
                 "n_seq_max": to_int(m.group(5), "seqs") if m.group(5) else None,
                 # "%2u/%u seqs" = n_seq_max / n_stream (llama-kv-cache.cpp); older lines print
                 # one number and had one stream
@@ -87,7 +96,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "swa": swa_next if kind == "kv" else None,
             })
             swa_next = None
-            kv_size_next = None
+            kv_size_next = layers_next = None
             continue
         m = _FA_SET.search(t)
         if m:  # the state "auto" resolved to (llama-context.cpp, after the graph reserve)

@@ -63,7 +63,7 @@ _START: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
                ("args", re.compile(r"server_args=ServerArgs\("))),
     "llama.cpp": (("build", re.compile(r"(?:^build: \d+ \(|\bmain: build = \d+|\bcommon_params_print_info: build \d+)")),
                   ("load", re.compile(r"llama_model_loader: loaded meta data")),
-                  ("context", re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):"
+                  ("context", re.compile(r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):"
                                          r"\s+n_ctx\s+=\s"))),
 }
 _POOL = {
