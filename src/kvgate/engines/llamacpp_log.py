@@ -10,9 +10,14 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
   ``Flash Attention was auto, set to enabled|disabled`` line resolves ``auto``.
 - every ``llama_kv_cache: size = 160.00 MiB (  4096 cells,   8 layers,  1/1 seqs),
   K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
-  ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
-  ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
-  cells, which come from the ``llama_kv_cache_init: kv_size = N`` line before it), each
+  ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``). The line as each build printed it
+  (``LLAMA_LOG_INFO`` in ``src/llama-kv-cache*.cpp``, ``__func__`` naming the printer):
+  ``KV self size = …, K (f16): …`` without cells, after ``llama_kv_cache_init: kv_size = N``
+  (2024), ``init: kv_size = N`` (``llama_kv_cache_unified::init``, early 2025, e.g. b4904) or
+  ``llama_kv_cache_unified: kv_size = N, …, padding = 32`` (its constructor, e.g. b5398),
+  whose N are the cells; then the one-line summary ``llama_kv_cache_unified: size = … (N
+  cells, L layers)``, ``… L layers, S seqs)`` (e.g. b5489), ``S/ T seqs`` (``%2u/%2u``) and
+  ``S/T seqs``, and ``llama_kv_cache:`` once the class was renamed; each
   preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
   cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
   (MiB, 2^20).
@@ -53,8 +58,7 @@ _FA = re.compile(_AT + r"(?:llama_context(?:_unified|_base)?|llama_new_context_w
 _FA_SET = re.compile(r"Flash Attention was auto, set to (enabled|disabled)", re.I)
 _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
 # the cells (and layers) of the "KV self size" line that follows, as each build printed them
-_KV_SIZE = re.compile(_AT + r"(?:llama_kv_cache_init|init|llama_kv_cache_unified|llama_kv_cache):\s+kv_size\s*=\s*(\d+),"
-                      r"(?:.*?\bn_layer\s*=\s*(\d+))?")
+_KV_SIZE = re.compile(_AT + r"(?:llama_kv_cache_init|init|llama_kv_cache_unified|llama_kv_cache):\s+kv_size\s*=\s*(\d+),")
 
 
 def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
@@ -66,13 +70,11 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                          "context": {}, "meta": {}, "caches": []}
     swa_next: str | None = None
     kv_size_next: int | None = None
-    layers_next: int | None = None
     for ln in lines:
         t = ln.text
         m = _KV_SIZE.search(t)
         if m:  # builds before the one-line summary: the cells of the next "KV self size"
             kv_size_next = to_int(m.group(1), "kv_size")
-            layers_next = to_int(m.group(2), "n_layer") if m.group(2) else None
             continue
         m = _SWA.search(t)
         if m:
@@ -85,8 +87,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "kind": kind, "source": m.group(1),
                 "size": logged(m.group(2), MIB, "MiB"),
                 "cells": to_int(m.group(3), "cells") if m.group(3) else (kv_size_next if kind == "kv" else None),
-                "layers": (to_int(m.group(4), "layers") if m.group(4) else
-                           (layers_next if kind == "kv" and not m.group(3) else None)),
+                "layers": to_int(m.group(4), "layers") if m.group(4) else None,
                 "n_seq_max": to_int(m.group(5), "seqs") if m.group(5) else None,
                 # "%2u/%u seqs" = n_seq_max / n_stream (llama-kv-cache.cpp); older lines print
                 # one number and had one stream
@@ -96,7 +97,7 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
                 "swa": swa_next if kind == "kv" else None,
             })
             swa_next = None
-            kv_size_next = layers_next = None
+            kv_size_next = None
             continue
         m = _FA_SET.search(t)
         if m:  # the state "auto" resolved to (llama-context.cpp, after the graph reserve)
