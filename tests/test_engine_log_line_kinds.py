@@ -237,3 +237,16 @@ def test_llamacpp_cache_line_shapes_of_each_build(line, cells, layers, seqs, str
 
     (c,) = parse_llamacpp(logical_lines(line + "\n"))["caches"]
     assert (c["cells"], c["layers"], c["n_seq_max"], c["n_stream"]) == (cells, layers, seqs, streams)
+
+
+def test_vllm_smallest_worker_pair_agrees_to_the_block_with_the_least_budget():
+    from kvgate.engines import crosscheck
+    from kvgate.model import load_model
+
+    p = read_engine_log(LOGS / ASCEND_TP8)
+    cc = crosscheck(p, load_model("qwen3-30b-a3b"), tp=8, block_size=128, kv_format="bf16")
+    # 6,180 blocks of 3,145,728 B need 19,440,599,040 … 19,443,744,767 B: rank 0's exact 19,443,365,990 B
+    assert cc["status"] == "agrees" and cc["expected"]["num_blocks"] == 6_180
+    assert 6_180 * 3_145_728 <= ASCEND_BUDGETS[0] < 6_181 * 3_145_728
+    # the largest pair (832,768 tokens = 6,506 blocks) would need more than any rank had
+    assert 832_768 // 128 * 3_145_728 > max(ASCEND_BUDGETS.values())
