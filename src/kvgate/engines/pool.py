@@ -10,9 +10,11 @@ means per engine:
   is ``num_blocks`` whole blocks of it, and its tokens are the "GPU KV cache size" line
   (or ``# GPU blocks`` × block size on early V1).
 - **SGLang**: the pool is K size + V size (or the MLA "KV size"), of ``#tokens`` + one
-  padding page per layer (``MHATokenToKVPool``).
+  padding page per layer (``MHATokenToKVPool``); a hybrid sliding-window pool
+  (``SWAKVPool``) is its SWA pool's and its full pool's bytes, its size the full pool's tokens.
 - **llama.cpp**: the pool is the sum of every ``llama_kv_cache`` line (iSWA has two),
-  plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's.
+  plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's. A log cut before
+  its cache line has no pool: "not available", never its ``n_ctx`` (the context asked for).
 
 A log that holds several startups (a restart, two logs concatenated) or ``docker compose``
 services is read one startup of one service (:mod:`kvgate.engines.startups`), never their
