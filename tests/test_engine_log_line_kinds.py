@@ -30,8 +30,8 @@ ASCEND_BUDGETS = {0: 19443365990, 1: 20320957030, 2: 20467668582, 3: 20133888614
 def test_vllm_per_worker_pairs_are_one_startup():
     p = read_engine_log(LOGS / ASCEND_TP8)
     assert len(p.startup["startups"]) == 1 and not any("startups" in n for n in p.notes)
-    assert [x["tokens"] for x in p.flags["kv_cache_reports"]] == [791_040, 826_752, 832_768, 819_200, 798_976,
-                                                                   816_128, 805_376, 832_768]
+    assert [x["tokens"] for x in p.flags["kv_cache_reports"].values()] == [
+        791_040, 826_752, 832_768, 819_200, 798_976, 816_128, 805_376, 832_768]
 
 
 def test_vllm_pool_is_the_smallest_worker_pair():
@@ -46,7 +46,8 @@ def test_vllm_pool_is_the_smallest_worker_pair():
     # the budget: vllm-ascend prints it exactly, in bytes, per rank; the least sizes the pool
     assert p.pool_bytes.bytes == p.pool_bytes.low == p.pool_bytes.high == ASCEND_BUDGETS[0]
     assert {int(k) for k in p.parsed["available_kv_by_rank"]} == set(ASCEND_BUDGETS)
-    assert any("8 'GPU KV cache size' lines, one per worker" in n and "791,040 tokens" in n for n in p.notes)
+    assert "8 'GPU KV cache size' lines, one per worker: 791,040 … 832,768 tokens" in p.notes
+    assert any(n.startswith("the pool is the smallest, 791,040 tokens") for n in p.notes)
 
 
 def test_vllm_worker_pairs_keep_release_tp_and_budget_of_their_startup():
@@ -118,7 +119,8 @@ def test_llamacpp_log_cut_before_its_cache_line_has_no_pool_from_n_ctx(tmp_path)
     p = read_engine_log(_cut_before_cache(tmp_path))
     assert p.flags["n_ctx"] == 4096  # the context asked for is read ...
     assert p.pool_tokens is None and p.pool_bytes is None  # ... and is no pool: not available
-    assert any(n.startswith("pool not available") and "n_ctx 4,096 is the context asked for" in n for n in p.notes)
+    assert "pool not available: the log ends before its 'llama_kv_cache: size' line" in p.notes
+    assert "n_ctx 4,096 is the context asked for, not a pool built" in p.notes
 
 
 def test_engine_gate_refuses_a_llamacpp_log_without_its_cache_line(tmp_path, capsys):

@@ -272,10 +272,13 @@ def _from_vllm(p: dict[str, Any]) -> EnginePool:
         flags["cuda_graph"] = p["cuda_graph"].to_dict()
     reports = [x for x in p.get("kv_cache_reports") or [] if x["tokens"] is not None]
     if len(reports) > 1:  # one pair per worker (vLLM 0.9-0.10): the least is the pool
-        flags["kv_cache_reports"] = [{k: x[k] for k in ("tokens", "max_concurrency", "line")} for x in reports]
-        notes.append(f"{len(reports)} 'GPU KV cache size' lines, one per worker: the pool is the smallest, "
-                     f"{p['gpu_kv_cache_tokens']:,} tokens (vLLM gives every worker the least num_blocks, "
-                     "unify_kv_cache_configs); logged: " + ", ".join(f"{x['tokens']:,}" for x in reports))
+        # a dict: in the JSON document, not on the text's flags line
+        flags["kv_cache_reports"] = {f"line {x['line']}": {"tokens": x["tokens"], "max_concurrency": x["max_concurrency"]}
+                                     for x in reports}
+        sizes = sorted(x["tokens"] for x in reports)
+        notes.append(f"{len(reports)} 'GPU KV cache size' lines, one per worker: {sizes[0]:,} … {sizes[-1]:,} tokens")
+        notes.append(f"the pool is the smallest, {p['gpu_kv_cache_tokens']:,} tokens: vLLM cuts every worker to "
+                     "the least blocks")
     if len(p["available_kv_by_rank"]) > 1:
         flags["available_kv_by_rank"] = {str(k): v.to_dict() for k, v in p["available_kv_by_rank"].items()}
         notes.append("several ranks logged 'Available KV cache memory': the minimum sizes the pool, as vLLM does")
@@ -302,15 +305,15 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
     if swa is not None and swa.get("k_size") is not None and pool is not None:
         # SWAKVPool: the SWA layers' pool and the full layers' pool, both allocated
         k, v = swa["k_size"], swa["v_size"]
-        notes.append(f"hybrid sliding-window pool (SWAKVPool): SWA pool {swa['tokens']:,} tokens (K {k.text}, "
-                     f"V {v.text}) + full pool {p['tokens']:,} tokens ({pool.text}); the pool bytes are both, its "
-                     "size the full pool's tokens")
+        notes.append(f"hybrid SWA pool (SWAKVPool): SWA pool {swa['tokens']:,} + full pool {p['tokens']:,} tokens")
+        notes.append("the pool bytes are both pools'; its size is the full pool's tokens")
+        gb = [x.text.split(" ")[0] for x in (k, v, p["k_size"], p["v_size"])]
         pool = Logged(pool.bytes + k.bytes + v.bytes, pool.low + k.low + v.low, pool.high + k.high + v.high,
-                      f"SWA K {k.text} + V {v.text} + full {pool.text}")
+                      f"SWA K {gb[0]} + V {gb[1]}, full K {gb[2]} + V {gb[3]} GB (SGLang's GB = 2^30 B)")
         flags["swa_pool_tokens"] = swa["tokens"]
     if p.get("swa_ranks_cut"):
-        notes.append(f"rank(s) {', '.join(map(str, p['swa_ranks_cut']))} show one of their two SWAKVPool lines "
-                     "(the excerpt lost the other): not read")
+        notes.append(f"rank(s) {', '.join(map(str, p['swa_ranks_cut']))}: one line of the SWAKVPool pair "
+                     "(a cut excerpt), not read")
     if p.get("extra_pools"):
         n = len({e["rank"] for e in p["extra_pools"]})
         notes.append(f"{n} rank(s) logged a second 'KV Cache is allocated' line (a draft model's or a hybrid model's "
@@ -337,9 +340,9 @@ def _from_llamacpp(p: dict[str, Any]) -> EnginePool:
     fmt = None
     notes = []
     if not caches:
-        notes.append("pool not available: the log has no 'llama_kv_cache: size = …' line (it ends before llama.cpp "
-                     "built its KV cache)" + (f"; n_ctx {ctx['n_ctx']:,} is the context asked for, not a pool built"
-                                              if isinstance(ctx.get("n_ctx"), int) else ""))
+        notes.append("pool not available: the log ends before its 'llama_kv_cache: size' line")
+        if isinstance(ctx.get("n_ctx"), int):
+            notes.append(f"n_ctx {ctx['n_ctx']:,} is the context asked for, not a pool built")
     if len(types) == 1:
         kt, vt = next(iter(types))
         fmt = kv_format_name("llama.cpp", kt, None)
