@@ -173,23 +173,33 @@ def _fmt_name(fmt: str, model: Any) -> str:
 
 def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any) -> LogSettings:
     """Apply the rule of :data:`RULE_HELP` to the command line (``args``) and the log
-    (``pool``, as read, before any override).
+    (``pool``, as read, before any override): the tensor parallel size, the pipeline
+    parallel size and the KV format, each by its own helper.
 
     A kvgate spelling that contradicts what the log states is passed on as before
     (:func:`kvgate.engines.report.apply_overrides` notes it and the cross-check uses it).
 
     Raises:
-        KvgateError: ``-pp`` differing from the log's stated pipeline parallel size (not modelled).
+        KvgateError: ``-pp`` differing from the log's stated pipeline parallel size (not modelled);
+            another engine's parallel or KV flag (:func:`check_kv_spellings`).
     """
+    check_kv_spellings(args, pool)
+    out = LogSettings()
+    _check_parallel_flags(args, pool)
+    _resolve_tp(args, pool, out)
+    _resolve_pp(args, pool, out)
+    if pool.engine == "llama.cpp":
+        _resolve_llamacpp_kv(args, pool, model, out)
+    else:
+        _resolve_kv(args, pool, model, out)
+    return out
+
+
+def _check_parallel_flags(args: argparse.Namespace, pool: EnginePool) -> None:
+    """Refuse a parallel size the log's engine has not, or a ``--pp`` the log contradicts."""
     from kvgate.errors import KvgateError  # noqa: PLC0415
 
-    out = LogSettings()
-    own_kv, own_tp, own_pp = getattr(args, "kv_format", None), getattr(args, "tp", None), getattr(args, "pp", None)
-    eng_kv = getattr(args, "vllm_kv_cache_dtype", None)
-    ctk, ctv = getattr(args, "lcpp_cache_type_k", None), getattr(args, "lcpp_cache_type_v", None)
-    if pool.engine != "llama.cpp" and eng_kv is None:
-        eng_kv = ctk
-    eng_tp, eng_pp = getattr(args, "vllm_tp", None), getattr(args, "vllm_pp", None)
+    own_tp, own_pp, eng_pp = getattr(args, "tp", None), getattr(args, "pp", None), getattr(args, "vllm_pp", None)
     if pool.engine == "llama.cpp" and own_tp not in (None, 1):  # one process, its layers split by -ngl/-sm
         raise KvgateError(f"--tp {own_tp}: llama.cpp has no tensor parallel size, and this is a llama.cpp log",
                           hint="leave --tp out")
@@ -204,8 +214,11 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         raise KvgateError(f"--pp {own_pp}: the log states pipeline parallel size "
                           f"{'' if pp_exact else 'at least '}{stated_pp} ({src}); --pp names the log's own when it "
                           "does not say", hint="leave --pp out")
+
+
+def _resolve_tp(args: argparse.Namespace, pool: EnginePool, out: LogSettings) -> None:
+    own_tp, eng_tp = getattr(args, "tp", None), getattr(args, "vllm_tp", None)
     stated_tp = _stated_tp(pool)
-    # TP
     log_tp = stated_tp
     if own_tp is not None:  # the log's (one the log contradicts is noted by apply_overrides)
         out.tp = own_tp
@@ -217,7 +230,13 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
                              "(--tp names the log's; -tp is a what-if when it differs from the log's)")
         elif eng_tp != log_tp:
             out.whatif_tp = eng_tp
-    # PP (vLLM): no what-if modelled
+
+
+def _resolve_pp(args: argparse.Namespace, pool: EnginePool, out: LogSettings) -> None:
+    """vLLM's pipeline parallel size: no what-if modelled."""
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+
+    own_pp, eng_pp = getattr(args, "pp", None), getattr(args, "vllm_pp", None)
     log_pp = pool.pp
     if own_pp is not None:
         out.pp = own_pp
@@ -229,36 +248,85 @@ def resolve_log_settings(args: argparse.Namespace, pool: EnginePool, model: Any)
         elif eng_pp != log_pp:
             raise KvgateError(f"-pp {eng_pp}: the log states pipeline parallel size {log_pp}, and a what-if for "
                               "another -pp is not modelled", hint=f"drop -pp, or give the log's own (-pp {log_pp})")
-    # KV format
+
+
+def _log_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: LogSettings) -> str | None:
+    """The log's KV format (an ``auto`` the log states is the model's dtype), or kvgate's
+    ``--kv-format`` for it (kept in ``out``)."""
+    own_kv = getattr(args, "kv_format", None)
     log_kv = pool.kv_format
     if log_kv is None and pool.engine != "llama.cpp" and str(pool.flags.get("kv_cache_dtype") or "") == "auto":
         log_kv = _fmt_name("auto", model)  # the log states auto: the model's dtype (vLLM/SGLang rule)
     if own_kv is not None:
         out.kv_format = own_kv
         log_kv = log_kv or own_kv
-    if pool.engine == "llama.cpp":
-        caches = pool.parsed.get("caches") or []
-        stated_k = caches[0].get("k_type") if caches else None
-        if own_kv is not None and stated_k is not None and _fmt_name(own_kv, model) != _fmt_name(str(stated_k), model):
-            raise KvgateError(f"--kv-format {own_kv}: the log states its cache types (K {stated_k}); --kv-format "
-                              "names the log's own when it does not say", hint="ask the what-if with -ctk/-ctv")
-        log_k = stated_k or log_kv
-        log_v = (caches[0].get("v_type") if caches else None) or log_kv
-        if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
-            out.whatif_kv = ctk
-        if ctv is not None and (log_v is None or _fmt_name(ctv, model) != _fmt_name(str(log_v), model)):
-            out.whatif_ctv = ctv
-        return out
-    if eng_kv is not None:
-        if log_kv is None:
-            out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
-            spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
-            out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
-                             "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
-                             "log's)")
-        elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
-            out.whatif_kv = eng_kv
-    return out
+    return log_kv
+
+
+def _resolve_llamacpp_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: LogSettings) -> None:
+    """llama.cpp: ``-ctk``/``-ctv`` are what-ifs where they differ from the logged cache types."""
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+
+    own_kv = getattr(args, "kv_format", None)
+    ctk, ctv = getattr(args, "lcpp_cache_type_k", None), getattr(args, "lcpp_cache_type_v", None)
+    log_kv = _log_kv(args, pool, model, out)
+    caches = pool.parsed.get("caches") or []
+    stated_k = caches[0].get("k_type") if caches else None
+    if own_kv is not None and stated_k is not None and _fmt_name(own_kv, model) != _fmt_name(str(stated_k), model):
+        raise KvgateError(f"--kv-format {own_kv}: the log states its cache types (K {stated_k}); --kv-format "
+                          "names the log's own when it does not say", hint="ask the what-if with -ctk/-ctv")
+    log_k = stated_k or log_kv
+    log_v = (caches[0].get("v_type") if caches else None) or log_kv
+    if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
+        out.whatif_kv = ctk
+    if ctv is not None and (log_v is None or _fmt_name(ctv, model) != _fmt_name(str(log_v), model)):
+        out.whatif_ctv = ctv
+
+
+def _resolve_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: LogSettings) -> None:
+    """vLLM / SGLang: ``--kv-cache-dtype`` (or ``-ctk``) is the log's own where the log is
+    silent, else a what-if where it differs."""
+    eng_kv = getattr(args, "vllm_kv_cache_dtype", None) or getattr(args, "lcpp_cache_type_k", None)
+    log_kv = _log_kv(args, pool, model, out)
+    if eng_kv is None:
+        return
+    if log_kv is None:
+        out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
+        spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
+        out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
+                         "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
+                         "log's)")
+    elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
+        out.whatif_kv = eng_kv
+
+
+def check_kv_spellings(args: argparse.Namespace, pool: EnginePool) -> None:
+    """Refuse a KV dtype the log's engine would not take, never drop it silently: vLLM's and
+    SGLang's ``--kv-cache-dtype`` on a llama.cpp log (llama.cpp spells ``-ctk``/``-ctv``), and
+    a value that is no KV format at all (``--kv-cache-dtype abc``; vLLM/SGLang also take
+    ``auto``: the model's dtype).
+
+    Raises:
+        KvgateError: either case, naming the flag and its value.
+    """
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+    from kvgate.geometry.formats import FormatError, get_format  # noqa: PLC0415
+
+    eng_kv = getattr(args, "vllm_kv_cache_dtype", None)
+    if pool.engine == "llama.cpp" and eng_kv is not None:
+        raise KvgateError(f"--kv-cache-dtype {eng_kv}: a vLLM / SGLang flag, and this is a llama.cpp log",
+                          hint="llama.cpp: -ctk/--cache-type-k and -ctv/--cache-type-v (f16, q8_0, q4_0, ...)")
+    for flag, dest in (("--kv-format", "kv_format"), ("--kv-cache-dtype", "vllm_kv_cache_dtype"),
+                       ("-ctk", "lcpp_cache_type_k"), ("-ctv", "lcpp_cache_type_v")):
+        val = getattr(args, dest, None)
+        if val is None or (str(val).strip().lower() == "auto" and pool.engine != "llama.cpp"):
+            continue
+        try:
+            get_format(str(val))
+        except FormatError as exc:
+            raise KvgateError(f"{flag} {val}: not a KV cache type kvgate knows", hint=exc.hint or
+                              "vLLM/SGLang: auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2; llama.cpp: f16, "
+                              "bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl") from exc
 
 
 def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
@@ -438,8 +506,8 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     ``--context-length L`` (tokens per request, SGLang ``server_args.py``), on an SGLang log.
 
     Raises:
-        KvgateError: ``--max-running-requests`` on another engine's log; a target given twice
-            with different values.
+        KvgateError: ``--max-running-requests`` or ``--context-length`` on another engine's
+            log; a target given twice with different values.
     """
     from kvgate.errors import KvgateError  # noqa: PLC0415
 
@@ -447,9 +515,12 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     if mrr is not None and pool.engine != "sglang":
         raise KvgateError(f"--max-running-requests {mrr}: an SGLang flag, and this is a {pool.engine} log",
                           hint="vLLM: --max-num-seqs; llama.cpp: -np")
+    ctx = getattr(args, "whatif_context_length", None)
+    if ctx is not None and pool.engine != "sglang":  # SGLang's target length: never dropped silently
+        raise KvgateError(f"--context-length {ctx}: an SGLang flag, and this is a {_ENGINE_NAME[pool.engine]} log",
+                          hint="vLLM: --max-model-len L; llama.cpp: -c N (with -np)")
     if pool.engine != "sglang":
         return slots, max_seq
-    ctx = getattr(args, "whatif_context_length", None)
     for flag, mine, theirs, other in (("--max-running-requests", slots, mrr, "--max-num-seqs/--slots"),
                                       ("--context-length", max_seq, ctx, "--max-model-len/--max-seq")):
         if mine is not None and theirs is not None and mine != theirs:

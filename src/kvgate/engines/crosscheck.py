@@ -376,6 +376,8 @@ def _sglang_pool(model: ModelSpec, fmt: str, tp: int, page: int | None, tokens: 
 
 def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
     p = pool.parsed
+    if p.get("swa_pool") is not None and p.get("k_size") is not None:
+        return _sglang_swa(pool, model, fmt, tp)
     if pool.pool_tokens is None or pool.pool_bytes is None:
         return {"status": "cannot-check", "unit": "token", "causes": [], "pool_bytes": None,
                 "lines": ["the log has no 'KV Cache is allocated. …' line with the pool's size "
@@ -405,6 +407,39 @@ def _sglang(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, 
               if (f, t) != (fmt, tp) and _checks(check, f, t)]
     return {"status": "differs", "unit": "token", "pool_bytes": None, "causes": causes,
             "expected": expected, "lines": ["differs: " + line] + [f"likely cause: {c}" for c in causes]}
+
+
+def _sglang_swa(pool: EnginePool, model: ModelSpec, fmt: str, tp: int) -> dict[str, Any]:
+    """A hybrid sliding-window pool (``SWAKVPool``, ``mem_cache/swa_memory_pool.py``): its
+    ``swa_kv_pool`` holds the sliding layers, its ``full_kv_pool`` the others, each an
+    ``MHATokenToKVPool`` of (its own #tokens + page_size) rows per layer of its own layers'
+    K and V widths; both must fall in their printed GB (2^30) intervals."""
+    p = pool.parsed
+    specs = [spec_of(layer) for layer in model.layers]
+    parts = {"SWA": [lay for lay, sp in zip(model.layers, specs) if isinstance(sp, SlidingWindow)],
+             "full": [lay for lay, sp in zip(model.layers, specs) if not isinstance(sp, SlidingWindow)]}
+    if not parts["SWA"]:
+        return {"status": "differs", "unit": "token", "pool_bytes": None, "causes": [
+            "the log shows a sliding-window pool (SWAKVPool) but the model given has no sliding-window layers"],
+            "lines": ["differs: the log's two pools (SWAKVPool) need a model with sliding-window layers; "
+                      f"{model.name} has none"]}
+    lines, ok, total = [], True, 0
+    for name, logged_pool in (("SWA", p["swa_pool"]), ("full", p)):
+        sub = replace(model, layers=parts[name])
+        try:
+            sp = _sglang_pool(sub, fmt, tp, p.get("page_size"), int(logged_pool["tokens"]))
+        except GeometryError as exc:
+            return {"status": "cannot-check", "unit": "token", "pool_bytes": None, "causes": [],
+                    "lines": [f"the {name} pool cannot be laid out: {exc.message}"]}
+        good = logged_pool["k_size"].contains(sp.k_bytes) and logged_pool["v_size"].contains(sp.v_bytes)
+        ok &= good
+        total += sp.total
+        lines.append(f"{'agrees to the token' if good else 'differs'}: {name} pool, ({logged_pool['tokens']:,} + "
+                     f"page {sp.page_size}) × {len(parts[name])} layers: K {sp.k_bytes:,} B, V {sp.v_bytes:,} B; "
+                     f"logged K {logged_pool['k_size'].text}, V {logged_pool['v_size'].text}")
+    return {"status": "agrees" if ok else "differs", "unit": "token", "pool_bytes": total if ok else None,
+            "causes": [] if ok else ["KV format, TP split or layer kinds differ from the model given"],
+            "lines": lines}
 
 
 def _checks(check: Any, f: str, t: int) -> bool:

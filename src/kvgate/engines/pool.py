@@ -10,9 +10,11 @@ means per engine:
   is ``num_blocks`` whole blocks of it, and its tokens are the "GPU KV cache size" line
   (or ``# GPU blocks`` × block size on early V1).
 - **SGLang**: the pool is K size + V size (or the MLA "KV size"), of ``#tokens`` + one
-  padding page per layer (``MHATokenToKVPool``).
+  padding page per layer (``MHATokenToKVPool``); a hybrid sliding-window pool
+  (``SWAKVPool``) is its SWA pool's and its full pool's bytes, its size the full pool's tokens.
 - **llama.cpp**: the pool is the sum of every ``llama_kv_cache`` line (iSWA has two),
-  plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's.
+  plus the recurrent ``R``/``S`` state; its cells are the non-SWA cache's. A log cut before
+  its cache line has no pool: "not available", never its ``n_ctx`` (the context asked for).
 
 A log that holds several startups (a restart, two logs concatenated) or ``docker compose``
 services is read one startup of one service (:mod:`kvgate.engines.startups`), never their
@@ -204,7 +206,7 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     pool.source = src
     pool.startup = chosen
     pool.notes[:0] = chosen["notes"]
-    if pool.pool_bytes is None and pool.pool_tokens is None:
+    if pool.pool_bytes is None and pool.pool_tokens is None and not _llamacpp_context(pool):
         unread = _unread_pool_lines(lines)
         where = (f" (startup {chosen['startup']} of {len(chosen['startups'])})" if len(chosen["startups"]) > 1 else "")
         raise EngineLogError(
@@ -214,6 +216,12 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
                ": none of its lines gives a KV cache size"),
             hint=get_engine(eng).pool_line_hint)
     return pool
+
+
+def _llamacpp_context(pool: EnginePool) -> bool:
+    """A llama.cpp log cut before its cache line that still shows its context (``n_ctx``):
+    read, its pool "not available" (the what-ifs need only the context and the model)."""
+    return pool.engine == "llama.cpp" and pool.flags.get("n_ctx") is not None
 
 
 _KV_MENTION = re.compile(r"(?i)(?:kv[ _]?cache|kv self|kv size|gpu blocks|cache_size).*\d")
@@ -246,6 +254,15 @@ def _from_vllm(p: dict[str, Any]) -> EnginePool:
              if p.get(k) is not None}
     if p["cuda_graph"] is not None:
         flags["cuda_graph"] = p["cuda_graph"].to_dict()
+    reports = [x for x in p.get("kv_cache_reports") or [] if x["tokens"] is not None]
+    if len(reports) > 1:  # one pair per worker (vLLM 0.9-0.10): the least is the pool
+        # a dict: in the JSON document, not on the text's flags line
+        flags["kv_cache_reports"] = {f"line {x['line']}": {"tokens": x["tokens"], "max_concurrency": x["max_concurrency"]}
+                                     for x in reports}
+        sizes = sorted(x["tokens"] for x in reports)
+        notes.append(f"{len(reports)} 'GPU KV cache size' lines, one per worker: {sizes[0]:,} … {sizes[-1]:,} tokens")
+        notes.append(f"the pool is the smallest, {p['gpu_kv_cache_tokens']:,} tokens: vLLM cuts every worker to "
+                     "the least blocks")
     if len(p["available_kv_by_rank"]) > 1:
         flags["available_kv_by_rank"] = {str(k): v.to_dict() for k, v in p["available_kv_by_rank"].items()}
         notes.append("several ranks logged 'Available KV cache memory': the minimum sizes the pool, as vLLM does")
@@ -268,6 +285,19 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
     flags = {k: p[k] for k in ("mem_fraction_static", "page_size", "max_running_requests", "kv_cache_dtype",
                                "dtype", "model_type") if p.get(k) is not None}
     notes = []
+    swa = p.get("swa_pool")
+    if swa is not None and swa.get("k_size") is not None and pool is not None:
+        # SWAKVPool: the SWA layers' pool and the full layers' pool, both allocated
+        k, v = swa["k_size"], swa["v_size"]
+        notes.append(f"hybrid SWA pool (SWAKVPool): SWA pool {swa['tokens']:,} + full pool {p['tokens']:,} tokens")
+        notes.append("the pool bytes are both pools'; its size is the full pool's tokens")
+        gb = [x.text.split(" ")[0] for x in (k, v, p["k_size"], p["v_size"])]
+        pool = Logged(pool.bytes + k.bytes + v.bytes, pool.low + k.low + v.low, pool.high + k.high + v.high,
+                      f"SWA K {gb[0]} + V {gb[1]}, full K {gb[2]} + V {gb[3]} GB (SGLang's GB = 2^30 B)")
+        flags["swa_pool_tokens"] = swa["tokens"]
+    if p.get("swa_ranks_cut"):
+        notes.append(f"rank(s) {', '.join(map(str, p['swa_ranks_cut']))}: one line of the SWAKVPool pair "
+                     "(a cut excerpt), not read")
     if p.get("extra_pools"):
         n = len({e["rank"] for e in p["extra_pools"]})
         notes.append(f"{n} rank(s) logged a second 'KV Cache is allocated' line (a draft model's or a hybrid model's "
@@ -288,11 +318,15 @@ def _from_llamacpp(p: dict[str, Any]) -> EnginePool:
         pool = Logged(sum(c["size"].bytes for c in caches), sum(c["size"].low for c in caches),
                       sum(c["size"].high for c in caches), " + ".join(c["size"].text for c in caches))
     full = [c for c in kv if c["swa"] != "swa"]
-    cells = (full[0]["cells"] * full[0]["n_stream"] if full and full[0]["cells"] is not None
-             else ctx.get("n_ctx"))
+    # the cells are the cache line's, never n_ctx: a log cut before that line built no pool kvgate saw
+    cells = full[0]["cells"] * full[0]["n_stream"] if full and full[0]["cells"] is not None else None
     types = {(c["k_type"], c["v_type"]) for c in kv}
     fmt = None
     notes = []
+    if not caches:
+        notes.append("pool not available: the log ends before its 'llama_kv_cache: size' line")
+        if isinstance(ctx.get("n_ctx"), int):
+            notes.append(f"n_ctx {ctx['n_ctx']:,} is the context asked for, not a pool built")
     if len(types) == 1:
         kt, vt = next(iter(types))
         fmt = kv_format_name("llama.cpp", kt, None)

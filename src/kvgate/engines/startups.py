@@ -22,9 +22,15 @@ Start lines, per engine (the lines each prints once per startup, before its pool
 - vLLM: the launch command (``vllm serve``, ``vllm.entrypoints.openai.api_server``), the
   banner ``vLLM API server version``, ``non-default args:`` (``entrypoints/utils.py``),
   ``Initializing a V1 LLM engine`` (``v1/engine/core.py``, one per engine core: a data
-  parallel ``EngineCore_DP1`` is not a restart), and, once per rank, ``Available KV cache
+  parallel ``EngineCore_DP1`` is not a restart; V0: ``Initializing a V0 LLM engine``, before
+  0.7 ``Initializing an LLM engine``), and, once per rank, ``Available KV cache
   memory`` and the pool lines ``GPU KV cache size`` / ``# GPU blocks`` (an excerpt that
-  kept only these still splits where a rank prints them a second time).
+  kept only these still splits where a rank prints them a second time). A pool line that
+  follows the previous one with nothing of its process between but the pair's other lines
+  (``Maximum concurrency for``, ``Multiplying the GPU KV cache size``, padding, overrides)
+  is the next worker's report of the same startup: vLLM 0.9–0.10's engine core logs one
+  pair per worker before it unifies them (``get_kv_cache_config`` per worker, then
+  ``unify_kv_cache_configs``, ``vllm/v1/core/kv_cache_utils.py`` v0.10.0).
 - SGLang: ``sglang.launch_server``, ``server_args=ServerArgs(``; pool: ``KV Cache is
   allocated``.
 - llama.cpp: the build line (``build: N (hash)``, ``main: build = N``,
@@ -49,7 +55,7 @@ _START: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     "vllm": (("command", re.compile(r"(?:^|[\s$])(?:vllm serve|vllm\.entrypoints\.openai\.api_server)\b")),
              ("banner", re.compile(r"vLLM API server version|█\s+version\s")),
              ("args", re.compile(r"non-default args: \{")),
-             ("engine", re.compile(r"Initializing a V1 LLM engine")),
+             ("engine", re.compile(r"Initializing (?:a V[01] |an )LLM engine")),
              # per rank, once per startup, before the pool: two from one rank = two startups
              ("budget", re.compile(r"Available KV cache memory: ")),
              ("pool", re.compile(r"GPU KV cache size: [\d,]+ tokens|# (?:GPU|cuda|CUDA|npu|NPU|xpu|XPU) blocks: \d"))),
@@ -57,7 +63,7 @@ _START: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
                ("args", re.compile(r"server_args=ServerArgs\("))),
     "llama.cpp": (("build", re.compile(r"(?:^build: \d+ \(|\bmain: build = \d+|\bcommon_params_print_info: build \d+)")),
                   ("load", re.compile(r"llama_model_loader: loaded meta data")),
-                  ("context", re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):"
+                  ("context", re.compile(r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):"
                                          r"\s+n_ctx\s+=\s"))),
 }
 _POOL = {
@@ -65,6 +71,10 @@ _POOL = {
     "sglang": re.compile(r"KV Cache is allocated\."),
     "llama.cpp": re.compile(r"(?:size|KV self size)\s*=\s*\d+(?:\.\d+)? MiB.*\b[KR] \(\w+\):\s*\d"),
 }
+# the lines of one vLLM "GPU KV cache size" report (kv_cache_utils.py): a pool line after
+# only these, from the same process, is the next worker's report, not a restart
+_VLLM_REPORT = re.compile(r"GPU KV cache size: |Maximum concurrency for |Multiplying the GPU KV cache size|"
+                          r"Add \d+ padding layers|Overriding num_gpu_blocks|# (?:GPU|cuda|CUDA) blocks: ")
 _DRAFT = re.compile(r"draft", re.I)
 _ISWA = re.compile(r"creating\s+(?:non-SWA|SWA) KV cache")
 
@@ -117,8 +127,11 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
     out = [Startup(1, lines[0].service if lines else None)]
     kinds: set[tuple[str, str | None, int | None, int | None]] = set()
     draft_after_pool = swa_next = False
+    report_of: tuple[str | None, int | None] | None = None  # the process whose vLLM report runs
     for ln in lines:
         kind = next((k for k, rx in starts if rx.search(ln.text)), None)
+        if engine == "vllm":
+            kind, report_of = _vllm_report(kind, ln, report_of)
         is_pool = bool(pool.search(ln.text))
         if engine == "llama.cpp":
             if _ISWA.search(ln.text):
@@ -144,6 +157,21 @@ def split_startups(lines: list[Line], engine: str) -> list[Startup]:
             draft_after_pool = True
         cur.lines.append(ln)
     return [s for s in out if s.lines]
+
+
+def _vllm_report(kind: str | None, ln: Line,
+                 report_of: tuple[str | None, int | None] | None) -> tuple[str | None, tuple[str | None, int | None] | None]:
+    """``(kind, report_of)`` for a vLLM line: a pool line inside a run of report lines of
+    the same process (module docstring) is no start line (kind ``None``); the run goes on
+    through that process's report lines and ends at any other line of it."""
+    proc = (ln.who, ln.pid)
+    if kind == "pool":
+        if report_of == proc:
+            kind = None  # the next worker's pair, printed by the same engine core
+        return kind, proc
+    if report_of == proc and not _VLLM_REPORT.search(ln.text):
+        return kind, None
+    return kind, report_of
 
 
 def pool_services(lines: list[Line], engine: str) -> list[str | None]:

@@ -10,9 +10,14 @@ Lines read (``src/…`` of ggml-org/llama.cpp; older spellings in brackets):
   ``Flash Attention was auto, set to enabled|disabled`` line resolves ``auto``.
 - every ``llama_kv_cache: size = 160.00 MiB (  4096 cells,   8 layers,  1/1 seqs),
   K (f16):   80.00 MiB, V (f16):   80.00 MiB`` (``kv_size`` cells per stream,
-  ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``; also
-  ``llama_kv_cache_unified:`` and the older ``KV self size = …, K (f16): …`` without
-  cells, which come from the ``llama_kv_cache_init: kv_size = N`` line before it), each
+  ``n_seq_max/n_stream`` seqs) (``llama-kv-cache.cpp``). The line as each build printed it
+  (``LLAMA_LOG_INFO`` in ``src/llama-kv-cache*.cpp``, ``__func__`` naming the printer):
+  ``KV self size = …, K (f16): …`` without cells, after ``llama_kv_cache_init: kv_size = N``
+  (2024), ``init: kv_size = N`` (``llama_kv_cache_unified::init``, early 2025, e.g. b4904) or
+  ``llama_kv_cache_unified: kv_size = N, …, padding = 32`` (its constructor, e.g. b5398),
+  whose N are the cells; then the one-line summary ``llama_kv_cache_unified: size = … (N
+  cells, L layers)``, ``… L layers, S seqs)`` (e.g. b5489), ``S/ T seqs`` (``%2u/%2u``) and
+  ``S/T seqs``, and ``llama_kv_cache:`` once the class was renamed; each
   preceded for iSWA models by ``llama_kv_cache_iswa: creating (non-)SWA KV
   cache, size = N cells``; the sizes are ``ggml_nbytes / 1024.0 / 1024.0`` with ``%7.2f``
   (MiB, 2^20).
@@ -40,15 +45,20 @@ from kvgate.engines.logtext import MIB, Line, logged, to_int
 _NUM = r"(\d+(?:\.\d+)?)"
 _KV = re.compile(
     r"(?:^|(?<=[\s:\]]))(?:(llama_kv_cache(?:_unified)?|llama_kv_cache_iswa|llama_memory_recurrent"
-    r"|llama_new_context_with_model|llama_init_from_model):\s+)?(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
-    r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)(?:/(\d+))? seqs\))?,"
+    r"|llama_new_context_with_model|llama_init_from_model|llama_context(?:_unified|_kv_self)?):\s+)?"
+    r"(?:size|KV self size)\s*=\s*" + _NUM + r" MiB"
+    r"(?:\s*\(\s*(\d+) cells,\s*(\d+) layers(?:,\s*(\d+)(?:/\s*(\d+))? seqs)?\))?,"
     r"\s*(K|R) \((\w+)\):\s*" + _NUM + r" MiB,\s*(V|S) \((\w+)\):\s*" + _NUM + r" MiB")
 _AT = r"(?:^|(?<=[\s\]]))"  # a function name at the start or after a host program's prefix
-_CTX = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)\s*$")
+_CTX = re.compile(_AT + r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):\s+"
+                  r"(\w+)\s*=\s*(\S+)\s*$")
 _META = re.compile(_AT + r"(?:print_info|llm_load_print_meta):\s+([\w.]+(?: [\w.]+)*?)\s*=\s*(.+?)\s*$")
-_FA = re.compile(_AT + r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(.+?)\s*$")
+_FA = re.compile(_AT + r"(?:llama_context(?:_unified|_base)?|llama_new_context_with_model|llama_init_from_model):\s+"
+                 r"flash_attn\s*=\s*(.+?)\s*$")
 _FA_SET = re.compile(r"Flash Attention was auto, set to (enabled|disabled)", re.I)
 _SWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache, size = (\d+) cells")
+# the cells (and layers) of the "KV self size" line that follows, as each build printed them
+_KV_SIZE = re.compile(_AT + r"(?:llama_kv_cache_init|init|llama_kv_cache_unified|llama_kv_cache):\s+kv_size\s*=\s*(\d+),")
 
 
 def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
@@ -62,9 +72,9 @@ def parse_llamacpp(lines: list[Line]) -> dict[str, Any]:
     kv_size_next: int | None = None
     for ln in lines:
         t = ln.text
-        m = re.search(r"llama_kv_cache_init: kv_size = (\d+),", t)
-        if m:
-            kv_size_next = to_int(m.group(1), "kv_size")  # old llama.cpp: the cells of the next "KV self size"
+        m = _KV_SIZE.search(t)
+        if m:  # builds before the one-line summary: the cells of the next "KV self size"
+            kv_size_next = to_int(m.group(1), "kv_size")
             continue
         m = _SWA.search(t)
         if m:

@@ -86,7 +86,7 @@ ENGINE = VllmEngine(
     name="vllm", display="vLLM", package="kvgate.engines.vllm", flags_title="vLLM flags",
     launcher="vLLM (vllm serve)", pipeline_stages=True, tp_option=("vllm", "tensor_parallel_size"), tp_flag="-tp",
     log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
-                 "Maximum concurrency for"),
+                 "Maximum concurrency for", "V0 LLM engine", "Initializing an LLM engine", "kv_cache_size="),
     pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",
     layout_flags=frozenset({
         "block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager", "kernel_block_alignment",
