@@ -88,6 +88,7 @@ def analyze(
     bandwidth: Speed = Speed(None),
     min_gain: Fraction = DEFAULT_MIN_GAIN,
     sample_rate: float = 1.0,
+    curve: LruCurve | None = None,
 ) -> dict[str, Any]:
     """Everything ``kvgate tier --json`` prints (module docstring).
 
@@ -107,6 +108,7 @@ def analyze(
         prefill, bandwidth: measured prefill tokens/s and host→device B/s with sources.
         min_gain: the least host-tier gain worth having (share of prompt tokens).
         sample_rate: SHARDS rate for the curve (1 = exact).
+        curve: the trace's curve when built as it was read (:func:`kvgate.tier.run.read_trace`).
 
     Raises:
         KvgateError: an unknown cache model, a model that lacks what it needs.
@@ -115,7 +117,8 @@ def analyze(
         raise KvgateError(f"unknown cache model {cache_model!r}", hint=f"one of {', '.join(CACHE_MODELS)}")
     B = trace.block_tokens
     block_bytes = B * bytes_per_token
-    curve = lru_curve(trace, sample_rate=sample_rate)
+    if curve is None:
+        curve = lru_curve(trace, sample_rate=sample_rate)
     how, points = curve_points(curve, block_bytes, at_capacity_blocks)
     prompt = curve.prompt_tokens
     out: dict[str, Any] = {
@@ -140,8 +143,11 @@ def analyze(
             return out
         dev = curve.hit_tokens(device_blocks)
         out["device"] = {"capacity_blocks": device_blocks, "capacity_bytes": device_blocks * block_bytes,
-                         "hit_tokens": dev, "hit_share": _share(dev, prompt)}  # fmt: skip
+                         "hit_tokens": dev, "hit_share": _share(dev, prompt), "basis": "plain LRU"}  # fmt: skip
         if host_bytes is None:
+            if cache_model != "lru":  # the engine's own model, not plain LRU under its name
+                out["device"].update(lru_hit_tokens=dev, **_engine_device_alone(
+                    trace, cache_model, device_blocks, device_bytes, bytes_per_token, engine_block_size, prompt))
             return out
         host_blocks = host_bytes // block_bytes
         both = curve.hit_tokens(device_blocks + host_blocks)
@@ -171,6 +177,7 @@ def analyze(
             d1, h1 = vm.replay(trace, tiered_v)
             dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
             out["device"].update({"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
+                                  "basis": "vLLM's prefix cache (kvgate.tier.vllm)",
                                   "hit_share": _share(dev, prompt), "lru_hit_tokens": out["device"]["hit_tokens"],
                                   "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
             host_basis = "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"
@@ -183,6 +190,7 @@ def analyze(
             d1, h1 = sm.replay(trace, tiered_s)
             dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
             out["device"].update({"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": _share(dev, prompt),
+                                  "basis": "SGLang's radix cache (kvgate.tier.sglang)",
                                   "lru_hit_tokens": out["device"]["hit_tokens"]})  # fmt: skip
             host_basis = "the LRU curve (an estimate for sglang: replaying every host size is one replay each)"
         if cache_model != "lru":
@@ -241,3 +249,27 @@ def analyze(
             curve.saturation_blocks() if cache_model != "llama.cpp" else None,
     }  # fmt: skip
     return out
+
+
+def _engine_device_alone(trace: HashedTrace, cache_model: str, device_blocks: int, device_bytes: int | None,
+                         bytes_per_token: int, engine_block_size: int, prompt: int) -> dict[str, Any]:
+    """The device pool's hits under the engine's model, no host tier (the ``device`` keys)."""
+    B = trace.block_tokens
+    if cache_model == "vllm":
+        from kvgate.tier import vllm as vm
+
+        per_block = engine_block_size * bytes_per_token
+        gpu_blocks = device_blocks * B // engine_block_size if device_bytes is None else device_bytes // per_block
+        cache = vm.VllmPrefixCache(B, engine_block_size, gpu_blocks, 0)
+        d0, _ = vm.replay(trace, cache)
+        dev = int(d0.sum())
+        return {"engine_blocks": gpu_blocks, "block_size": engine_block_size, "hit_tokens": dev,
+                "hit_share": _share(dev, prompt), "too_long_requests": len(cache.too_long),
+                "basis": "vLLM's prefix cache (kvgate.tier.vllm)"}  # fmt: skip
+    from kvgate.tier import sglang as sm
+
+    dev_tok = device_blocks * B if device_bytes is None else device_bytes // bytes_per_token
+    d0, _ = sm.replay(trace, sm.SglangRadixCache(dev_tok, 0))
+    dev = int(d0.sum())
+    return {"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": _share(dev, prompt),
+            "basis": "SGLang's radix cache (kvgate.tier.sglang)"}  # fmt: skip

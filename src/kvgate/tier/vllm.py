@@ -72,10 +72,21 @@ class VllmPrefixCache:
         self.per = engine_blocks_per_trace_block(self.trace_block_tokens, self.block_size)
         self._spare = self.num_gpu_blocks
 
-    def _keys(self, ids: list[int], n_tokens: int) -> list[tuple[int, int]]:
+    def _keys(self, ids: list[int], n_tokens: int) -> list[tuple[Any, int]]:
         """Hashes of the prompt's full engine blocks."""
         full = n_tokens // self.block_size
-        return [(ids[j // self.per], j % self.per) for j in range(min(full, len(ids) * self.per))]
+        names: list[Any] = ids
+        if len(set(ids)) < len(ids):
+            # an id repeated inside one prompt: vLLM chains each block's hash to its parent's
+            # (kv_cache_utils.hash_block_tokens), so a repeat further on is another block; it is
+            # keyed (id, occurrence), the same in every prompt with the same ids up to it
+            count: dict[int, int] = {}
+            names = []
+            for h in ids:
+                c = count.get(h, 0)
+                count[h] = c + 1
+                names.append(h if c == 0 else (h, c))
+        return [(names[j // self.per], j % self.per) for j in range(min(full, len(ids) * self.per))]
 
     def serve(self, i: int, ids: list[int], n_tokens: int, output_tokens: int = 0) -> tuple[int, int]:
         """Serve request ``i``; returns ``(device hit tokens, CPU-tier hit tokens)``."""
