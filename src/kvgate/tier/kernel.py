@@ -35,7 +35,7 @@ try:  # numba is a declared dependency; the numpy path stays for a platform with
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - exercised by forcing HAVE_NUMBA off in the tests
-    numba = None
+    numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
 _NEVER = (1 << 41) - 1  # as kvgate.tier.stack: "never touched", stack distance ∞
@@ -153,7 +153,7 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
                     fen[i] -= 1
                     i += i & -i
                 if sampling:
-                    d = np.int64(math.ceil(d / rate))
+                    d = math.ceil(d / rate)
                     if d > _NEVER:
                         d = _NEVER
             i = t + 1

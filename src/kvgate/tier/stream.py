@@ -172,14 +172,16 @@ class TraceStream:
         columns = self._head()
         self.columns = columns
         self.fmt = detect_format(columns)
-        self.c_hash = pick_column(columns, HASH_COLUMNS)
-        self.c_len = pick_column(columns, PROMPT_COLUMNS)
-        if self.c_hash is None or self.c_len is None:
-            missing = "hash_ids" if self.c_hash is None else "input_length"
+        c_hash = pick_column(columns, HASH_COLUMNS)
+        c_len = pick_column(columns, PROMPT_COLUMNS)
+        if c_hash is None or c_len is None:
+            missing = "hash_ids" if c_hash is None else "input_length"
             raise TraceError(
                 f"trace {self.path} has no {missing} column (columns found: {', '.join(columns)})",
                 hint="a hashed trace (Mooncake, Qwen-Bailian) has input_length and hash_ids on every line",
             )
+        self.c_hash: str = c_hash
+        self.c_len: str = c_len
         c_time: str | None = self.fmt.time if self.fmt is not None else None
         if c_time is not None:
             c_time = pick_column(columns, (c_time,))
@@ -310,9 +312,13 @@ class TraceStream:
             return
         stream, raw = _open(self.path, self.compression)
         try:
+            taken = 0
             for no, line in _lines(stream, self.path):
                 if not line.strip():
                     continue
+                if self.limit is not None and taken >= self.limit:
+                    return  # lines after the limit are not read
+                taken += 1
                 try:
                     yield no, loads_json(line, what="it")
                 except KvgateError as exc:

@@ -77,15 +77,20 @@ class VllmPrefixCache:
         full = n_tokens // self.block_size
         names: list[Any] = ids
         if len(set(ids)) < len(ids):
-            # an id repeated inside one prompt: vLLM chains each block's hash to its parent's
-            # (kv_cache_utils.hash_block_tokens), so a repeat further on is another block; it is
-            # keyed (id, occurrence), the same in every prompt with the same ids up to it
-            count: dict[int, int] = {}
+            # an id repeated inside one prompt breaks the trace's rule (an id names its whole
+            # prefix); vLLM chains each block's hash to its parent's (kv_cache_utils.hash_block_tokens),
+            # so from the first repeat on each block is named by the chain: the same in every prompt
+            # with the same ids up to it, never equal to a block with another prefix
+            seen: set[int] = set()
             names = []
+            chained: Any = None
             for h in ids:
-                c = count.get(h, 0)
-                count[h] = c + 1
-                names.append(h if c == 0 else (h, c))
+                if chained is None and h in seen:
+                    chained = ("chain", hash((names[-1], h)))
+                elif chained is not None:
+                    chained = ("chain", hash((chained, h)))
+                seen.add(h)
+                names.append(h if chained is None else chained)
         return [(names[j // self.per], j % self.per) for j in range(min(full, len(ids) * self.per))]
 
     def serve(self, i: int, ids: list[int], n_tokens: int, output_tokens: int = 0) -> tuple[int, int]:
