@@ -79,8 +79,7 @@ def host_share(host_bytes: int, gpus: int, flag: str) -> dict[str, Any]:
     if flag == "--hicache-ratio":
         basis = "SGLang's --hicache-ratio: a multiple of one rank's device pool"
         return {"capacity_basis": basis, "gpus_sharing": 1, "capacity_bytes_given": host_bytes}
-    what = ("vLLM's --kv-offloading-size is the total across the TP ranks" if flag == "--kv-offloading-size"
-            else "--host-capacity is per node, shared by the replica's TP ranks")  # fmt: skip
-    basis = (f"{what}: {fmt_human(host_bytes)} for {gpus} GPU(s), {fmt_human(host_bytes // gpus)} per GPU "
-             "replayed")  # fmt: skip
+    what = ("vLLM's --kv-offloading-size is the TP ranks' total" if flag == "--kv-offloading-size"
+            else "--host-capacity is per node")  # fmt: skip
+    basis = f"{what}: {fmt_human(host_bytes)} for {gpus} GPU(s), {fmt_human(host_bytes // gpus)} per GPU replayed"
     return {"capacity_basis": basis, "gpus_sharing": gpus, "capacity_bytes_given": host_bytes}
