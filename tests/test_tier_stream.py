@@ -257,3 +257,21 @@ def test_kv_offloading_size_is_the_total_across_tp_ranks(tmp_path, capsys):
     assert one["host"]["capacity_bytes"] == 8 * 2**30 and one["host"]["gpus_sharing"] == 1
     assert eight["host"]["capacity_bytes"] == 2**30 and eight["host"]["capacity_bytes_given"] == 8 * 2**30
     assert "per GPU" in eight["host"]["capacity_basis"]
+
+
+@pytest.mark.parametrize("gpu, cpu", [(20, 0), (60, 0), (60, 100), (400, 50), (4000, 4000), (8, 4)])
+def test_compiled_vllm_model_equals_the_python_model(gpu, cpu):
+    from kvgate.tier import vllm as vm
+
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    syn = synthetic_hashed(1200, seed=1, mean_blocks=5, block_tokens=64)
+    # partial last blocks, ids repeated inside prompts, and prompts longer than their ids
+    lists = [(max(int(syn.input_length[i]) - i % 50, 1), syn.request_ids(i).tolist()) for i in range(1200)]
+    lists += [(256, [1, 2, 1, 3]), (256, [1, 2, 1, 3]), (256, [1, 1, 1, 1]), (400, [5, 1, 5, 1]), (256, [1, 2, 1, 3])]
+    t = HashedTrace.from_lists(lists, 64)
+    a, b = vm.VllmPrefixCache(64, 16, gpu, cpu), vm.VllmPrefixCache(64, 16, gpu, cpu)
+    slow, fast = vm.replay(t, a, compiled=False), vm.replay(t, b)
+    assert np.array_equal(slow[0], fast[0]) and np.array_equal(slow[1], fast[1])
+    assert (a.stored_blocks, a.loaded_blocks, a.too_long) == (b.stored_blocks, b.loaded_blocks, b.too_long)
+    assert slow[0].sum() > 0 or gpu < 10

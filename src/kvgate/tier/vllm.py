@@ -141,8 +141,15 @@ class VllmPrefixCache:
 
 
 def replay(trace: HashedTrace, cache: VllmPrefixCache, *, with_output: bool = False,
-           output_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request ``(device hit tokens, CPU hit tokens)`` (int64 ``[n]`` each)."""
+           output_tokens: np.ndarray | None = None, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request ``(device hit tokens, CPU hit tokens)`` (int64 ``[n]`` each); prompts
+    only on a fresh cache run compiled (:mod:`kvgate.tier.vllm_fast`) when numba imports,
+    unless ``compiled`` is False."""
+    from kvgate.tier import kernel, vllm_fast
+
+    fresh = not cache.free and not cache.cpu and cache._spare == cache.num_gpu_blocks
+    if compiled is not False and kernel.HAVE_NUMBA and fresh and not with_output:
+        return vllm_fast.replay_compiled(trace, cache)
     ids = trace.ids.tolist()
     off = trace.offsets.tolist()
     dev = np.zeros(trace.n_requests, dtype=np.int64)
