@@ -63,7 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
     c.add_argument("--slot-prompt-similarity", "-sps", type=float, default=0.1, help="llama.cpp's (default 0.1)")
     c.add_argument("--at-capacity-blocks", default=None, help="report the curve at exactly these, e.g. 256,1024")
-    c.add_argument("--plot", default=None, metavar="PNG", help="draw the hit curve (device pool, host tier marked)")
     g = p.add_argument_group("gate (measured speeds, with their source)")
     g.add_argument("--prefill-tokens-per-s", type=positive_float, default=None, help="measured prefill speed")
     g.add_argument("--prefill-source", default=None, help="where the prefill speed was measured")
@@ -183,10 +182,6 @@ def run(args: argparse.Namespace) -> int:
     if "host" in rep and host_node is not None and args.cache_model != "llama.cpp":
         rep["host"].update(host_share(host_node, ranks, "--kv-offloading-size" if args.kv_offloading_size is not None
                                       else "--hicache-ratio" if args.hicache_ratio is not None else "--host-capacity"))
-    if args.plot:
-        from kvgate.tier.plot import plot_curve
-
-        rep["plot"] = plot_curve(rep, args.plot)
     emit(args.json, rep, _text(rep))
     return 0
 
