@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from kvgate.session import engine_geometry
     from kvgate.tier.analysis import LlamaCppSettings, analyze
     from kvgate.tier.gate import Speed
-    from kvgate.tier.traces import load_hashed_trace
+    from kvgate.tier.run import host_share, read_trace
 
     engine = engine_options_from_args(args)
     for src, val, flag in ((args.prefill_source, args.prefill_tokens_per_s, "--prefill-tokens-per-s"),
@@ -124,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
 
         geo = pool_geometry(geo)
     bpt = geo.bytes_per_token()
-    trace = load_hashed_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
-                              limit=args.limit)
+    trace, curve = read_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
+                              limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru",
+                              quiet=args.json)  # fmt: skip
     block_bytes = trace.block_tokens * bpt
     device_blocks = args.device_blocks
     if args.device_capacity is not None:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host_capacity is not None:
         host = _flag_bytes('--host-capacity', args.host_capacity, allow_zero=True)
     elif args.kv_offloading_size is not None:
-        host = round(args.kv_offloading_size * 2**30)
+        host = round(args.kv_offloading_size * 2**30)  # vLLM's: summed across the TP ranks (kvgate/tier/run.py)
     elif args.hicache_ratio is not None:
         if device_blocks is None:
             raise KvgateError("--hicache-ratio needs the device pool", hint="give --device-capacity BYTES")
@@ -171,13 +172,20 @@ def run(args: argparse.Namespace) -> int:
                           hint="give --device-capacity BYTES (the KV pool from `kvgate fit` or the engine's log) "
                                "or --device-blocks N")
     bw = _flag_bytes('--h2d-bandwidth', args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
+    host_node = host
+    ranks = max(engine.tp, 1) if args.cache_model != "llama.cpp" else 1
+    if host is not None and host > 0 and ranks > 1:
+        host = host // ranks  # the share of one GPU: the replay is of one rank's pool (kvgate/tier/run.py)
     rep = analyze(trace, bytes_per_token=bpt, cache_model=args.cache_model, device_blocks=device_blocks,
                   device_bytes=device_bytes, engine_block_size=args.block_size or 16, host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
                   prefill=Speed(args.prefill_tokens_per_s, args.prefill_source),
                   bandwidth=Speed(None if bw is None else float(bw), args.h2d_source),
-                  min_gain=args.min_gain, sample_rate=args.sample_rate)
+                  min_gain=args.min_gain, sample_rate=args.sample_rate, curve=curve)
     rep["model"] = model.name
     rep["kv_format"] = geo.fmt_k.name
+    if "host" in rep and host_node is not None and args.cache_model != "llama.cpp":
+        rep["host"].update(host_share(host_node, ranks, "--kv-offloading-size" if args.kv_offloading_size is not None
+                                      else "--hicache-ratio" if args.hicache_ratio is not None else "--host-capacity"))
     emit(args.json, rep, _text(rep))
     return 0
 
@@ -200,11 +208,17 @@ def _text(r: dict[str, Any]) -> str:
         where = (f"{d['capacity_blocks']:,} blocks = {fmt_human(d['capacity_bytes'])}" if "capacity_blocks" in d
                  else f"{d['slots']} slot(s), n_ctx {d['n_ctx']:,}")
         lines += ["", f"device  ({r['cache_model']}) {where}: {d['hit_tokens']:,} hit tokens ({_pct(d['hit_share'])})"]
+        if r["cache_model"] != "lru" and d.get("basis"):
+            lines.append(f"        replayed through {d['basis']}" + (
+                f"; {d['too_long_requests']:,} requests need more blocks than the pool (not admitted)"
+                if d.get("too_long_requests") else ""))
     if "host" in r:
         h = r["host"]
         cap = "no limit" if h["capacity_bytes"] is None else fmt_human(h["capacity_bytes"])
         lines.append(f"+ host  {cap}: {h['hit_tokens']:,} ({_pct(h['hit_share'])}); the host tier adds "
                      f"{h['added_hit_tokens']:,} ({_pct(h['added_hit_share'])})")
+        if h.get("capacity_basis"):
+            lines.append(f"        {h['capacity_basis']}")
         pf, bw = r["prefill_tokens_per_s"], r["h2d_bandwidth_bytes_per_s"]
         lines += [("prefill " + (f"{pf['value']:,.6g} tokens/s ({pf['source']})" if pf["value"] is not None
                                  else "speed not available") + "; host->device "
@@ -229,6 +243,8 @@ def _text(r: dict[str, Any]) -> str:
                          "less than the least gain")
     for w in r["warnings"]:
         lines.append(f"warning: {w}")
+    if r.get("plot"):
+        lines.append(f"plot    {r['plot']}")
     return "\n".join(lines)
 
 

@@ -78,6 +78,10 @@ class Engine(Protocol):
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
         ...
 
+    def tier_device(self, trace: Any, **pool: Any) -> dict[str, Any]:
+        """``kvgate tier`` with no host tier: the device pool's hits under the engine's own
+        cache model (the answer's ``device`` keys, ``basis`` included)."""
+
     def tier_hits(self, trace: Any, device: dict[str, Any], **pool: Any) -> tuple[int, int, int, str]:
         """Its prefix cache replayed without and with its host tier (its ``cache.tier_hits``)."""
         ...
@@ -121,6 +125,10 @@ class EngineBase:
 
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         return None
+
+    def tier_device(self, trace: Any, **pool: Any) -> dict[str, Any]:
+        device: dict[str, Any] = self.module("cache").tier_device(trace, **pool)
+        return device
 
     def tier_hits(self, trace: Any, device: dict[str, Any], **pool: Any) -> tuple[int, int, int, str]:
         hits: tuple[int, int, int, str] = self.module("cache").tier_hits(trace, device, **pool)

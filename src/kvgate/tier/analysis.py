@@ -87,6 +87,7 @@ def analyze(
     bandwidth: Speed = Speed(None),
     min_gain: Fraction = DEFAULT_MIN_GAIN,
     sample_rate: float = 1.0,
+    curve: LruCurve | None = None,
 ) -> dict[str, Any]:
     """Everything ``kvgate tier --json`` prints (module docstring).
 
@@ -106,6 +107,7 @@ def analyze(
         prefill, bandwidth: measured prefill tokens/s and host→device B/s with sources.
         min_gain: the least host-tier gain worth having (share of prompt tokens).
         sample_rate: SHARDS rate for the curve (1 = exact).
+        curve: the trace's curve when built as it was read (:func:`kvgate.tier.run.read_trace`).
 
     Raises:
         KvgateError: an unknown cache model, a model that lacks what it needs.
@@ -114,7 +116,8 @@ def analyze(
         raise KvgateError(f"unknown cache model {cache_model!r}", hint=f"one of {', '.join(CACHE_MODELS)}")
     B = trace.block_tokens
     block_bytes = B * bytes_per_token
-    curve = lru_curve(trace, sample_rate=sample_rate)
+    if curve is None:
+        curve = lru_curve(trace, sample_rate=sample_rate)
     how, points = curve_points(curve, block_bytes, at_capacity_blocks)
     prompt = curve.prompt_tokens
     out: dict[str, Any] = {
@@ -140,8 +143,12 @@ def analyze(
             return out
         dev = curve.hit_tokens(device_blocks)
         out["device"] = {"capacity_blocks": device_blocks, "capacity_bytes": device_blocks * block_bytes,
-                         "hit_tokens": dev, "hit_share": _share(dev, prompt)}  # fmt: skip
+                         "hit_tokens": dev, "hit_share": _share(dev, prompt), "basis": "plain LRU"}  # fmt: skip
         if host_bytes is None:
+            if engine is not None:  # the engine's own model, not plain LRU under its name
+                out["device"].update(lru_hit_tokens=dev, **engine.tier_device(
+                    trace, bytes_per_token=bytes_per_token, device_blocks=device_blocks, device_bytes=device_bytes,
+                    engine_block_size=engine_block_size, prompt=prompt))
             return out
         host_blocks = host_bytes // block_bytes
         both = curve.hit_tokens(device_blocks + host_blocks)
@@ -192,3 +199,4 @@ def analyze(
             curve.saturation_blocks() if engine is None or engine.tier_on_lru_curve else None,
     }  # fmt: skip
     return out
+

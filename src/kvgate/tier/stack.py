@@ -44,6 +44,7 @@ curve is measured in ``benchmarks/RESULTS.md`` (section "Host tier").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -317,14 +318,41 @@ class LruCurveBuilder:
                         self.sample_rate, self._t)  # fmt: skip
 
 
-def lru_curve(trace: HashedTrace, *, sample_rate: float = 1.0, segment_accesses: int = 1 << 20) -> LruCurve:
-    """The LRU hit curve of ``trace`` for every capacity (module docstring).
+def curve_builder(block_tokens: int, sample_rate: float = 1.0, *, compiled: bool | None = None) -> Any:
+    """A curve builder (``add``, ``result``): the compiled one
+    (:class:`kvgate.tier.kernel.CompiledCurveBuilder`) when numba imports, else
+    :class:`LruCurveBuilder`; ``compiled`` forces one (tests compare them).
 
     Raises:
         ValueError: ``sample_rate`` outside (0, 1].
     """
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
-    b = LruCurveBuilder(trace.block_tokens, sample_rate, segment_accesses)
+    from kvgate.tier import kernel
+
+    if compiled is None:
+        compiled = kernel.HAVE_NUMBA
+    if compiled:
+        return kernel.CompiledCurveBuilder(block_tokens, sample_rate)
+    return LruCurveBuilder(block_tokens, sample_rate)
+
+
+def lru_curve(trace: HashedTrace, *, sample_rate: float = 1.0, segment_accesses: int = 1 << 20,
+              compiled: bool | None = None) -> LruCurve:
+    """The LRU hit curve of ``trace`` for every capacity (module docstring), compiled
+    when numba imports (:func:`curve_builder`).
+
+    Raises:
+        ValueError: ``sample_rate`` outside (0, 1]; a trace read without its ids.
+    """
+    if not trace.ids_kept:
+        raise ValueError("the trace was read without its ids: build the curve while reading")
+    if compiled is False or (compiled is None and segment_accesses != 1 << 20):
+        b: Any = LruCurveBuilder(trace.block_tokens, sample_rate, segment_accesses)
+        if not 0.0 < sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    else:
+        b = curve_builder(trace.block_tokens, sample_rate, compiled=compiled)
     b.add(trace.input_length, trace.offsets, trace.ids)
-    return b.result()
+    out: LruCurve = b.result()
+    return out

@@ -46,21 +46,15 @@ ids. Exactly one such B is taken; none or several is refused with the hint.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from kvgate.replay import timeunits
-from kvgate.replay.readers.base import TraceError, norm_column, pick_column, trace_file_errors
+from kvgate.replay.readers.base import TraceError
 from kvgate.replay.readers.formats import (
-    ARRIVAL_COLUMNS,
     MOONCAKE,
-    PROMPT_COLUMNS,
     QWEN_BAILIAN,
-    detect_format,
 )
 
 FORMAT_BLOCK_TOKENS: dict[str, int] = {MOONCAKE.name: 512, QWEN_BAILIAN.name: 16}
@@ -86,6 +80,9 @@ class HashedTrace:
             (``"mooncake"``, ``"qwen-bailian"``, ``"offline"``, ``"hashed"``, ``"synthetic"``)
             and the data set's citation (or ``None``).
         warnings: what a command must print.
+        ids_kept: ``False`` when the reader handed the ids to a curve builder as it read
+            and kept none (:meth:`kvgate.tier.stream.TraceStream.read`): ``ids`` is then
+            empty and only the per-request arrays are usable.
     """
 
     input_length: np.ndarray
@@ -98,6 +95,7 @@ class HashedTrace:
     format: str = "hashed"
     attribution: str | None = None
     warnings: list[str] = field(default_factory=list)
+    ids_kept: bool = True
 
     @property
     def n_requests(self) -> int:
@@ -139,7 +137,7 @@ def check(t: HashedTrace) -> None:
     """
     if t.block_tokens < 1:
         raise TraceError(f"trace block size must be at least 1 token, got {t.block_tokens}")
-    if len(t.offsets) != len(t.input_length) + 1 or int(t.offsets[-1]) != len(t.ids):
+    if len(t.offsets) != len(t.input_length) + 1 or (t.ids_kept and int(t.offsets[-1]) != len(t.ids)):
         raise TraceError("hashed trace: offsets do not match the requests and ids")
     if len(t.input_length) and int(t.input_length.min()) < 0:
         raise TraceError(f"trace {t.source}: a negative input_length ({int(t.input_length.min())})")
@@ -174,50 +172,6 @@ def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int
     return [b for b in CANDIDATE_BLOCKS if np.array_equal((input_length + b - 1) // b, counts)]
 
 
-def _read_objects(path: Path) -> tuple[list[str], list[dict[str, Any]], list[int]]:
-    with trace_file_errors(path):
-        text = path.read_text(encoding="utf-8-sig")
-    objs: list[dict[str, Any]] = []
-    lines: list[int] = []
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"trace {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        for i, o in enumerate(data if isinstance(data, list) else [], start=1):
-            if not isinstance(o, dict):
-                raise TraceError(f"trace {path}: item {i} is not a JSON object")
-            objs.append(o)
-            lines.append(i)
-    else:
-        loads = json.loads
-        for no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                o = loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(
-                    f"trace {path}, line {no}: not valid JSON ({exc.msg} at column {exc.colno})",
-                    hint="a hashed trace is JSONL: one object per line with input_length and hash_ids",
-                ) from None
-            if not isinstance(o, dict):
-                raise TraceError(f"trace {path}, line {no}: not a JSON object")
-            objs.append(o)
-            lines.append(no)
-    if not objs:
-        raise TraceError(f"trace {path} has no requests")
-    columns: list[str] = []
-    seen: set[str] = set()
-    for o in objs[:1000]:
-        for k in o:
-            if k not in seen:
-                seen.add(k)
-                columns.append(k)
-    return columns, objs, lines
-
-
 def load_hashed_trace(
     path: str | Path,
     *,
@@ -225,7 +179,9 @@ def load_hashed_trace(
     time_unit: str | None = None,
     limit: int | None = None,
 ) -> HashedTrace:
-    """Read a hashed trace (JSONL, or a ``.json`` list of objects) in file order.
+    """Read a hashed trace (JSONL, plain, gzip or zstd; or a ``.json`` list of objects) in
+    file order, streamed (:class:`kvgate.tier.stream.TraceStream`); the ids come back
+    interned to dense int32 codes in first-seen order.
 
     Args:
         path: the file.
@@ -236,112 +192,15 @@ def load_hashed_trace(
         limit: read only the first ``limit`` requests.
 
     Raises:
-        TraceError: unreadable file, a line that is not a JSON object, no hash-id or
-            input-length column, a ``hash_ids`` that is not a list of whole numbers ≥ 0, a
-            bad input length (each with its line), a block size that cannot be decided.
+        TraceError: unreadable or non-regular file, a line that is not a JSON object, no
+            hash-id or input-length column, a ``hash_ids`` that is not a list of whole
+            numbers ≥ 0, a bad input length or time (each with its line), a block size
+            that cannot be decided, no prompt tokens at all.
     """
-    p = Path(path)
-    timeunits.check_time_unit(time_unit)
-    columns, objs, lines = _read_objects(p)
-    if limit is not None:
-        objs, lines = objs[:limit], lines[:limit]
-    fmt = detect_format(columns)
-    c_hash = pick_column(columns, HASH_COLUMNS)
-    c_len = pick_column(columns, PROMPT_COLUMNS)
-    if c_hash is None or c_len is None:
-        missing = "hash_ids" if c_hash is None else "input_length"
-        raise TraceError(
-            f"trace {p} has no {missing} column (columns found: {', '.join(columns)})",
-            hint="a hashed trace (Mooncake, Qwen-Bailian) has input_length and hash_ids on every line",
-        )
-    c_time = fmt.time if fmt is not None else None
-    if c_time is not None:
-        c_time = pick_column(columns, (c_time,))
-    elif fmt is None:
-        c_time = next((c for c in columns if norm_column(timeunits.split_unit_suffix(c)[0]) in ARRIVAL_COLUMNS), None)
-    n = len(objs)
-    length = np.empty(n, dtype=np.int64)
-    counts = np.empty(n, dtype=np.int64)
-    flat: list[int] = []
-    extend = flat.extend
-    for i, o in enumerate(objs):
-        v = o.get(c_len)
-        h = o.get(c_hash)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > MAX_INPUT_TOKENS \
-                or v != int(v):
-            raise TraceError(f"trace {p}, line {lines[i]}: {c_len} is not a whole number of tokens from 0 to "
-                             f"{MAX_INPUT_TOKENS:,}: {v!r:.40}")
-        if not isinstance(h, list):
-            raise TraceError(f"trace {p}, line {lines[i]}: {c_hash} is not a list: {h!r}")
-        length[i] = int(v)
-        counts[i] = len(h)
-        extend(h)
-    try:
-        arr = np.array(flat) if flat else np.zeros(0, dtype=np.int64)
-    except (ValueError, TypeError, OverflowError):
-        arr = np.array([0])  # ragged or odd cells: found below
-        arr = arr.astype(object)
-    if arr.dtype.kind != "i" or (len(arr) and int(arr.min()) < 0):
-        for i, o in enumerate(objs):
-            for x in o[c_hash]:
-                if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 2**63:
-                    raise TraceError(f"trace {p}, line {lines[i]}: {c_hash} holds {x!r}, not a whole number >= 0")
-    ids = arr.astype(np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    arrival = None
-    warnings: list[str] = []
-    if c_time is not None:
-        tv = np.array([o.get(c_time) for o in objs], dtype=object)
-        try:
-            times = tv.astype(np.float64)
-        except (TypeError, ValueError):
-            raise TraceError(f"trace {p}: column {c_time!r} is not numeric", hint="drop it or give numbers") from None
-        _, suffix = timeunits.split_unit_suffix(c_time)
-        unit = time_unit or suffix or (fmt.time_unit if fmt is not None else None)
-        if unit is None:
-            unit, _why = timeunits.detect_time_unit(times, source=str(p), column=c_time)
-        per_s = timeunits.UNIT_SECONDS[unit]
-        arrival = (times - times[0]) * per_s if n else times
-        if n > 1 and np.any(np.diff(times) < 0):
-            warnings.append("timestamps are not sorted: requests are replayed in file order, as published replays do")
-    name = fmt.name if fmt is not None else ("offline" if c_time is None else "hashed")
-    if block_tokens is not None:
-        bt, reason = int(block_tokens), "given"
-    elif name in FORMAT_BLOCK_TOKENS:
-        bt, reason = FORMAT_BLOCK_TOKENS[name], f"the {name} format's hash block"
-    else:
-        fits = infer_block_tokens(length, counts)
-        if len(fits) != 1:
-            raise TraceError(
-                f"trace {p}: the hash block size cannot be told from the data "
-                f"({'no size' if not fits else 'sizes ' + ', '.join(map(str, fits))} in 16..4096 gives "
-                "ceil(input_length / block) ids on every line)",
-                hint="say it: --trace-block-tokens 512 (Mooncake) or 16 (Qwen-Bailian)",
-            )
-        bt, reason = fits[0], f"from the data: every line has ceil(input_length / {fits[0]}) ids"
-    t = HashedTrace(
-        length, offsets, ids, bt, reason, arrival, str(p), name,
-        fmt.attribution if fmt is not None else None, warnings,
-    )  # fmt: skip
-    check(t)
-    short = (counts * bt + bt <= length) if n else np.zeros(0, dtype=bool)
-    if n and bool(short.any()):
-        k = int(short.sum())
-        i = int(np.argmax(short))
-        t.warnings.append(
-            f"{k:,} of {n:,} requests carry fewer hash blocks than their input_length needs (first: line "
-            f"{lines[i]}, {int(counts[i])} blocks of {bt} tokens for {int(length[i]):,} tokens): their uncovered "
-            "tokens can never hit, so the hit share is a lower bound"
-        )
-    over = counts * bt - length
-    if n and int(over.max()) >= bt:
-        i = int(np.argmax(over >= bt))
-        t.warnings.append(
-            f"line {lines[i]}: {int(counts[i])} hash blocks of {bt} tokens exceed input_length {int(length[i])} "
-            "by a whole block or more: is the block size right?"
-        )
-    return t
+    from kvgate.tier.stream import TraceStream
+
+    out: HashedTrace = TraceStream(path, block_tokens=block_tokens, time_unit=time_unit, limit=limit).read()
+    return out
 
 
 def synthetic_hashed(

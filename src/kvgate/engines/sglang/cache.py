@@ -269,5 +269,20 @@ def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: in
     d1, h1 = replay(trace, tiered_s)
     dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
     device.update({"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": dev / prompt if prompt else None,
-                   "lru_hit_tokens": device["hit_tokens"]})  # fmt: skip
+                   "lru_hit_tokens": device["hit_tokens"], "basis": BASIS})  # fmt: skip
     return dev, both, stored, "the LRU curve (an estimate for sglang: replaying every host size is one replay each)"
+
+
+#: what the device figures of ``kvgate tier --cache-model sglang`` are
+BASIS = "SGLang's radix cache (kvgate.engines.sglang.cache)"
+
+
+def tier_device(trace: HashedTrace, *, bytes_per_token: int, device_blocks: int, device_bytes: int | None,
+                engine_block_size: int | None, prompt: int) -> dict[str, Any]:
+    """``kvgate tier --cache-model sglang`` with no host tier: the radix cache's own device
+    hits (the answer's ``device`` keys: the pool in tokens, hits, share, the basis)."""
+    dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
+    dev = int(d0.sum())
+    return {"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": dev / prompt if prompt else None,
+            "basis": BASIS}  # fmt: skip

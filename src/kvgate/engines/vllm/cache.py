@@ -72,10 +72,26 @@ class VllmPrefixCache:
         self.per = engine_blocks_per_trace_block(self.trace_block_tokens, self.block_size)
         self._spare = self.num_gpu_blocks
 
-    def _keys(self, ids: list[int], n_tokens: int) -> list[tuple[int, int]]:
+    def _keys(self, ids: list[int], n_tokens: int) -> list[tuple[Any, int]]:
         """Hashes of the prompt's full engine blocks."""
         full = n_tokens // self.block_size
-        return [(ids[j // self.per], j % self.per) for j in range(min(full, len(ids) * self.per))]
+        names: list[Any] = ids
+        if len(set(ids)) < len(ids):
+            # an id repeated inside one prompt breaks the trace's rule (an id names its whole
+            # prefix); vLLM chains each block's hash to its parent's (kv_cache_utils.hash_block_tokens),
+            # so from the first repeat on each block is named by the chain: the same in every prompt
+            # with the same ids up to it, never equal to a block with another prefix
+            seen: set[int] = set()
+            names = []
+            chained: Any = None
+            for h in ids:
+                if chained is None and h in seen:
+                    chained = ("chain", hash((names[-1], h)))
+                elif chained is not None:
+                    chained = ("chain", hash((chained, h)))
+                seen.add(h)
+                names.append(h if chained is None else chained)
+        return [(names[j // self.per], j % self.per) for j in range(min(full, len(ids) * self.per))]
 
     def serve(self, i: int, ids: list[int], n_tokens: int, output_tokens: int = 0) -> tuple[int, int]:
         """Serve request ``i``; returns ``(device hit tokens, CPU-tier hit tokens)``."""
@@ -125,8 +141,16 @@ class VllmPrefixCache:
 
 
 def replay(trace: HashedTrace, cache: VllmPrefixCache, *, with_output: bool = False,
-           output_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request ``(device hit tokens, CPU hit tokens)`` (int64 ``[n]`` each)."""
+           output_tokens: np.ndarray | None = None, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request ``(device hit tokens, CPU hit tokens)`` (int64 ``[n]`` each); prompts
+    only on a fresh cache run compiled (:mod:`kvgate.engines.vllm.cache_fast`) when numba imports,
+    unless ``compiled`` is False."""
+    from kvgate.engines.vllm import cache_fast as vllm_fast
+    from kvgate.tier import kernel
+
+    fresh = not cache.free and not cache.cpu and cache._spare == cache.num_gpu_blocks
+    if compiled is not False and kernel.HAVE_NUMBA and fresh and not with_output:
+        return vllm_fast.replay_compiled(trace, cache)
     ids = trace.ids.tolist()
     off = trace.offsets.tolist()
     dev = np.zeros(trace.n_requests, dtype=np.int64)
@@ -154,5 +178,25 @@ def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: in
     dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
     device.update({"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
                    "hit_share": dev / prompt if prompt else None, "lru_hit_tokens": device["hit_tokens"],
-                   "too_long_requests": len(tiered_v.too_long)})  # fmt: skip
+                   "too_long_requests": len(tiered_v.too_long), "basis": BASIS})  # fmt: skip
     return dev, both, stored, "the LRU curve (an estimate for vllm: replaying every host size is one replay each)"
+
+
+#: what the device figures of ``kvgate tier --cache-model vllm`` are
+BASIS = "vLLM's prefix cache (kvgate.engines.vllm.cache)"
+
+
+def tier_device(trace: HashedTrace, *, bytes_per_token: int, device_blocks: int, device_bytes: int | None,
+                engine_block_size: int | None, prompt: int) -> dict[str, Any]:
+    """``kvgate tier --cache-model vllm`` with no host tier: the prefix cache's own device
+    hits (the answer's ``device`` keys: vLLM's blocks, hits, share, requests too long for
+    the pool, the basis), not plain LRU under vLLM's name."""
+    bs = DEFAULT_BLOCK_SIZE if engine_block_size is None else engine_block_size
+    per_block = bs * bytes_per_token
+    gpu_blocks = device_blocks * trace.block_tokens // bs if device_bytes is None else device_bytes // per_block
+    cache = VllmPrefixCache(trace.block_tokens, bs, gpu_blocks, 0)
+    d0, _ = replay(trace, cache)
+    dev = int(d0.sum())
+    return {"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
+            "hit_share": dev / prompt if prompt else None, "too_long_requests": len(cache.too_long),
+            "basis": BASIS}  # fmt: skip

@@ -1,0 +1,348 @@
+"""The compiled exact stack-distance pass (numba), fed a trace batch by batch.
+
+The same curve as :class:`kvgate.tier.stack.LruCurveBuilder` (the pure-numpy path, kept
+for a machine where numba does not import: :data:`HAVE_NUMBA`), computed the textbook way
+(Mattson et al. 1970; Bennett & Kruskal 1975): a Fenwick tree over access times marks each
+block's last touch, and the stack distance of an access to a block last touched at ``p``
+is 1 + the marks after ``p`` (the distinct blocks touched since). The prefix rule of
+:mod:`kvgate.tier.stack` then takes, per request, the running maximum ``m_j`` of its
+blocks' distances: block ``j`` hits at every capacity ≥ ``m_j``, its tokens are added to
+``hist[m_j]``.
+
+Memory follows the distinct blocks, not the accesses: ids are used as they are while
+they are small (Mooncake's are 0, 1, 2, ...: ``last`` is indexed by the id), else they are
+interned into dense codes through an open-addressing table (:func:`_intern`); the Fenwick
+tree covers at most about 1.5 × the live blocks because its times are renumbered
+(compacted, in order) when it fills. Under SHARDS sampling (``sample_rate`` R < 1) only
+the blocks whose spatial hash falls below R are interned and followed, so memory is about
+R of the exact run's; distances are scaled by 1/R and tokens weighted 1/R at the end,
+exactly as the numpy path does (the two are tested equal, sampled and exact).
+
+No compiler runs at ``kvgate`` run time beyond numba's own LLVM JIT (cached on disk
+with ``cache=True``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+try:  # numba is a declared dependency; the numpy path stays for a platform without its wheels
+    import numba
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - exercised by forcing HAVE_NUMBA off in the tests
+    numba = None  # type: ignore[assignment]
+    HAVE_NUMBA = False
+
+_NEVER = (1 << 41) - 1  # as kvgate.tier.stack: "never touched", stack distance ∞
+_EMPTY = np.int64(-1)
+_DIRECT_LIMIT = 1 << 27  # ids below this index ``last`` directly (exact runs only)
+
+
+def _njit(f: Any) -> Any:
+    return numba.njit(cache=True, nogil=True)(f) if HAVE_NUMBA else f
+
+
+@_njit
+def _mix(x: Any) -> Any:  # pragma: no cover - compiled
+    """splitmix64's finalizer on uint64 (the SHARDS spatial hash of :mod:`kvgate.tier.stack`)."""
+    z = np.uint64(x) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@_njit
+def _intern(key: Any, keys: Any, vals: Any, n: Any) -> Any:  # pragma: no cover - compiled
+    """Code of ``key`` in the table (inserted as ``n[0]`` when new)."""
+    mask = len(keys) - 1
+    h = np.int64(_mix(key) & np.uint64(mask))
+    while True:
+        k = keys[h]
+        if k == key:
+            return vals[h]
+        if k == -1:
+            keys[h] = key
+            c = n[0]
+            vals[h] = c
+            n[0] = c + 1
+            return c
+        h = (h + 1) & mask
+
+
+@_njit
+def _rehash(keys: Any, vals: Any, new_cap: Any) -> Any:  # pragma: no cover - compiled
+    nk = np.full(new_cap, -1, dtype=np.int64)
+    nv = np.zeros(new_cap, dtype=np.int32)
+    mask = new_cap - 1
+    for i in range(len(keys)):
+        k = keys[i]
+        if k != -1:
+            h = np.int64(_mix(k) & np.uint64(mask))
+            while nk[h] != -1:
+                h = (h + 1) & mask
+            nk[h] = k
+            nv[h] = vals[i]
+    return nk, nv
+
+
+@_njit
+def _fen_build(fen: Any, ones: Any) -> None:  # pragma: no cover - compiled
+    """Fenwick tree (1-based in ``fen[1:]``) with a 1 at times 0 .. ones-1, in O(len)."""
+    for i in range(len(fen)):
+        fen[i] = 0
+    for i in range(1, len(fen)):
+        if i - 1 < ones:
+            fen[i] += 1
+        j = i + (i & -i)
+        if j < len(fen):
+            fen[j] += fen[i]
+
+
+@_njit
+def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: Any,
+          keys: Any, vals: Any, n: Any, last: Any, fen: Any, t0: Any, hist: Any, stats: Any) -> Any:
+    # pragma: no cover - compiled
+    """One batch (module docstring). ``stats``: [live marks, all tokens, sampled tokens,
+    accesses followed]. Returns the next time, or -1 - i when request ``i``'s ids need a
+    direct index beyond ``last`` (the caller switches to interning and goes on from ``i``)."""
+    t = t0
+    size = len(fen)
+    sampling = thr < (np.uint64(1) << np.uint64(24))
+    for r in range(len(length)):
+        L = length[r]
+        a, b = off[r], off[r + 1]
+        if direct:
+            for q in range(a, b):
+                if ids[q] >= len(last):
+                    return -1 - r
+        m = 0
+        for q in range(a, b):
+            j = q - a
+            lo = j * B
+            hi = lo + B
+            delta = (hi if hi < L else L) - (lo if lo < L else L)
+            stats[1] += delta
+            key = ids[q]
+            if sampling:
+                if (_mix(key) >> np.uint64(40)) >= thr:
+                    continue
+                w = np.int64(np.rint(delta / rate))
+                stats[2] += w
+            else:
+                w = delta
+            c = key if direct else _intern(key, keys, vals, n)
+            p = last[c]
+            if p < 0:
+                d = _NEVER
+                stats[0] += 1
+            else:
+                # marks at times > p: all live marks minus those at times <= p
+                s = 0
+                i = p + 1
+                while i > 0:
+                    s += fen[i]
+                    i -= i & -i
+                d = stats[0] - s + 1
+                i = p + 1
+                while i < size:
+                    fen[i] -= 1
+                    i += i & -i
+                if sampling:
+                    d = math.ceil(d / rate)
+                    if d > _NEVER:
+                        d = _NEVER
+            i = t + 1
+            while i < size:
+                fen[i] += 1
+                i += i & -i
+            last[c] = t
+            t += 1
+            stats[3] += 1
+            if d > m:
+                m = d
+            if m < _NEVER:
+                hist[m] += w
+    return t
+
+
+@dataclass
+class CompiledCurveBuilder:
+    """:class:`kvgate.tier.stack.LruCurveBuilder`'s interface (:meth:`add`, :meth:`result`)
+    on the compiled pass."""
+
+    block_tokens: int
+    sample_rate: float = 1.0
+    _direct: bool = True
+    _keys: np.ndarray = field(default_factory=lambda: np.full(1 << 10, -1, dtype=np.int64))
+    _vals: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int32))
+    _n: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    _last: np.ndarray = field(default_factory=lambda: np.full(1 << 10, -1, dtype=np.int32))
+    _fen: np.ndarray = field(default_factory=lambda: np.zeros(1 << 12, dtype=np.int32))
+    _hist: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int64))
+    _stats: np.ndarray = field(default_factory=lambda: np.zeros(4, dtype=np.int64))
+    _t: int = 0
+    _requests: int = 0
+    _prompt: int = 0
+
+    def __post_init__(self) -> None:
+        if not HAVE_NUMBA:
+            raise RuntimeError("numba is not importable: use kvgate.tier.stack.LruCurveBuilder")
+        self._direct = self.sample_rate >= 1.0
+        self._thr = np.uint64(min(int(self.sample_rate * (1 << 24)), 1 << 24))
+
+    def _live(self) -> int:
+        return int(self._stats[0])
+
+    def _ensure(self, k: int, max_id: int) -> None:
+        """Room for ``k`` more accesses: table, ``last``, the Fenwick tree and ``hist``."""
+        live = self._live()
+        if self._direct:
+            need_last = max_id + 1
+        else:
+            need_last = int(self._n[0]) + k
+            cap = len(self._keys)
+            if 2 * (int(self._n[0]) + k) > cap:
+                new_cap = 1 << max(10, (4 * (int(self._n[0]) + k) - 1).bit_length())
+                self._keys, self._vals = _rehash(self._keys, self._vals, new_cap)
+        if need_last > len(self._last):
+            grown = np.full(max(need_last, len(self._last) + len(self._last) // 2), -1, dtype=np.int32)
+            grown[: len(self._last)] = self._last
+            self._last = grown
+        if self._t + k + 1 >= len(self._fen):
+            self._compact(k)
+        top = math.ceil((live + k) / self.sample_rate) + 2
+        if top > len(self._hist):
+            grown = np.zeros(max(top, 2 * len(self._hist)), dtype=np.int64)
+            grown[: len(self._hist)] = self._hist
+            self._hist = grown
+
+    def _compact(self, k: int) -> None:
+        """Renumber the live marks 0 .. live-1 in their order; a Fenwick tree for them and
+        ``k`` more accesses (with room to spare)."""
+        touched = np.flatnonzero(self._last >= 0)
+        order = touched[np.argsort(self._last[touched], kind="stable")]
+        self._last[order] = np.arange(len(order), dtype=np.int32)
+        self._t = len(order)
+        size = max(int(1.5 * (len(order) + k)), 1 << 12) + 1
+        if size != len(self._fen):
+            self._fen = np.zeros(size, dtype=np.int32)
+        _fen_build(self._fen, len(order))
+
+    def _to_interned(self) -> None:
+        """Leave direct indexing: the ids seen so far become the table's keys, with their
+        ids as codes (codes go on from ``len(last)``)."""
+        seen = np.flatnonzero(self._last >= 0)
+        cap = 1 << max(10, (4 * len(seen) + 1).bit_length())
+        keys = np.full(cap, -1, dtype=np.int64)
+        vals = np.zeros(cap, dtype=np.int32)
+        self._keys, self._vals = _rehash(keys, vals, cap)
+        self._n[0] = 0
+        for s in np.array_split(seen, max(1, len(seen) // (1 << 20))):
+            _insert_as(s, self._keys, self._vals)
+        self._n[0] = len(self._last)
+        self._direct = False
+
+    def add(self, input_length: np.ndarray, offsets: np.ndarray, ids: np.ndarray) -> None:
+        """Requests ``input_length[i]`` with ids ``ids[offsets[i] - offsets[0]: ...]``."""
+        length = np.ascontiguousarray(input_length, dtype=np.int64)
+        off = np.ascontiguousarray(offsets - offsets[0], dtype=np.int64)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        self._requests += len(length)
+        self._prompt += int(length.sum())
+        start = 0
+        while start < len(length):
+            sub_off = off[start:] - off[start]
+            sub_ids = ids[off[start] :]
+            k = len(sub_ids)
+            max_id = int(sub_ids.max()) if k else 0
+            if self._direct and max_id >= max(_DIRECT_LIMIT, 4 * (int(self._stats[3]) + k)):
+                self._to_interned()
+            self._ensure(k, max_id if self._direct else 0)
+            t = _pass(sub_ids, sub_off, length[start:], self.block_tokens, self._thr, float(self.sample_rate), self._direct,
+                      self._keys, self._vals, self._n, self._last, self._fen, self._t, self._hist, self._stats)
+            if t >= 0:
+                self._t = int(t)
+                return
+            raise AssertionError("direct index beyond last: _ensure sized it")  # pragma: no cover
+
+    def result(self) -> Any:
+        """The curve so far (:class:`kvgate.tier.stack.LruCurve`)."""
+        from kvgate.tier.stack import LruCurve
+
+        hist = self._hist.copy()
+        if self.sample_rate < 1.0 and len(hist) > 1:
+            hist[1] += int(self._stats[1]) - int(self._stats[2])  # SHARDS_adj, as the numpy path
+        top = int(np.flatnonzero(hist)[-1]) + 1 if np.any(hist) else 1
+        hist = hist[:top]
+        return LruCurve(self.block_tokens, self._requests, self._prompt, hist, int(hist.sum()), self._live(),
+                        self.sample_rate, int(self._stats[3]))  # fmt: skip
+
+
+@_njit
+def _insert_as(ids: Any, keys: Any, vals: Any) -> None:  # pragma: no cover - compiled
+    """Insert each id with itself as its code."""
+    mask = len(keys) - 1
+    for q in range(len(ids)):
+        key = ids[q]
+        h = np.int64(_mix(key) & np.uint64(mask))
+        while keys[h] != -1 and keys[h] != key:
+            h = (h + 1) & mask
+        keys[h] = key
+        vals[h] = key
+
+
+@_njit
+def _intern_all(ids: Any, keys: Any, vals: Any, n: Any, out: Any) -> None:  # pragma: no cover - compiled
+    for q in range(len(ids)):
+        out[q] = _intern(ids[q], keys, vals, n)
+
+
+class Interner:
+    """Hash ids → dense codes 0, 1, 2, ... in first-seen order, batch by batch (int32 out).
+
+    Compiled: the open-addressing table of :func:`_intern`. Without numba: a sorted key
+    array and ``np.searchsorted`` (the same codes, slower).
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._keys = np.full(1 << 10, -1, dtype=np.int64)
+        self._vals = np.zeros(1 << 10, dtype=np.int32)
+        self._count = np.zeros(1, dtype=np.int64)
+        self._skeys = np.zeros(0, dtype=np.int64)  # numpy path: sorted keys and their codes
+        self._svals = np.zeros(0, dtype=np.int64)
+
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """int32 codes of ``ids`` (int64, ≥ 0)."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if HAVE_NUMBA:
+            if 2 * (self.n + len(ids)) > len(self._keys):
+                cap = 1 << max(10, (4 * (self.n + len(ids)) - 1).bit_length())
+                self._keys, self._vals = _rehash(self._keys, self._vals, cap)
+            out = np.empty(len(ids), dtype=np.int32)
+            _intern_all(ids, self._keys, self._vals, self._count, out)
+            self.n = int(self._count[0])
+            return out
+        return self._codes_numpy(ids)
+
+    def _codes_numpy(self, ids: np.ndarray) -> np.ndarray:
+        u, first = np.unique(ids, return_index=True)
+        pos = np.searchsorted(self._skeys, u)
+        known = (pos < len(self._skeys)) & (self._skeys[np.minimum(pos, max(len(self._skeys) - 1, 0))] == u) \
+            if len(self._skeys) else np.zeros(len(u), dtype=bool)  # fmt: skip
+        new = u[~known]
+        if len(new):
+            order = np.argsort(first[~known], kind="stable")  # first-seen order
+            codes = np.empty(len(new), dtype=np.int64)
+            codes[order] = np.arange(self.n, self.n + len(new))
+            self.n += len(new)
+            keys = np.concatenate([self._skeys, new])
+            vals = np.concatenate([self._svals, codes])
+            o = np.argsort(keys, kind="stable")
+            self._skeys, self._svals = keys[o], vals[o]
+        return self._svals[np.searchsorted(self._skeys, ids)].astype(np.int32)

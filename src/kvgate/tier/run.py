@@ -1,0 +1,85 @@
+"""What ``kvgate tier`` does around the analysis: read the trace while the curve is built
+(so that neither the ids nor, under SHARDS, the unsampled blocks are kept), show progress,
+and say how a host capacity is shared by the GPUs.
+
+**Host capacity units.** The replay is of one GPU's (one rank's) pool, at the bytes per
+token of one rank. A host tier is given for the node or the engine, so it is divided by
+the ranks that share it:
+
+- vLLM ``--kv-offloading-size`` (vllm/config/cache.py, ``CacheConfig.kv_offloading_size``):
+  "Size of the KV cache offloading buffer in GiB. When TP > 1, this is the total buffer
+  size summed across all TP ranks." One rank holds ``size / TP``.
+- ``--host-capacity``: the host memory of the node given to the tier; the GPUs of one
+  replica (its TP ranks) share it evenly, and the output says the per-GPU share.
+- SGLang ``--hicache-ratio``: a multiple of the device pool, so already per rank
+  (python/sglang/srt/mem_cache/memory_pool_host.py sizes each rank's host pool as
+  ``ratio × device pool``).
+- llama.cpp ``--cache-ram``: per server process (one per model; no TP ranks).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kvgate.tier.stack import LruCurve, curve_builder
+from kvgate.tier.stream import TraceStream
+from kvgate.tier.traces import HashedTrace
+
+PROGRESS_AFTER_S = 2.0  # a bar appears only for a run longer than this
+
+
+@contextmanager
+def progress_bar(what: str, total: int, *, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A callback ``(done, total)`` drawing a bar on stderr once ``PROGRESS_AFTER_S`` have
+    passed; nothing when ``quiet`` (``--json``) or when stderr is not a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda done, total: None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=what, unit="B", unit_scale=True, unit_divisor=1024, delay=PROGRESS_AFTER_S,
+               file=sys.stderr, leave=False, dynamic_ncols=True)
+    last = [0]
+
+    def tick(done: int, total_now: int) -> None:
+        if done > last[0]:
+            bar.update(done - last[0])
+            last[0] = done
+
+    try:
+        yield tick
+    finally:
+        bar.close()
+
+
+def read_trace(path: str | Path, *, block_tokens: int | None, time_unit: str | None, limit: int | None,
+               sample_rate: float, keep_ids: bool, quiet: bool = False) -> tuple[HashedTrace, LruCurve | None]:
+    """The trace and, when its block size is known before reading, its LRU curve built
+    as it streams (``None`` otherwise: the caller builds it from the kept ids).
+
+    Raises:
+        TraceError: as :meth:`TraceStream.read`.
+    """
+    stream = TraceStream(path, block_tokens=block_tokens, time_unit=time_unit, limit=limit)
+    builder = curve_builder(stream.block_tokens, sample_rate) if stream.block_tokens is not None else None
+    with progress_bar(f"reading {Path(path).name}", stream.size, quiet=quiet) as tick:
+        trace: HashedTrace = stream.read(on_batch=None if builder is None else builder.add,
+                                         keep_ids=keep_ids or builder is None, progress=tick)  # fmt: skip
+    return trace, (None if builder is None else builder.result())
+
+
+def host_share(host_bytes: int, gpus: int, flag: str) -> dict[str, Any]:
+    """What the output says of a host capacity shared by ``gpus`` ranks (module docstring)."""
+    from kvgate.units import fmt_human
+
+    if flag == "--hicache-ratio":
+        basis = "SGLang's --hicache-ratio: a multiple of one rank's device pool"
+        return {"capacity_basis": basis, "gpus_sharing": 1, "capacity_bytes_given": host_bytes}
+    what = ("vLLM's --kv-offloading-size is the TP ranks' total" if flag == "--kv-offloading-size"
+            else "--host-capacity is per node")  # fmt: skip
+    basis = f"{what}: {fmt_human(host_bytes)} for {gpus} GPU(s), {fmt_human(host_bytes // gpus)} per GPU replayed"
+    return {"capacity_basis": basis, "gpus_sharing": gpus, "capacity_bytes_given": host_bytes}

@@ -1,0 +1,277 @@
+"""The streaming hashed-trace reader (kvgate.tier.stream), the compiled curve kernel
+(kvgate.tier.kernel) against the numpy path and the brute-force LRU, and the hostile traces
+of issue 28 (each a clean error or the right answer)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from kvgate.cli import main
+from kvgate.replay.readers.base import TraceError
+from kvgate.tier import kernel
+from kvgate.tier.lru import simulate_lru
+from kvgate.tier.stack import LruCurveBuilder, curve_builder, lru_curve
+from kvgate.tier.stream import TraceStream
+from kvgate.tier.traces import HashedTrace, load_hashed_trace, synthetic_hashed
+
+ROWS = [{"timestamp": 10 * i, "input_length": 600 + 300 * (i % 3), "output_length": 1,
+         "hash_ids": [0, 1 + i % 4, 5 + i][: 2 + i % 2]} for i in range(40)]  # fmt: skip
+
+
+def _text(rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _write(tmp_path, text: str | bytes, name="t.jsonl"):
+    p = tmp_path / name
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    return p
+
+
+def test_gzip_and_zstd_read_as_the_plain_file(tmp_path):
+    import pyarrow as pa
+
+    plain = load_hashed_trace(_write(tmp_path, _text(ROWS)))
+    gz = load_hashed_trace(_write(tmp_path, gzip.compress(_text(ROWS).encode()), "t.jsonl.gz"))
+    zp = tmp_path / "t.jsonl.zst"
+    with pa.CompressedOutputStream(str(zp), "zstd") as out:
+        out.write(_text(ROWS).encode())
+    zs = load_hashed_trace(zp)
+    for t in (gz, zs):
+        assert (t.format, t.block_tokens, t.n_requests) == ("mooncake", 512, 40)
+        assert np.array_equal(t.ids, plain.ids) and np.array_equal(t.offsets, plain.offsets)
+        assert np.array_equal(t.input_length, plain.input_length) and np.array_equal(t.arrival_s, plain.arrival_s)
+
+
+def test_ids_are_interned_dense_in_first_seen_order(tmp_path):
+    rows = [{"input_length": 1024, "hash_ids": [10**15, 7]}, {"input_length": 1024, "hash_ids": [10**15, 3]}]
+    t = load_hashed_trace(_write(tmp_path, _text(rows)), block_tokens=512)
+    assert t.ids.dtype == np.int32 and t.ids.tolist() == [0, 1, 0, 2]
+
+
+def test_line_reader_agrees_with_pyarrow(tmp_path):
+    # a float input_length (100.0) is refused by pyarrow's int64 column: the line reader reads the file
+    rows = [dict(r) for r in ROWS]
+    rows[-1]["input_length"] = float(rows[-1]["input_length"])
+    slow = load_hashed_trace(_write(tmp_path, _text(rows), "slow.jsonl"))
+    fast = load_hashed_trace(_write(tmp_path, _text(ROWS), "fast.jsonl"))
+    assert np.array_equal(slow.ids, fast.ids) and np.array_equal(slow.input_length, fast.input_length)
+    assert np.array_equal(slow.arrival_s, fast.arrival_s)
+
+
+def test_batches_hand_each_request_on_once_when_the_line_reader_takes_over(tmp_path, monkeypatch):
+    import kvgate.tier.stream as ts
+
+    monkeypatch.setattr(ts, "BLOCK_BYTES", 1 << 10)  # many small pyarrow blocks
+    monkeypatch.setattr(ts, "_SLOW_CHUNK", 7)
+    rows = [{"input_length": 512 * (1 + i % 3), "hash_ids": list(range(i, i + 1 + i % 3))} for i in range(300)]
+    rows[250]["hash_ids"] = [True, 5, 6][: 1 + 250 % 3]  # bool: refused by pyarrow only at this block
+    rows[250]["hash_ids"] = [250 + k for k in range(1 + 250 % 3)]
+    rows[250]["input_length"] = float(rows[250]["input_length"])
+    p = _write(tmp_path, _text(rows))
+    got: list[int] = []
+    t = TraceStream(p, block_tokens=512).read(on_batch=lambda le, off, ids: got.extend(le.tolist()))
+    assert got == [r["input_length"] for r in rows] and t.n_requests == 300
+
+
+@pytest.mark.parametrize("line, match", [
+    ('{"input_length": 10, "hash_ids": [true, 5]}', "line 2: hash_ids holds True"),
+    ('{"input_length": 10, "hash_ids": [[1], 2]}', r"line 2: hash_ids holds \[1\]"),
+    ('{"input_length": 10, "hash_ids": [' + "9" * 5000 + "]}", "line 2: .*4,300 digits"),
+    ('{"input_length": 10, "hash_ids": [' + "9" * 1000 + "]}", "line 2: hash_ids holds 9999"),
+    ('{"input_length": 10, "hash_ids": ' + "[" * 5000 + "]" * 5000 + "}", "line 2: .*nested too deeply"),
+    ('{"input_length": 10, "hash_ids": 7}', "line 2: hash_ids is not a list"),
+    ('{"input_length": 10}', "line 2: hash_ids is not a list: None"),
+])  # fmt: skip
+def test_hostile_lines_are_named(tmp_path, line, match):
+    p = _write(tmp_path, '{"input_length": 10, "hash_ids": [1]}\n' + line + "\n")
+    with pytest.raises(TraceError, match=match):
+        load_hashed_trace(p, block_tokens=16)
+
+
+def test_deep_nesting_in_a_column_not_read_is_read(tmp_path):
+    p = _write(tmp_path, '{"input_length": 10, "hash_ids": [1]}\n'
+                         '{"input_length": 10, "hash_ids": [1], "x": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    assert load_hashed_trace(p, block_tokens=16).ids.tolist() == [0, 0]
+
+
+def test_overflowing_timestamp_is_named(tmp_path):
+    p = _write(tmp_path, '{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n'
+                         '{"timestamp": ' + "9" * 400 + ', "input_length": 600, "hash_ids": [1, 3]}\n')
+    with pytest.raises(TraceError, match="line 2: timestamp is not a finite number"):
+        load_hashed_trace(p)
+
+
+def test_zero_token_prompts_are_refused(tmp_path):
+    p = _write(tmp_path, _text([{"input_length": 0, "hash_ids": []}] * 3))
+    with pytest.raises(TraceError, match="every request has 0 prompt tokens"):
+        load_hashed_trace(p, block_tokens=16)
+    assert main(["tier", "--trace", str(p), "--model", "llama-3.1-8b", "--trace-block-tokens", "16"]) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_waiting(tmp_path):
+    f = tmp_path / "pipe.jsonl"
+    os.mkfifo(f)
+    box: dict[str, object] = {}
+
+    def go():
+        try:
+            load_hashed_trace(f)
+        except TraceError as e:
+            box["err"] = e.message
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    th.join(5)
+    assert not th.is_alive(), "reading a FIFO hung"
+    assert "not a regular file" in str(box["err"])
+
+
+def test_limit_stops_reading(tmp_path):
+    # a broken line after the limit is never read
+    p = _write(tmp_path, _text(ROWS[:5]) + "{oops\n")
+    t = load_hashed_trace(p, limit=5)
+    assert t.n_requests == 5
+    with pytest.raises(TraceError, match="line 6: not valid JSON"):
+        load_hashed_trace(p)
+
+
+def test_json_list_and_its_bad_items(tmp_path):
+    t = load_hashed_trace(_write(tmp_path, json.dumps(ROWS[:4]), "t.json"))
+    assert t.n_requests == 4 and t.format == "mooncake"
+    bad = [*ROWS[:2], {"timestamp": 1, "input_length": 5, "hash_ids": [-1]}]
+    with pytest.raises(TraceError, match="item 3: hash_ids holds -1"):
+        load_hashed_trace(_write(tmp_path, json.dumps(bad), "b.json"))
+
+
+def test_curve_built_while_reading_equals_the_curve_of_the_kept_ids(tmp_path):
+    syn = synthetic_hashed(3000, seed=4, mean_blocks=6)
+    rows = [{"input_length": int(syn.input_length[i]), "hash_ids": syn.request_ids(i).tolist()}
+            for i in range(syn.n_requests)]  # fmt: skip
+    p = _write(tmp_path, _text(rows))
+    for rate in (1.0, 0.25):
+        b = curve_builder(512, rate)
+        t = TraceStream(p, block_tokens=512).read(on_batch=b.add, keep_ids=False)
+        assert not t.ids_kept and len(t.ids) == 0 and t.n_requests == 3000
+        ref = lru_curve(syn, sample_rate=rate)
+        assert np.array_equal(b.result().hist, ref.hist)
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.5, 0.1])
+def test_compiled_and_numpy_paths_agree(rate):
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    t = synthetic_hashed(4000, seed=11, mean_blocks=7)
+    big = HashedTrace(t.input_length, t.offsets, t.ids * 7919 + 2**45, t.block_tokens)  # forces the intern table
+    a = LruCurveBuilder(512, rate)
+    a.add(t.input_length, t.offsets, t.ids)
+    for tr in (t, big):
+        b = curve_builder(512, rate, compiled=True)
+        h = 1234  # two batches
+        b.add(tr.input_length[:h], tr.offsets[: h + 1], tr.ids[: tr.offsets[h]])
+        b.add(tr.input_length[h:], tr.offsets[h:], tr.ids[tr.offsets[h] :])
+        ra, rb = a.result(), b.result()
+        if tr is t or rate == 1.0:  # a sampled run of other ids samples other blocks
+            assert np.array_equal(ra.hist, rb.hist)
+            assert (ra.distinct_blocks, ra.accesses) == (rb.distinct_blocks, rb.accesses)
+
+
+def test_numpy_fallback_when_numba_is_missing(monkeypatch):
+    monkeypatch.setattr(kernel, "HAVE_NUMBA", False)
+    assert isinstance(curve_builder(512), LruCurveBuilder)
+    t = synthetic_hashed(500, seed=2)
+    assert lru_curve(t).unbounded_hit_tokens == simulate_lru(t, None)[0]
+    ids = np.array([9, 3, 9, 2**40], dtype=np.int64)
+    assert kernel.Interner().codes(ids).tolist() == [0, 1, 0, 2]
+
+
+@st.composite
+def _traces(draw):
+    n = draw(st.integers(1, 25))
+    block = draw(st.sampled_from([1, 4, 16]))
+    pool = draw(st.integers(1, 12))
+    reqs = []
+    for _ in range(n):
+        ids = draw(st.lists(st.integers(0, pool), min_size=0, max_size=6))
+        extra = draw(st.integers(0, block))
+        reqs.append((max(len(ids) * block - extra, 0), ids))
+    return HashedTrace.from_lists(reqs, block)
+
+
+@seed(20261205)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_traces())
+def test_curve_equals_brute_force_lru_on_generated_traces(t):
+    curve = lru_curve(t)
+    assert curve.unbounded_hit_tokens == simulate_lru(t, None)[0]
+    for c in range(0, int(t.ids.max() if len(t.ids) else 0) + 3):
+        assert curve.hit_tokens(c) == simulate_lru(t, c)[0]
+    if kernel.HAVE_NUMBA:
+        assert np.array_equal(lru_curve(t, compiled=False).hist, curve.hist)
+
+
+def _cli_json(capsys, *argv):
+    code = main(["tier", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_repeated_id_with_vllm_and_a_host_tier(tmp_path, capsys):
+    rows = [{"timestamp": i, "input_length": 2048, "hash_ids": h}
+            for i, h in enumerate([[1, 2, 1, 3], [1, 2, 1, 3], [1, 1, 1, 1]])]  # fmt: skip
+    p = _write(tmp_path, _text(rows))
+    code, r = _cli_json(capsys, "--trace", str(p), "--model", "llama-3.1-8b", "--cache-model", "vllm",
+                        "--device-capacity", "4GiB", "--kv-offloading-size", "8")  # fmt: skip
+    assert code == 0
+    # r1 repeats r0's chain: 2047 tokens -> 127 blocks of 16; r2 shares only its first block with them
+    assert r["device"]["hit_tokens"] == 127 * 16 + 512
+
+
+def test_engine_model_without_a_host_tier_is_the_engine_not_lru(tmp_path, capsys):
+    p = _write(tmp_path, _text(ROWS))
+    code, r = _cli_json(capsys, "--trace", str(p), "--model", "llama-3.1-8b", "--cache-model", "vllm",
+                        "--device-capacity", "256MiB")  # fmt: skip
+    assert code == 0 and r["device"]["basis"].startswith("vLLM's prefix cache")
+    assert r["device"]["lru_hit_tokens"] is not None and "too_long_requests" in r["device"]
+    code, r = _cli_json(capsys, "--trace", str(p), "--model", "llama-3.1-8b", "--device-capacity", "256MiB")
+    assert r["device"]["basis"] == "plain LRU"
+
+
+def test_kv_offloading_size_is_the_total_across_tp_ranks(tmp_path, capsys):
+    p = _write(tmp_path, _text(ROWS))
+    base = ["--trace", str(p), "--model", "llama-3.1-8b", "--cache-model", "vllm", "--device-capacity", "1GiB",
+            "--kv-offloading-size", "8"]  # fmt: skip
+    _, one = _cli_json(capsys, *base)
+    _, eight = _cli_json(capsys, *base, "--tp", "8")
+    assert one["host"]["capacity_bytes"] == 8 * 2**30 and one["host"]["gpus_sharing"] == 1
+    assert eight["host"]["capacity_bytes"] == 2**30 and eight["host"]["capacity_bytes_given"] == 8 * 2**30
+    assert "per GPU" in eight["host"]["capacity_basis"]
+
+
+@pytest.mark.parametrize("gpu, cpu", [(20, 0), (60, 0), (60, 100), (400, 50), (4000, 4000), (8, 4)])
+def test_compiled_vllm_model_equals_the_python_model(gpu, cpu):
+    from kvgate.engines.vllm import cache as vm
+
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    syn = synthetic_hashed(1200, seed=1, mean_blocks=5, block_tokens=64)
+    # partial last blocks, ids repeated inside prompts, and prompts longer than their ids
+    lists = [(max(int(syn.input_length[i]) - i % 50, 1), syn.request_ids(i).tolist()) for i in range(1200)]
+    lists += [(256, [1, 2, 1, 3]), (256, [1, 2, 1, 3]), (256, [1, 1, 1, 1]), (400, [5, 1, 5, 1]), (256, [1, 2, 1, 3])]
+    t = HashedTrace.from_lists(lists, 64)
+    a, b = vm.VllmPrefixCache(64, 16, gpu, cpu), vm.VllmPrefixCache(64, 16, gpu, cpu)
+    slow, fast = vm.replay(t, a, compiled=False), vm.replay(t, b)
+    assert np.array_equal(slow[0], fast[0]) and np.array_equal(slow[1], fast[1])
+    assert (a.stored_blocks, a.loaded_blocks, a.too_long) == (b.stored_blocks, b.loaded_blocks, b.too_long)
+    assert slow[0].sum() > 0 or gpu < 10
