@@ -304,7 +304,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
                "kvgate_host": doc.get("host_memory")}
         rows.append(row)
 
-        def cell(key: str, dev: str = "CUDA0") -> str:
+        def cell(key: str, dev: str = "CUDA0", got: dict = got, pred: dict = pred) -> str:
             lg = got[key].get(dev, 0.0)
             p = pred[key]
             if p is None:
