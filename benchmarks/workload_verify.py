@@ -105,7 +105,7 @@ class NvmlPeak:
     def total(self) -> int | None:
         return None if self.handle is None else int(self.nvml.nvmlDeviceGetMemoryInfo(self.handle).total)
 
-    def __enter__(self) -> "NvmlPeak":
+    def __enter__(self) -> NvmlPeak:
         self.peak, self.samples, self.max_gap_s = self.used(), 0, 0.0
         self._stop = threading.Event()
         if self.handle is not None:

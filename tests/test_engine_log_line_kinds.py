@@ -16,7 +16,7 @@ import pytest
 
 from kvgate.engines import read_engine_log
 from kvgate.engines.logtext import logical_lines
-from kvgate.engines.vllm_log import parse_vllm
+from kvgate.engines.vllm.log import parse_vllm
 from test_engine_logs import GIB, LOGS, interval  # the hand rules, written once
 
 FIT_LOGS = LOGS.parent / "fit_logs"
@@ -235,7 +235,7 @@ def test_llamacpp_one_line_summary_of_build_5489_is_read():
      "V (f16):   12.00 MiB", 2048, 24, 1, 1),
 ])
 def test_llamacpp_cache_line_shapes_of_each_build(line, cells, layers, seqs, streams):
-    from kvgate.engines.llamacpp_log import parse_llamacpp
+    from kvgate.engines.llamacpp.log import parse_llamacpp
 
     (c,) = parse_llamacpp(logical_lines(line + "\n"))["caches"]
     assert (c["cells"], c["layers"], c["n_seq_max"], c["n_stream"]) == (cells, layers, seqs, streams)

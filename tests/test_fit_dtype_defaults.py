@@ -8,11 +8,11 @@ import json
 import pytest
 
 from kvgate.cli import main
+from kvgate.engines.vllm.flags import default_utilization
 from kvgate.errors import KvgateError
 from kvgate.fit import resolve_release
 from kvgate.fit.dtype import resolve_dtype, weight_ratio
 from kvgate.fit.gpus import GPU_TABLE
-from kvgate.fit.vllm_flags import default_utilization
 
 
 def fit_json(capsys, *argv):

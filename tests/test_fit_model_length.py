@@ -153,8 +153,8 @@ def test_fit_sglang_refuses_tp_that_kv_heads_do_not_divide(capsys):
     config checks that branch."""
     code, _ = fit_json(capsys, "qwen3-32b", "--gpu", "H100", "--engine", "sglang", "--tp-size", "16")
     assert code == 0
-    from kvgate.errors import KvgateError
     from kvgate.engines.sglang.startup import check_sglang_tp
+    from kvgate.errors import KvgateError
     m = load_model("qwen3-32b")
     m.config = {**m.config, "num_attention_heads": 96, "num_key_value_heads": 12}
     with pytest.raises(KvgateError, match=r"tp_size % self.total_num_kv_heads == 0"):
@@ -166,9 +166,9 @@ def test_sglang_budget_of_a_negative_default_fraction_is_ordered():
     budget stays an ordered interval (SGLang's pool is negative: "Not enough memory")."""
     from fractions import Fraction
 
+    from kvgate.engines.sglang.budget import heuristic
+    from kvgate.engines.sglang.fit import init_band, sglang_budget
     from kvgate.fit import lookup_gpu
-    from kvgate.fit.sglang_fit import init_band, sglang_budget
-    from kvgate.fit.sglang_memfrac import heuristic
 
     f = heuristic(81559, 1024)
     assert f < 0

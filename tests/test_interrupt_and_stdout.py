@@ -53,7 +53,7 @@ def test_importing_the_library_leaves_sigint_alone():
 def test_keyboard_interrupt_while_building_the_parser_is_130(monkeypatch, capsys):
     import kvgate.cli as cli
 
-    def boom(only=None):
+    def boom(only=None, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(cli, "build_parser", boom)
     assert main(["geometry", "llama-3.1-8b", "--json"]) == 130

@@ -281,13 +281,14 @@ def test_decide_from_options_is_the_gate_command(tmp_path, capsys):
 
 
 def test_gate_plan_loads_the_model_once_and_replays_once(tmp_path, monkeypatch):
+    import kvgate.model as model
     import kvgate.replay.reclaim as reclaim
     import kvgate.session as session
     from kvgate.measure.measurement import Measurement
 
     loads, replays = [], []
-    real_load, real_replay = session.load_model, reclaim.paging_reclaim
-    monkeypatch.setattr(session, "load_model", lambda ref: loads.append(ref) or real_load(ref))
+    real_load, real_replay = model.load_model, reclaim.paging_reclaim  # the engine's load_model calls it
+    monkeypatch.setattr(model, "load_model", lambda ref: loads.append(ref) or real_load(ref))
     monkeypatch.setattr(reclaim, "paging_reclaim", lambda *a, **k: replays.append(1) or real_replay(*a, **k))
     plan = session.GatePlan(EngineOptions(model="qwen3-30b-a3b", max_seq=8192, slots=8),
                             GateOptions(slots_target=8, slots_measured=1), ReplayOptions(trace=_tiny(tmp_path)))

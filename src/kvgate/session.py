@@ -24,7 +24,7 @@ from kvgate.errors import KvgateError
 from kvgate.gate.verdict import Scenario
 from kvgate.gate.weights_policy import policy_from_env
 from kvgate.geometry import KVGeometry, Layout, layout_from_options
-from kvgate.model import ModelSpec, load_model
+from kvgate.model import ModelSpec
 from kvgate.options import EngineOptions, GateOptions, ReplayOptions
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -62,7 +62,6 @@ def run(args: Any) -> int:
     from kvgate.engines.registry import get_engine  # noqa: PLC0415
     from kvgate.fit import gpu_from_total, local_gpu, lookup_gpu  # noqa: PLC0415
     from kvgate.fit.render import render_text  # noqa: PLC0415
-    from kvgate.model import load_model  # noqa: PLC0415
 
     if isinstance(getattr(args, "gpu", None), str) and args.gpu.strip().lower() == "list":
         from kvgate.fit.gpus import GPU_TABLE, gpu_table_text  # noqa: PLC0415

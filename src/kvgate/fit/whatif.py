@@ -191,7 +191,7 @@ class _VllmFromLog:
         self.notes: list[str] = []
         util = self.t.utilization or (float(fl["gpu_memory_utilization"]) if fl.get("gpu_memory_utilization") else None)
         if util is None:
-            from kvgate.fit.vllm_flags import default_utilization  # noqa: PLC0415
+            from kvgate.engines.vllm.flags import default_utilization  # noqa: PLC0415
 
             util = default_utilization(self.release)
             self.notes.append(f"the log does not print --gpu-memory-utilization: vLLM's default {util} presumed "

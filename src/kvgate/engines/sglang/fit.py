@@ -32,6 +32,7 @@ from fractions import Fraction
 from kvgate.engines.sglang.budget import default_mem_fraction
 from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
+from kvgate.engines.sglang.startup import check_sglang_tp
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
@@ -39,7 +40,6 @@ from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
-from kvgate.engines.sglang.startup import check_sglang_tp
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
 
