@@ -106,8 +106,9 @@ def test_two_runs_in_the_same_instant_both_save(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["measure", *HOST, "--", PY, "-c", "pass"]) == 0
     assert main(["measure", *HOST, "--", PY, "-c", "pass"]) == 0
-    names = sorted(p.name for p in tmp_path.glob("kvgate-measure-*.json"))
+    names = sorted(p.name for p in (tmp_path / "kvgate-records").glob("kvgate-measure-*.json"))
     assert len(names) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["kvgate-records"]  # nothing else in the cwd
     assert names[0].startswith(f"kvgate-measure-20261201-001502.123456-p{os.getpid()}")
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -57,10 +58,25 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
 
 def test_default_directory_gets_unique_names(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["demo"]) == 0
-    assert main(["demo"]) == 0
+    assert main(["demo", "--record"]) == 0
+    assert main(["demo", "--record"]) == 0
     files = sorted((tmp_path / "kvgate-records").glob("*.json"))
     assert len(files) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["kvgate-records"]
+
+
+def test_demo_writes_nothing_unless_asked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    assert "record:" not in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gitignore_covers_the_records_folder_wherever_kvgate_runs():
+    from kvgate.gate.record import DEFAULT_DIR
+
+    lines = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().splitlines()
+    assert f"{DEFAULT_DIR}/" in lines  # unanchored: a records folder in any subfolder is ignored too
 
 
 def test_recheck_reproduces_and_answers_what_ifs(tmp_path):

@@ -407,7 +407,7 @@ def add_measure_flags(p: argparse.ArgumentParser, *, with_out: bool = True) -> N
     g.add_argument("--kill-leftovers", action="store_true",
                    help="stop processes the command leaves running after it exits (default: report them)")
     if with_out:
-        g.add_argument("--out", default=None, help="measurement JSON (default kvgate-measure-<UTC time>.<µs>-p<pid>.json)")
+        g.add_argument("--out", default=None, help="measurement JSON (default kvgate-records/kvgate-measure-<UTC time>.<µs>-p<pid>.json)")
         g.add_argument("--plot", default=None, help="also write a PNG chart here")
         g.add_argument("--force", action="store_true", help="overwrite existing --out / --plot files")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the workload to run")

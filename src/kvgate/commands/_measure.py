@@ -34,12 +34,17 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def default_out(prefix: str) -> str:
-    """A default output name that two runs started at once never share:
-    ``<prefix>-<UTC date>-<time>.<microseconds>-p<pid>.json``, e.g.
-    ``kvgate-measure-20261201-001502.123456-p4242.json`` (sorts by time; the pid
-    separates runs started in the same microsecond; a name still taken when the file is
-    written gets a random suffix, :mod:`kvgate.measure.fallback`)."""
-    name = f"{prefix}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S.%f')}-p{os.getpid()}.json"
+    """A default output name that two runs started at once never share, in the records
+    folder (``./kvgate-records/``, :data:`kvgate.gate.record.DEFAULT_DIR`, where the
+    decision records go too; created when first written):
+    ``kvgate-records/<prefix>-<UTC date>-<time>.<microseconds>-p<pid>.json``, e.g.
+    ``kvgate-records/kvgate-measure-20261201-001502.123456-p4242.json`` (sorts by time; the
+    pid separates runs started in the same microsecond; a name still taken when the file
+    is written gets a random suffix, :mod:`kvgate.measure.fallback`)."""
+    from kvgate.gate.record import DEFAULT_DIR
+
+    stamp = datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S.%f')
+    name = os.path.join(DEFAULT_DIR, f"{prefix}-{stamp}-p{os.getpid()}.json")
     if os.path.lexists(name):  # a clock stepped back, or a frozen one: never refuse a default name
         from kvgate.measure.fallback import unique_name
 

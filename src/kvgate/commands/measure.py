@@ -37,7 +37,8 @@ Every output place is probed (a file created and removed there) before CMD start
 the measurement still cannot be written at the end, it goes to $XDG_STATE_HOME/kvgate/
 (default ~/.local/state/kvgate/), else <tmp>/kvgate-<uid>/, with a WARNING saying where;
 as a last resort to standard error (exit status 2). The default name,
-kvgate-measure-<UTC date>-<time>.<µs>-p<pid>.json, never collides between runs.
+kvgate-records/kvgate-measure-<UTC date>-<time>.<µs>-p<pid>.json (the folder the
+decision records go to), never collides between runs.
 
 With --json, kvgate's standard output is one JSON document: CMD's own standard output
 goes to kvgate's standard error. With several GPUs (--gpu all) every GPU is shown and

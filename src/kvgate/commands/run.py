@@ -65,7 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--concurrency", default=None,
                    help="comma list of concurrency levels, e.g. 2,4; {n} in CMD is replaced by each")
     r.add_argument("--measurement-out", default=None,
-                   help="measurement JSON (default kvgate-run-<UTC time>.<µs>-p<pid>.json; -n<level> added per level)")
+                   help="measurement JSON (default kvgate-records/kvgate-run-<UTC time>.<µs>-p<pid>.json; "
+                        "-n<level> added per level)")
     r.add_argument("--plot", default=None, help="PNG of the gated run with the projected peaks at --slots")
     add_measure_arguments(p, with_out=False)
 
