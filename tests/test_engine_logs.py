@@ -329,7 +329,7 @@ def test_readme_import_log_block_is_real_output(capsys):
     from kvgate.cli import main
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    cmd = "$ kvgate import-log vllm_0.8.5_qwen3-30b-a3b_tp4.log --model qwen3-30b-a3b --kv-format bf16 --tp 4\n"
+    cmd = "$ kvgate import-log examples/logs/vllm_0.8.5_qwen3-30b-a3b_tp4.log --model qwen3-30b-a3b --kv-format bf16 --tp 4\n"
     assert cmd in readme, "the README's quick start shows this import-log run"
     block = readme.split(cmd, 1)[1]
     block = block.split("```", 1)[0]

@@ -13,5 +13,5 @@ never imports this package's torch modules; the modules are split by that line:
 - :mod:`kvgate.workload.engine`     a transformers causal LM, a minimal decode loop (torch)
 - :mod:`kvgate.workload.stream`     the stream test and the numerics check          (torch)
 
-See ``../shared/DESIGN.md`` §7 and ``benchmarks/RESULTS.md``, "Reference workload".
+See ``docs/writeup.md`` (the mirror it reproduces) and ``benchmarks/RESULTS.md``, "Reference workload".
 """
