@@ -349,7 +349,7 @@ class GeometryOut(_Strict):
 
 
 class DecisionRecord(_Strict):
-    """A decision record, ``kvgate.decision/2`` (DESIGN.md §6).
+    """A decision record, ``kvgate.decision/2``.
 
     ``digest`` is ``"sha256:<hex>"`` of the canonical JSON of ``inputs`` and
     ``measurement`` (:func:`kvgate.gate.digest.inputs_digest`): ``recheck`` recomputes it
