@@ -17,8 +17,8 @@ KV format int8-f32scale, max_seq 8192, 4 slots at the measured peak, target 8 sl
 an RTX 5090 measured by nvidia-smi every 500 ms (total 32,607 MiB, idle 936 MiB, peak
 19,625 MiB). Prints the write-up's table in correct arithmetic, the verdicts for paging
 and tiering, the sensitivity flag and the flip boundaries. It writes nothing unless asked:
---record writes the decision record (JSON + Markdown) under ./kvgate-records/, --out FILE.json
-or --out DIR writes it there.
+--record writes the decision record (JSON + Markdown) under ./kvgate-records/, and
+--out FILE.json or --out DIR writes it there.
 """
 
 
