@@ -152,6 +152,8 @@ FLAGS: dict[str, list[EngineFlag]] = {
                                                             auto=True)),
         EngineFlag("--page-size N", "1", "max_total_num_tokens rounded down to whole pages", "fit"),
         EngineFlag("--chunked-prefill-size N", "by GPU", "prefill chunk (the pool is unchanged)", "fit"),
+        EngineFlag("--swa-full-tokens-ratio R", "0.8", "hybrid sliding-window models (SWAKVPool, by release): "
+                   "SWA-layer tokens per full-layer token, the budget split between the two pools", "fit"),
     ],
     "llama.cpp": [
         EngineFlag("-c, --ctx-size N", "0 = the model's context (n_ctx_train)", "the WHOLE context of all "

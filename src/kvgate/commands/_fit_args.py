@@ -137,6 +137,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
+    s.add_argument("--swa-full-tokens-ratio", metavar="R", type=_fraction, default=None,
+                   help="hybrid sliding-window models: SWA tokens per full-layer token (default 0.8)")
 
 
 def _tp_for_sglang(args: argparse.Namespace, given: dict[str, list[str]]) -> int | None:
@@ -196,7 +198,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
                                   ("--context-length", args.context_length),
                                   ("--max-running-requests", args.max_running_requests), ("--tp-size", args.sglang_tp),
-                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size))
+                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size),
+                                  ("--swa-full-tokens-ratio", args.swa_full_tokens_ratio))
                    if v is not None],
     }
     given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
@@ -226,7 +229,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "max_running_requests": args.max_running_requests,
         "tp_size": shared_tp if shared_tp is not None else 1 if args.sglang_tp is None else args.sglang_tp,
         "kv_cache_dtype": args.kv_cache_dtype, "page_size": 1 if args.page_size is None else args.page_size,
-        "chunked_prefill_size": args.chunked_prefill_size,
+        "chunked_prefill_size": args.chunked_prefill_size, "swa_full_tokens_ratio": args.swa_full_tokens_ratio,
     }
     lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
                             ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
