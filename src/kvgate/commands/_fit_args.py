@@ -105,6 +105,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
                    help="vLLM and SGLang: the dtype the model runs in (default auto: the config's); "
                         "--kv-cache-dtype auto and the loaded weights follow it")
+    v.add_argument("--quantization", "-q", metavar="METHOD", default=None,
+                   help="the checkpoint's method (awq, gptq, fp8, ...; vLLM stops on another); on an unquantized "
+                        "checkpoint it needs --weights-bytes (the loaded size)")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
@@ -174,6 +177,7 @@ class FitInputs:
     sglang: dict[str, Any]
     llamacpp: dict[str, Any]
     dtype: str = "auto"
+    quantization: str | None = None
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -193,7 +197,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                 ("-tp", args.tp if args.tp != 1 else None), ("-pp", args.pp if args.pp != 1 else None),
                                 ("-dcp", args.dcp if args.dcp != 1 else None),
                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
-                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size))
+                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size),
+                                ("--quantization", args.quantization))
                  if v is not None],
         "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
                                   ("--context-length", args.context_length),
@@ -241,4 +246,4 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                           hint="leave --dtype out for llama.cpp (its KV types are -ctk / -ctv)")
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
                      weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc,
-                     dtype=args.dtype or "auto")
+                     dtype=args.dtype or "auto", quantization=args.quantization)
