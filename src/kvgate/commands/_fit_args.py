@@ -78,6 +78,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
                         "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
     g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
+    p.add_argument("--encoder-len", metavar="N", type=positive_int, default=None,
+                   help="encoder-decoder models: the encoder positions each cross-attention layer holds (Whisper: "
+                        "fixed at max_source_positions; T5/BART: the input's length)")
     w = p.add_argument_group("weights and release")
     w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
                    help="the whole checkpoint's bytes (split over -tp × -pp as the engine splits it), e.g. 16060522496 or 14.96GiB")

@@ -32,7 +32,7 @@ from fractions import Fraction
 from kvgate.engines.sglang.budget import default_mem_fraction
 from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
-from kvgate.engines.sglang.startup import check_sglang_tp
+from kvgate.engines.sglang.startup import check_sglang_encoder_decoder, check_sglang_tp
 from kvgate.engines.sglang.swa import SwaSplit, swa_plan, swa_settings
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
@@ -112,6 +112,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         KvgateError: bad flags or config, a bad TP split.
     """
     check_sglang_tp(model, flags.tp_size)
+    check_sglang_encoder_decoder(model)
     run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "sglang", gpu.name)
     model = replace(model, dtype=run_dtype)  # --kv-cache-dtype auto follows it
     # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
