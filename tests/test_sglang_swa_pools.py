@@ -147,3 +147,17 @@ def test_bad_ratio_refused(capsys, bad):
     except SystemExit as exc:
         code = exc.code
     assert code == 2
+
+
+def test_reader_takes_a_lone_swa_line_for_the_swa_pool():
+    """The #18039 excerpt keeps each rank's first pool line only: 300,288 tokens, which
+    'Use sliding window memory pool' names swa_layer_tokens; the pool SGLang sizes the
+    scheduler by is the full one, 375,360 tokens (its bytes are not in the excerpt)."""
+    from kvgate.engines.logtext import logical_lines
+    from kvgate.engines.sglang.log import parse_sglang
+
+    r = parse_sglang(logical_lines((DATA / "logs" / "sglang_mimo-v2-flash_tp4_swa-ratio.log").read_text()))
+    assert r["tokens"] == r["max_total_num_tokens"] == 375360
+    assert r["swa_pool"]["tokens"] == 300288 and r["k_size"] is None
+    r = parse_sglang(logical_lines((DATA / "logs" / "sglang_mimo-v2-flash_tp4_swa-pools.log").read_text()))
+    assert r["tokens"] == 1496958 and r["swa_pool"]["tokens"] == 1496958 and r["k_size"] is not None
