@@ -86,10 +86,12 @@ def test_layers_rule_reaches_the_18039_pair_from_a_page_aligned_profile():
     ("gemma-3-1b.json", (0, 4, 10), True),     # the class's get_attention_sliding_window_size
     ("gemma-3-1b.json", (0, 5, 1), False),     # server_args: "Disable hybrid SWA memory for …"
     ("gemma-3-1b.json", (0, 5, 12), False),    # not in is_hybrid_swa_model's list
-    ("mimo-v2-flash.json", (0, 5, 5), False),  # attention_chunk_size read only from 0.5.7
     ("mimo-v2-flash.json", (0, 5, 7), True),
     ("gpt-oss-120b.json", (0, 5, 5), False),   # disabled from 0.5.2
-    ("gpt-oss-120b.json", (0, 5, 9), True),
+    ("gpt-oss-120b.json", (0, 5, 7), False),   # is_hybrid_model: MiMo alone
+    ("gpt-oss-120b.json", (0, 5, 8), True),    # is_hybrid_swa_model's list
+    ("llama-4-scout-17b-16e-instruct.json", (0, 5, 5), False),  # "not any('Llama4' in arch)"
+    ("llama-4-scout-17b-16e-instruct.json", (0, 5, 8), True),
     ("gemma-4-31b-it-nvfp4.json", (0, 5, 10), False),
     ("gemma-4-31b-it-nvfp4.json", (0, 5, 11), True),
     ("qwen3-8b.json", (0, 5, 12), False),      # no sliding layers

@@ -3,7 +3,8 @@ release, how ``--swa-full-tokens-ratio`` splits the KV budget into a full pool a
 sliding-window pool, and the lines SGLang prints for them.
 
 Read from the sglang wheels on PyPI (``sglang/srt/``) at 0.4.8, 0.4.9, 0.4.10, 0.5.1,
-0.5.2, 0.5.5, 0.5.7, 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.12 and 0.5.17:
+0.5.2, 0.5.5, 0.5.7, 0.5.8, 0.5.9, 0.5.10, 0.5.11, 0.5.12 and 0.5.17 (releases between two
+read ones follow the older):
 
 - **The pool** (``mem_cache/memory_pool.py`` ``SWAKVPool`` up to 0.5.7,
   ``mem_cache/swa_memory_pool.py`` from 0.5.8): two ``MHATokenToKVPool``\\ s, built in this
@@ -25,24 +26,26 @@ Read from the sglang wheels on PyPI (``sglang/srt/``) at 0.4.8, 0.4.9, 0.4.10, 0
 
   * before 0.4.10: none (0.4.9 defines ``SWAKVPool`` but ``model_runner.py`` never sets
     ``is_hybrid`` for a sliding window);
-  * 0.4.10 … 0.5.8 (``model_runner.py`` ``__init__``): a model whose SGLang class has
-    ``get_attention_sliding_window_size`` or whose config has ``attention_chunk_size``,
-    "``not any("Llama4" in arch …)``", unless ``server_args.py`` sets
-    ``disable_hybrid_swa_memory``: from 0.5.1 for ``Gemma2ForCausalLM``,
+  * 0.4.10 … 0.5.5 (``model_runner.py`` ``__init__``; 0.5.6 not read, taken as 0.5.5): a
+    model whose SGLang class has ``get_attention_sliding_window_size`` or whose config has
+    ``attention_chunk_size``, "``not any("Llama4" in arch …)``", unless ``server_args.py``
+    sets ``disable_hybrid_swa_memory``: from 0.5.1 for ``Gemma2ForCausalLM``,
     ``Gemma3ForCausalLM``, ``Gemma3ForConditionalGeneration``, ``Gemma3nForCausalLM``,
     ``Gemma3nForConditionalGeneration`` ("Disable hybrid SWA memory for {model_arch} as it
     is not yet supported."), from 0.5.2 ``GptOssForCausalLM``, from 0.5.5
-    ``Olmo2ForCausalLM``. So: Gemma 2/3/3n at 0.4.10 only; MiMo-V2-Flash from 0.5.7.
-  * from 0.5.9 (``configs/model_config.py`` ``is_hybrid_swa_model``): the listed
+    ``Olmo2ForCausalLM``. So Gemma 2/3/3n at 0.4.10 only.
+  * 0.5.7 (``configs/model_config.py`` ``is_hybrid_model``): ``MiMoV2FlashForCausalLM``
+    only (Llama 4 with ``--hybrid-kvcache-ratio``, not modelled).
+  * from 0.5.8 (``configs/model_config.py`` ``is_hybrid_swa_model``): the listed
     architectures: ``Llama4ForConditionalGeneration``, ``GptOssForCausalLM`` (not with the
-    ``trtllm_mha`` backend, SGLang's default for it on Blackwell), ``MiMoV2FlashForCausalLM``,
-    ``Step3p5ForCausalLM``; from 0.5.11 ``Gemma4ForCausalLM``,
+    ``trtllm_mha`` backend, SGLang's default for it on Blackwell: "Disable hybrid SWA memory
+    for GPT-OSS model with trtllm_mha attention backend."), ``MiMoV2FlashForCausalLM``; from
+    0.5.9 ``Step3p5ForCausalLM``; from 0.5.11 ``Gemma4ForCausalLM``,
     ``Gemma4ForConditionalGeneration``; from 0.5.12 ``LagunaForCausalLM``.
-    (0.5.8 has the function but ``model_runner.py`` still decides as 0.5.7.)
 - **The split**, with ``F``/``S`` the bytes one token takes in a full/sliding layer on one
   rank, ``nf``/``ns`` those layers' counts, ``r`` the ratio, ``page`` the page size:
 
-  * 0.4.10 … 0.5.8 (``set_num_token_hybrid``/``set_num_tokens_hybrid_swa``): the pool is
+  * 0.4.10 … 0.5.8 (``set_num_token_hybrid`` / ``set_num_tokens_hybrid_swa``): the pool is
     first sized as if every layer were full, ``max = rest // cell`` (cell: every layer's
     full row; 0.5.7–0.5.8 add ``S × ns`` for MiMo-V2-Flash), rounded to a page, then
     ``full = int(max × (nf + ns) / (r × ns + nf))``, ``swa = int(full × r)``, both rounded
@@ -99,12 +102,13 @@ _WINDOW_CLASSES: tuple[tuple[tuple[int, ...], frozenset[str]], ...] = (
 )
 #: ``is_hybrid_swa_model``'s list (from 0.5.9), from the release given
 _HYBRID_SWA_ARCHS: tuple[tuple[tuple[int, ...], frozenset[str]], ...] = (
-    ((0, 5, 9), frozenset({"Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM",
-                           "Step3p5ForCausalLM"})),
+    ((0, 5, 8), frozenset({"Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM"})),
+    ((0, 5, 9), frozenset({"Step3p5ForCausalLM"})),
     ((0, 5, 11), frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})),
     ((0, 5, 12), frozenset({"LagunaForCausalLM"})),
 )
-BY_LIST_FROM = (0, 5, 9)
+BY_LIST_FROM = (0, 5, 8)
+MIMO_ONLY = (0, 5, 7)  # is_hybrid_model: MiMo-V2-Flash alone
 BYTES_RULE_FROM = (0, 5, 9)
 CONFIGURATOR_FROM = (0, 5, 11)
 PAGE_ALIGNED_FROM = (0, 5, 7)
@@ -161,6 +165,9 @@ def two_pools_why(model: ModelSpec, version: tuple[int, ...], gpu_blackwell: boo
         if hit[0] == "GptOssForCausalLM" and gpu_blackwell:
             return None  # trtllm_mha on SM100: "Disable hybrid SWA memory for GPT-OSS model with trtllm_mha …"
         return f"{hit[0]} is in is_hybrid_swa_model's list (configs/model_config.py)"
+    if version >= MIMO_ONLY:
+        return ("MiMoV2FlashForCausalLM: configs/model_config.py is_hybrid_model" if "MiMoV2FlashForCausalLM" in archs
+                else None)
     if any("Llama4" in a for a in archs):
         return None
     disabled = _union(_DISABLED, version)
@@ -168,7 +175,7 @@ def two_pools_why(model: ModelSpec, version: tuple[int, ...], gpu_blackwell: boo
         return None
     if any(a in _union(_WINDOW_CLASSES, version) for a in archs):
         return f"{archs[0]}'s SGLang class has a sliding window (model_runner.py is_hybrid)"
-    if (model.config or {}).get("attention_chunk_size") and version >= (0, 5, 7):
+    if (model.config or {}).get("attention_chunk_size"):
         return f"{archs[0] if archs else 'the model'} has attention_chunk_size (model_runner.py is_hybrid)"
     return None
 
@@ -342,6 +349,8 @@ def _one_pool_why(model: ModelSpec, v: tuple[int, ...], blackwell: bool | None) 
         return f'server_args.py: "Disable hybrid SWA memory for {arch} as it is not yet supported."'
     if v >= BY_LIST_FROM:
         return f"{arch} is not in configs/model_config.py is_hybrid_swa_model's list"
+    if v >= MIMO_ONLY:
+        return "configs/model_config.py is_hybrid_model takes MiMoV2FlashForCausalLM alone"
     return f"{arch}'s SGLang class has no get_attention_sliding_window_size"
 
 
