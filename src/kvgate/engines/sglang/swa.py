@@ -93,7 +93,7 @@ _DISABLED: tuple[tuple[tuple[int, ...], frozenset[str]], ...] = (
     ((0, 5, 2), frozenset({"GptOssForCausalLM"})),
     ((0, 5, 5), frozenset({"Olmo2ForCausalLM"})),
 )
-#: SGLang model classes with ``get_attention_sliding_window_size`` (0.4.10 … 0.5.8), from the release given
+#: SGLang model classes with ``get_attention_sliding_window_size`` (0.4.10 … 0.5.6), from the release given
 _WINDOW_CLASSES: tuple[tuple[tuple[int, ...], frozenset[str]], ...] = (
     ((0, 4, 10), frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
                             "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})),
