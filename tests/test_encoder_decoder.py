@@ -68,7 +68,13 @@ def test_openai_gpt_keeps_no_cache(capsys):
     assert any("keeps no KV cache for 'openai-gpt'" in n for n in rep["notes"])
 
 
-def test_vllm_refuses_cross_attention_and_points_to_encoder_len(capsys):
+def test_vllm_pages_whisper_cross_attention_and_refuses_t5(capsys):
+    """vLLM's V1 CrossAttentionSpec (vllm/v1/kv_cache_interface.py) pages the cross layers:
+    cdiv(1,500, 16) blocks per request beside the decoder's; its scheduler asserts "Whisper
+    is the only supported encoder-decoder model" (kvgate.engines.vllm.cross)."""
     rc = main(["fit", str(CONFIGS / "whisper-small.json"), "--gpu", "H100", "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert rc == 2 and "CrossAttention" in doc["error"] and "--encoder-len" in doc["hint"]
+    assert rc == 0 and doc["request_bytes"] == 12 * 16 * 2 * 12 * 64 * 2 * (28 + 94)
+    rc = main(["fit", str(CONFIGS / "t5-small.json"), "--gpu", "H100", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 2 and "Whisper is the only supported encoder-decoder model" in doc["error"]

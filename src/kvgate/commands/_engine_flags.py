@@ -122,6 +122,9 @@ FLAGS: dict[str, list[EngineFlag]] = {
                    _log_rule("--kv-cache-dtype", "--kv-format", "KV cache dtype", auto=True)),
         EngineFlag("--kv-cache-memory-bytes B", "not set", "the KV pool per GPU, bypassing "
                    "--gpu-memory-utilization", "fit"),
+        EngineFlag("--quantization, -q METHOD", "the checkpoint's quant_method", "must match the checkpoint "
+                   "(gptq/awq also take their marlin kernels); on an unquantized checkpoint vLLM quantizes while "
+                   "loading: give --weights-bytes; never the KV dtype", "fit"),
         EngineFlag("--enforce-eager", "off", "no CUDA graphs: their pool is 0", "fit"),
         EngineFlag("--block-size N", "16 on CUDA", "tokens per KV block: the pool is whole blocks", "fit, layout, "
                    "import-log"),
@@ -152,6 +155,8 @@ FLAGS: dict[str, list[EngineFlag]] = {
                                                             auto=True)),
         EngineFlag("--page-size N", "1", "max_total_num_tokens rounded down to whole pages", "fit"),
         EngineFlag("--chunked-prefill-size N", "by GPU", "prefill chunk (the pool is unchanged)", "fit"),
+        EngineFlag("--swa-full-tokens-ratio R", "0.8", "hybrid sliding-window models (SWAKVPool, by release): "
+                   "SWA-layer tokens per full-layer token, the budget split between the two pools", "fit"),
     ],
     "llama.cpp": [
         EngineFlag("-c, --ctx-size N", "0 = the model's context (n_ctx_train)", "the WHOLE context of all "

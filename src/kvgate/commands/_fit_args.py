@@ -78,6 +78,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
                         "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
     g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
+    p.add_argument("--encoder-len", metavar="N", type=positive_int, default=None,
+                   help="encoder-decoder models: the encoder positions each cross-attention layer holds (Whisper: "
+                        "fixed at max_source_positions; T5/BART: the input's length)")
     w = p.add_argument_group("weights and release")
     w.add_argument("--weights-bytes", metavar="BYTES", type=_bytes,
                    help="the whole checkpoint's bytes (split over -tp × -pp as the engine splits it), e.g. 16060522496 or 14.96GiB")
@@ -105,6 +108,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
                    help="vLLM and SGLang: the dtype the model runs in (default auto: the config's); "
                         "--kv-cache-dtype auto and the loaded weights follow it")
+    v.add_argument("--quantization", "-q", metavar="METHOD", default=None,
+                   help="the checkpoint's method (awq, gptq, fp8, ...; vLLM stops on another); on an unquantized "
+                        "checkpoint it needs --weights-bytes (the loaded size)")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
@@ -137,6 +143,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
+    s.add_argument("--swa-full-tokens-ratio", metavar="R", type=_fraction, default=None,
+                   help="hybrid sliding-window models: SWA tokens per full-layer token (default 0.8)")
 
 
 def _tp_for_sglang(args: argparse.Namespace, given: dict[str, list[str]]) -> int | None:
@@ -172,6 +180,7 @@ class FitInputs:
     sglang: dict[str, Any]
     llamacpp: dict[str, Any]
     dtype: str = "auto"
+    quantization: str | None = None
 
 
 def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
@@ -191,12 +200,14 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                 ("-tp", args.tp if args.tp != 1 else None), ("-pp", args.pp if args.pp != 1 else None),
                                 ("-dcp", args.dcp if args.dcp != 1 else None),
                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
-                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size))
+                                ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size),
+                                ("--quantization", args.quantization))
                  if v is not None],
         "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
                                   ("--context-length", args.context_length),
                                   ("--max-running-requests", args.max_running_requests), ("--tp-size", args.sglang_tp),
-                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size))
+                                  ("--page-size", args.page_size), ("--chunked-prefill-size", args.chunked_prefill_size),
+                                  ("--swa-full-tokens-ratio", args.swa_full_tokens_ratio))
                    if v is not None],
     }
     given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
@@ -226,7 +237,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "max_running_requests": args.max_running_requests,
         "tp_size": shared_tp if shared_tp is not None else 1 if args.sglang_tp is None else args.sglang_tp,
         "kv_cache_dtype": args.kv_cache_dtype, "page_size": 1 if args.page_size is None else args.page_size,
-        "chunked_prefill_size": args.chunked_prefill_size,
+        "chunked_prefill_size": args.chunked_prefill_size, "swa_full_tokens_ratio": args.swa_full_tokens_ratio,
     }
     lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
                             ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
@@ -238,4 +249,4 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                           hint="leave --dtype out for llama.cpp (its KV types are -ctk / -ctv)")
     return FitInputs(model=args.model, engine=engine, gpu=args.gpu, total=args.total,
                      weights_bytes=args.weights_bytes, release=args.release, vllm=vllm, sglang=sglang, llamacpp=lc,
-                     dtype=args.dtype or "auto")
+                     dtype=args.dtype or "auto", quantization=args.quantization)

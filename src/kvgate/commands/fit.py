@@ -82,6 +82,10 @@ def run(args: Any) -> int:
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
     engine = get_engine(inp.engine)
     model = engine.load_model(inp.model)  # once: the engine's fit takes it
+    if getattr(args, "encoder_len", None) is not None:  # the cross-attention layers' encoder positions
+        from kvgate.model.encdec import with_encoder_len  # noqa: PLC0415
+
+        model = with_encoder_len(model, args.encoder_len)
     from kvgate.fit.narrow import add_deciding_term  # noqa: PLC0415
     from kvgate.fit.tp_table import fit_over_tp, render_rows  # noqa: PLC0415
 

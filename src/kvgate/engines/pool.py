@@ -295,6 +295,9 @@ def _from_sglang(p: dict[str, Any]) -> EnginePool:
         pool = Logged(pool.bytes + k.bytes + v.bytes, pool.low + k.low + v.low, pool.high + k.high + v.high,
                       f"SWA K {gb[0]} + V {gb[1]}, full K {gb[2]} + V {gb[3]} GB (SGLang's GB = 2^30 B)")
         flags["swa_pool_tokens"] = swa["tokens"]
+    if p.get("swa_full_line_missing"):
+        notes.append("hybrid SWA pool: the excerpt holds each rank's SWA pool line only; the full pool's size is "
+                     "full_layer_tokens, its bytes are not in the log")
     if p.get("swa_ranks_cut"):
         notes.append(f"rank(s) {', '.join(map(str, p['swa_ranks_cut']))}: one line of the SWAKVPool pair "
                      "(a cut excerpt), not read")

@@ -32,6 +32,7 @@ RESERVED_LOW = 424 * MiB   # 430.1 − 5.12 MiB, rounded down
 RESERVED_HIGH = 621 * MiB  # 615.06 MiB (H200, measured to the byte) + rounding slack
 
 _SMI = "nvidia-smi memory.total as printed on this card in public nvidia-smi output"
+_MODAL = "github modal-labs/modal-client PR #2797 (nvidia-smi totals of its GPU types)"
 
 
 @dataclass(frozen=True)
@@ -57,18 +58,31 @@ class Gpu:
 
 # name -> (aliases, NVML total MiB, source)
 GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
-    "H100 80GB": (("h100", "h100-80gb", "h100-80gb-hbm3", "h100-sxm", "h100-pcie", "h800"), 81_559, _SMI + " (H100 80GB HBM3, H800)"),
-    "H100 NVL 94GB": (("h100-nvl", "h100-94gb", "h100nvl"), 95_830, _SMI + " (H100 NVL)"),
-    "H200": (("h200", "h200-141gb"), 143_771, "nvidia-smi memory.total on an H200, driver 580.159.04, measured"),
-    "B200": (("b200",), 183_359, _SMI + " (B200, driver 570)"),
-    "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb", "a100-80gb-pcie"), 81_920, _SMI),
-    "A100 40GB": (("a100-40gb", "a100-40g", "a100-sxm4-40gb", "a100-pcie-40gb"), 40_960, _SMI),
-    "L40S": (("l40s",), 46_068, _SMI),
-    "L4": (("l4",), 23_034, _SMI),
-    "A10": (("a10", "a10g"), 23_028, _SMI + " (A10 and A10G)"),
-    "RTX A6000": (("a6000", "rtx-a6000"), 49_140, _SMI),
-    "RTX 3090": (("3090", "rtx-3090", "rtx3090"), 24_576, _SMI),
-    "RTX 4090": (("4090", "rtx-4090", "rtx4090"), 24_564, _SMI),
+    "H100 80GB": (("h100", "h100-80gb", "h100-80gb-hbm3", "h100-sxm", "h100-pcie", "h800"), 81_559,
+                  "nvidia-smi '0MiB /  81559MiB' (NVIDIA H100 80GB HBM3, github vllm-project/vllm issue #55169; "
+                  "H100: 81559MiB in " + _MODAL + "); the H800 prints the same"),
+    "H100 NVL 94GB": (("h100-nvl", "h100-94gb", "h100nvl"), 95_830,
+                      "nvidia-smi '4MiB /  95830MiB' (NVIDIA H100 NVL, search index file ids 12249344301, "
+                      "22559350744)"),
+    "H200": (("h200", "h200-141gb"), 143_771, "nvidia-smi memory.total 143771 MiB on an H200, driver 580.159.04, measured"),
+    "B200": (("b200",), 183_359, "nvidia-smi '0MiB / 183359MiB' (NVIDIA B200, search index file ids "
+                                        "9174932594, 58371658710)"),
+    "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb", "a100-80gb-pcie"), 81_920,
+                  "A100 80GB: 81920MiB in " + _MODAL),
+    "A100 40GB": (("a100-40gb", "a100-40g", "a100-sxm4-40gb", "a100-pcie-40gb"), 40_960,
+                  "A100 40GB: 40960MiB in " + _MODAL),
+    "L40S": (("l40s",), 46_068, "L40S: 46068MiB in " + _MODAL),
+    "L4": (("l4",), 23_034, "L4: 23034MiB in " + _MODAL),
+    "A10": (("a10", "a10g"), 23_028, "A10: 23028MiB in " + _MODAL + " (A10 and A10G)"),
+    "RTX A6000": (("a6000", "rtx-a6000"), 49_140,
+                  "nvidia-smi '0MiB / 49140MiB' (NVIDIA RTX A6000, ECC off, search index file ids 47845772123, "
+                  "53180135391); 46068MiB with ECC on (file id 29365792628)"),
+    "RTX 3090": (("3090", "rtx-3090", "rtx3090"), 24_576,
+                 "nvidia-smi '22598MiB /  24576MiB' (NVIDIA GeForce RTX 3090, github noonghunna/club-3090 issue "
+                 "#1128)"),
+    "RTX 4090": (("4090", "rtx-4090", "rtx4090"), 24_564,
+                 "nvidia-smi '507MiB /  24564MiB' (NVIDIA GeForce RTX 4090, github RLinf/RLinf issue #255; "
+                 "'23859MiB / 24564MiB' in github vllm-project/vllm issue #7553)"),
     "V100 16GB": (("v100-16gb", "v100-pcie-16gb", "v100-sxm2-16gb", "tesla-v100-pcie-16gb", "tesla-v100-sxm2-16gb"),
                   16_384, _SMI + " (Tesla V100-PCIE-16GB '0MiB / 16384MiB' in public nvidia-smi tables, recent "
                   "drivers; older drivers print 16160MiB; the llama.cpp V100 logs of "
@@ -76,14 +90,19 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "V100 32GB": (("v100-32gb", "v100-pcie-32gb", "v100-sxm2-32gb", "v100s", "v100s-pcie-32gb",
                    "tesla-v100-pcie-32gb", "tesla-v100-sxm2-32gb"), 32_768,
                   _SMI + " (Tesla V100-SXM2-32GB and V100-PCIE-32GB '/32768 MiB' in public nvidia-smi output)"),
-    "T4": (("t4", "tesla-t4"), 15_360, _SMI + " (Tesla T4 '15360MiB'; 15109MiB with ECC on; tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log)"),
-    "RTX 3060 12GB": (("3060", "rtx-3060", "rtx3060", "rtx-3060-12gb", "3060-12gb"), 12_288, _SMI + " (RTX 3060 12GB)"),
+    "T4": (("t4", "tesla-t4"), 15_360, "T4: 15360MiB in " + _MODAL + "; 15109MiB with ECC on; "
+           "tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log runs on a T4"),
+    "RTX 3060 12GB": (("3060", "rtx-3060", "rtx3060", "rtx-3060-12gb", "3060-12gb"), 12_288,
+                      "nvidia-smi '0MiB /  12288MiB' (NVIDIA GeForce RTX 3060, search index file ids 58747849603, "
+                      "54822057571)"),
     "RTX 4060": (("4060", "rtx-4060", "rtx4060", "rtx-4060-8gb"), 8_188,
-                 _SMI + " (RTX 4060 8GB; tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log)"),
+                 "nvidia-smi '9MiB /   8188MiB' (NVIDIA GeForce RTX 4060, search index file ids 32088945492, "
+                 "52645250491); tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log runs on one"),
     "RTX 5090": (("5090", "rtx-5090", "rtx5090", "rtx-5090-d"), 32_607,
-                 "nvidia-smi line in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
+                 "nvidia-smi '32607MiB' in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log; "
+                 "'29340MiB /  32607MiB' in github noonghunna/club-3090 issue #1322"),
     "RTX 5070 Ti": (("5070ti", "rtx-5070-ti", "5070-ti"), 16_303,
-                    "nvidia-smi line in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
+                    "nvidia-smi '16303MiB' in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log"),
     # cards added with issue 25: each total as a public nvidia-smi / rocm-smi output prints it
     "RTX A5000": (("a5000", "rtx-a5000"), 24_564,
                   "nvidia-smi 'NVIDIA RTX A5000, 24564 MiB' (github akash-network/provider-configs PR #83); "
@@ -108,6 +127,67 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "MI300X": (("mi300x", "instinct-mi300x", "amd-instinct-mi300x"), 196_592,
                "rocm-smi --showmeminfo vram 'VRAM Total Memory (B): 206141652992' (github ROCm/legacy-rocm-build "
                "issue #4750); ROCm: the driver reserve band below is NVIDIA's, not measured on AMD"),
+    # cards added with issue 25, round 2: the total as public nvidia-smi / rocm-smi output prints it
+    # ("search index file id N": the file as the search tool's index holds it)
+    "RTX 4080": (("4080", "rtx-4080", "rtx4080", "rtx-4080-super", "4080-super"), 16_376,
+                 "nvidia-smi '1909MiB /  16376MiB' (RTX 4080, WSL notes, search index file id 37147423438; "
+                 "also 25670629466); the 4080 SUPER prints the same total (file id 55219783307)"),
+    "RTX 5080": (("5080", "rtx-5080", "rtx5080"), 16_303,
+                 "gpu_total_memory_mib 16303 on an RTX 5080, driver 610.88 (search index file id 60637830712); "
+                 "the same 16 GB GDDR7 total as the RTX 5070 Ti's nvidia-smi line"),
+    "GTX 1660 Ti": (("1660ti", "1660-ti", "gtx-1660-ti", "gtx1660ti"), 6_144,
+                    "nvidia-smi '5MiB /  6144MiB' (GTX 1660 Ti, search index file ids 20352671906, 5831594494)"),
+    "RTX 2080 Ti": (("2080ti", "2080-ti", "rtx-2080-ti", "rtx2080ti"), 11_264,
+                    "nvidia-smi '688MiB / 11264MiB' (search index file ids 57003878600, 2444748349); 22528MiB on "
+                    "memory-modded 22 GB boards (file id 5766344196)"),
+    "RTX 3070": (("3070", "rtx-3070", "rtx3070"), 8_192,
+                 "nvidia-smi '535MiB /   8192MiB' (search index file ids 47386422904, 24936937580)"),
+    "RTX 3080": (("3080", "rtx-3080", "rtx3080", "rtx-3080-10gb"), 10_240,
+                 "nvidia-smi '73MiB / 10240MiB' (RTX 3080 10GB, search index file ids 45402919764, 9387090229)"),
+    "RTX 3090 Ti": (("3090ti", "3090-ti", "rtx-3090-ti", "rtx3090ti"), 24_564,
+                    "nvidia-smi '1MiB /  24564MiB' (search index file ids 38730079768, 54492899325)"),
+    "RTX 4060 Ti 16GB": (("rtx-4060-ti-16gb", "4060-ti-16gb", "4060ti-16gb"), 16_380,
+                         "nvidia-smi '2MiB /  16380MiB' (search index file ids 48155927377, 32431662078)"),
+    "RTX 4060 Ti 8GB": (("rtx-4060-ti-8gb", "4060-ti-8gb", "4060ti-8gb"), 8_188,
+                        "nvidia-smi '1435MiB /   8188MiB' (search index file id 14094872246)"),
+    "RTX 4070": (("4070", "rtx-4070", "rtx4070"), 12_282,
+                 "nvidia-smi '19MiB /  12282MiB' (search index file ids 2166409833, 39784259410)"),
+    "RTX 4000 Ada": (("rtx-4000-ada", "4000-ada", "rtx-4000-ada-generation"), 20_475,
+                     "nvidia-smi '2MiB /  20475MiB' (RTX 4000 Ada Generation, ECC off, search index file ids "
+                     "60910666302, 61162860653); 19195MiB with ECC on (file id 21224119244)"),
+    "RTX 6000 Ada": (("rtx-6000-ada", "6000-ada", "rtx-6000-ada-generation"), 49_140,
+                     "nvidia-smi '2MiB /  49140MiB' (RTX 6000 Ada Generation, ECC off, search index file ids "
+                     "28683376639, 70288770903); 46068MiB with ECC on (file id 27924127611)"),
+    "L40": (("l40",), 46_068,
+            "nvidia-smi '5MiB /  46068MiB' (NVIDIA L40, search index file ids 15020386292, 59527357058)"),
+    "L20": (("l20",), 46_068,
+            "nvidia-smi '3MiB /  46068MiB' (NVIDIA L20, ECC on, search index file ids 67533193225, 54990278129); "
+            "49140MiB with ECC off (file id 57433044301)"),
+    "A40": (("a40",), 46_068,
+            "nvidia-smi '0MiB / 46068MiB' (NVIDIA A40, search index file ids 20643033992, 15071196450)"),
+    "A30": (("a30",), 24_576,
+            "nvidia-smi '0MiB / 24576MiB' (NVIDIA A30, search index file ids 19961875791, 35048945771)"),
+    "GH200": (("gh200", "gh200-480gb", "gh200-96gb"), 97_871,
+              "nvidia-smi '0MiB /  97871MiB' (NVIDIA GH200 480GB: the 96 GB HBM3 Hopper side, search index file "
+              "ids 55056782127, 47182422736)"),
+    "H20": (("h20",), 97_871,
+            "nvidia-smi '0MiB / 97871MiB' (NVIDIA H20, 96 GB, search index file ids 10232534572, 69782509629)"),
+    "P100 16GB": (("p100", "p100-16gb", "tesla-p100", "tesla-p100-pcie-16gb", "p100-pcie-16gb"), 16_280,
+                  "nvidia-smi '0MiB / 16280MiB' (Tesla P100-PCIE-16GB, search index file ids 20268372361, "
+                  "38267605023)"),
+    "P40": (("p40", "tesla-p40"), 24_451,
+            "nvidia-smi '0MiB / 24451MiB' (Tesla P40, ECC off, search index file ids 32727711495, 32307428149); "
+            "22919MiB with ECC on (file id 52676653614)"),
+    "MI210": (("mi210", "instinct-mi210", "amd-instinct-mi210"), 65_520,
+              "rocm-smi --showmeminfo vram 'VRAM Total Memory (B): 68702699520 (~64GB)' (card model 0x740f, "
+              "gfx90a; search index file ids 6691393520, 6828424309); ROCm: the reserve band is NVIDIA's"),
+    "MI250X (one GCD)": (("mi250x", "mi250", "instinct-mi250x", "amd-instinct-mi250x", "mi250x-gcd"), 65_520,
+                         "rocm-smi 'VRAM Total Memory (B): 68702699520' on an 'AMD INSTINCT MI200 (MCM) OAM' (card "
+                         "model 0x7408; search index file id 69016060398): each of the two dies is its own GPU; "
+                         "ROCm: the reserve band is NVIDIA's"),
+    "RX 7900 XTX": (("7900xtx", "7900-xtx", "rx-7900-xtx", "radeon-rx-7900-xtx", "amd-radeon-rx-7900-xtx"), 24_560,
+                    "rocm-smi --showmeminfo vram 'VRAM Total Memory (B): 25753026560' (search index file ids "
+                    "70657200999, 55333849140); ROCm: the reserve band is NVIDIA's"),
 }
 
 # measured CUDA totals (bytes), where we have them to the byte
@@ -159,6 +239,9 @@ def lookup_gpu(text: str) -> Gpu:
         raise KvgateError("GPU 'V100' is ambiguous: 16 GB or 32 GB", hint="--gpu V100-16GB or --gpu V100-32GB")
     if k in ("a100",):
         raise KvgateError("GPU 'A100' is ambiguous: 40 GB or 80 GB", hint="--gpu A100-40GB or --gpu A100-80GB")
+    if k in ("rtx-4060-ti", "4060-ti", "4060ti"):
+        raise KvgateError("GPU 'RTX 4060 Ti' is ambiguous: 8 GB or 16 GB",
+                          hint="--gpu RTX-4060-Ti-16GB or --gpu RTX-4060-Ti-8GB")
     raise KvgateError(f"unknown GPU {text!r}", hint=f"one of: {', '.join(GPU_TABLE)}; or --total BYTES")
 
 

@@ -144,7 +144,8 @@ def render_sglang(a: FitAnswer) -> str:
     s = a.settings
     out = [_header(a, "SGLang")]
     flags = [f"{_flag(k)} {s[k]}" + (" (default)" if k in s["defaults"] else "")
-             for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size")]
+             for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size",
+                       "swa_full_tokens_ratio") if s.get(k) is not None]
     out.append("flags: " + " ".join(flags))
     out.append("")
     out.append(_terms_table(a, f"memory SGLang takes ({s['mem_fraction_static']} × free at start)"))

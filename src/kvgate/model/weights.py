@@ -320,7 +320,10 @@ def estimate_params(cfg: dict[str, Any]) -> int:
         ConfigError: a needed field (hidden_size, vocab_size, …) is missing.
     """
     from kvgate.model import ConfigError, spec_from_config, text_config
+    from kvgate.model.encdec_weights import encdec_params, is_encoder_decoder
 
+    if is_encoder_decoder(cfg):  # both stacks (kvgate.model.encdec_weights)
+        return sum(encdec_params(cfg))
     cfg = text_config(cfg)
 
     def need(key: str) -> int:
@@ -466,8 +469,17 @@ def estimate_weight_bytes(cfg: dict[str, Any], dtype: str | None = None, *,
             if defaults_note:
                 notes.append(defaults_note)
             return WeightBytes(bytes=q.total, exact=False, source="config", params=q.params, notes=notes)
-    params = estimate_params(cfg)
-    notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads not counted"]
+    from kvgate.model.encdec_weights import encdec_params, is_encoder_decoder
+
+    if is_encoder_decoder(src):  # the file as published: both stacks' fields (the loaded config is the decoder's)
+        enc, dec = encdec_params(src)
+        params = enc + dec
+        notes = [f"estimate from config.json: an encoder-decoder model counted whole, the encoder's {enc:,} and the "
+                 f"decoder's {dec:,} parameters (biases included) × dtype bytes"]
+    else:
+        params = estimate_params(cfg)
+        notes = ["estimate from config.json: parameters × dtype bytes; biases, quantization scales and extra heads "
+                 "not counted"]
     if defaults_note:
         notes.append(defaults_note)
     return WeightBytes(bytes=params * _DTYPE_BYTES[name], exact=False, source="config", params=params, notes=notes)

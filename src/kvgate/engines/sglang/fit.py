@@ -32,7 +32,8 @@ from fractions import Fraction
 from kvgate.engines.sglang.budget import default_mem_fraction
 from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
-from kvgate.engines.sglang.startup import check_sglang_tp
+from kvgate.engines.sglang.startup import check_sglang_encoder_decoder, check_sglang_tp
+from kvgate.engines.sglang.swa import SwaSplit, swa_plan, swa_settings
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
@@ -111,6 +112,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         KvgateError: bad flags or config, a bad TP split.
     """
     check_sglang_tp(model, flags.tp_size)
+    check_sglang_encoder_decoder(model)
     run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "sglang", gpu.name)
     model = replace(model, dtype=run_dtype)  # --kv-cache-dtype auto follows it
     # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
@@ -133,14 +135,18 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      layout=SGLang(page_size=s.page_size, version=release.text))
     cell = cell_bytes(geo)
     L = s.context_length
+    split, swa_note = swa_plan(geo, model, release, gpu.name, flags.swa_full_tokens_ratio)
+    s = swa_settings(s, split, flags.swa_full_tokens_ratio)
 
     def tokens(p: int) -> int:
+        if split is not None:  # the full pool's size is max_total_num_tokens
+            return split.tokens(p, s.page_size)[0]
         n = max(0, p) // cell if cell else 0
         return n // s.page_size * s.page_size
 
     t_lo, t_hi = tokens(pool.low), tokens(pool.high)
     conc: dict[str, float | None] = {"low": t_lo / L, "high": t_hi / L}
-    need = L * cell
+    need = L * cell if split is None else int(L * split.bytes_per_full_token())
     err = None
     if t_hi <= 0:
         fits, reason = "no", "the weights take all the memory --mem-fraction-static gives SGLang"
@@ -154,6 +160,9 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         fits, reason = "unknown", f"the pool's interval straddles one request of {L:,} tokens"
     else:
         fits, reason = "yes", f"the KV cache pool holds {t_lo / L:.2f} requests of {L:,} tokens at least"
+    swa_err = _swa_refusal(split, pool.high, s.page_size)
+    if swa_err is not None and t_hi > 0:
+        fits, reason, err = "no", "the SWA pool cannot hold one request's sliding window and a page", swa_err
     too_long = sglang_refusal(length, L) if length is not None else None
     if too_long is not None:  # model_config.py _derive_context_length: before any memory is profiled
         fits, reason, err = "no", (f"--context-length {L:,} is above the model's context length as SGLang derives "
@@ -171,7 +180,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         "mem_fraction_static": {"sure": frac_for(need, weights.value.high, free.low),
                                 "possible": frac_for(need, weights.value.low, free.high)},
     }
-    notes = []
+    notes = [swa_note] if swa_note else []
     if s.max_running_requests and s.max_running_requests > t_lo // L and t_lo >= L:
         notes.append(f"--max-running-requests {s.max_running_requests}: only {t_lo // L} requests of {L:,} tokens fit "
                      f"at once for sure; the others wait in the queue")
@@ -186,10 +195,12 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
                      "(counted from 0.5.17)")
     # no pool at an end: SGLang stops (model_runner.py "Not enough memory") before its KV lines
-    lines = {k: ([pool_bytes(geo, t).log_line(), f"max_total_num_tokens={t}, context_len={L}"] if t > 0 else
+    lines = {k: (_pool_lines(geo, split, p, t, s.page_size) + [f"max_total_num_tokens={t}, context_len={L}"]
+                 if t > 0 else
                  ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
                   "max_total_num_tokens: none"])
-             for k, t in (("low", t_lo), ("high", t_hi))}
+             for k, t, p in (("low", t_lo, pool.low), ("high", t_hi, pool.high))}
+    stored_iv, stored_label = _stored(geo, split, pool, (t_lo, t_hi), s.page_size, stored, cell)
     if dtype != "auto":
         notes.append(f"--dtype {dtype}: the model runs in {run_dtype}" + (" (so does --kv-cache-dtype auto)"
                                                                           if s.kv_cache_dtype == "auto" else ""))
@@ -198,12 +209,44 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      budget=budget, kv_pool=pool, tokens={"low": t_lo, "high": t_hi}, max_concurrency=conc,
                      tokens_per_sequence={"low": L, "high": L}, max_concurrency_printed={"low": None, "high": None},
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,
-                     kv_stored=(Interval(pool_bytes(geo, t_lo).total if t_lo > 0 else 0,
-                                         pool_bytes(geo, t_hi).total if t_hi > 0 else 0)
-                                if stored > cell else None),
-                     kv_stored_label=f"(#tokens + a page) × {stored:,} B a token" if stored > cell else None,
+                     kv_stored=stored_iv, kv_stored_label=stored_label,
                      notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
+
+
+def _pool_lines(geo: KVGeometry, split: SwaSplit | None, p: int, t: int, page: int) -> list[str]:
+    """The "KV Cache is allocated" line(s) SGLang prints for a pool of ``t`` tokens (two
+    pools and their summary for a hybrid sliding-window model)."""
+    if split is None:
+        return [pool_bytes(geo, t).log_line()]
+    from kvgate.engines.sglang.swa import swa_log_lines  # noqa: PLC0415
+
+    full, swa = split.tokens(p, page)
+    return swa_log_lines(split, full, swa, page)
+
+
+def _stored(geo: KVGeometry, split: SwaSplit | None, pool: Interval, t: tuple[int, int], page: int, stored: int,
+            cell: int) -> tuple[Interval | None, str | None]:
+    """The bytes the pool stores where they differ from the budget's count: DeepSeek sparse
+    attention's row, or the two pools of a hybrid sliding-window model."""
+    if split is not None:
+        ends = []
+        for p, n in ((pool.low, t[0]), (pool.high, t[1])):
+            full, swa = split.tokens(p, page)
+            ends.append(sum(split.pool_bytes(full, swa, page)) if n > 0 else 0)
+        return (Interval(ends[0], ends[1]), f"(#full + page) × {split.full_row * split.full_layers:,} B + "
+                f"(#swa + page) × {split.swa_row * split.swa_layers:,} B")
+    if stored <= cell:
+        return None, None
+    return (Interval(pool_bytes(geo, t[0]).total if t[0] > 0 else 0, pool_bytes(geo, t[1]).total if t[1] > 0 else 0),
+            f"(#tokens + a page) × {stored:,} B a token")
+
+
+def _swa_refusal(split: SwaSplit | None, high: int, page: int) -> str | None:
+    """SGLang's refusal (from 0.5.17) when even the high end's SWA pool is too small."""
+    if split is None:
+        return None
+    return split.one_request_error(split.tokens(high, page)[1], page)
 
 
 def _cap(length: ModelLength | None, model: ModelSpec) -> int | None:

@@ -10,6 +10,8 @@
   its ``server_args``).
 - ``--context-length``: the model's ``max_position_embeddings``.
 - ``--page-size`` 1; ``--kv-cache-dtype`` auto (the model dtype); ``--tp-size`` 1.
+- ``--swa-full-tokens-ratio`` 0.8: SWA tokens per full-layer token of the hybrid
+  sliding-window pool (:mod:`kvgate.engines.sglang.swa`); shown only for models that get it.
 - ``--chunked-prefill-size`` and ``--max-running-requests`` do not change the pool: they
   are shown, and the requests that fit are compared with ``--max-running-requests``.
 - DeepSeek sparse attention models (DeepSeek-V3.2, GLM-5; ``server_args.py`` at v0.5.5 and
@@ -39,8 +41,13 @@ class SglangFlags:
     kv_cache_dtype: str = "auto"
     page_size: int = 1
     chunked_prefill_size: int | None = None
+    swa_full_tokens_ratio: float | None = None
 
     def __post_init__(self) -> None:
+        if self.swa_full_tokens_ratio is not None:
+            from kvgate.engines.sglang.swa import check_ratio  # noqa: PLC0415
+
+            check_ratio(self.swa_full_tokens_ratio)
         f = self.mem_fraction_static
         if f is not None and not 0 < f < 1:
             raise KvgateError(f"--mem-fraction-static must be in (0, 1), got {f}")
@@ -61,6 +68,7 @@ class SglangSettings:
     kv_cache_dtype: str
     page_size: int
     chunked_prefill_size: int | None
+    swa_full_tokens_ratio: float | None = None
     defaults: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,4 +156,5 @@ def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_e
         d["context_length"] = "the model's max_position_embeddings"
     return SglangSettings(mem_fraction_static=f, context_length=L, max_running_requests=flags.max_running_requests,
                           tp_size=flags.tp_size, kv_cache_dtype=kv, page_size=page,
-                          chunked_prefill_size=flags.chunked_prefill_size, defaults=d)
+                          chunked_prefill_size=flags.chunked_prefill_size,
+                          swa_full_tokens_ratio=flags.swa_full_tokens_ratio, defaults=d)

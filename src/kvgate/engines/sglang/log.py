@@ -38,7 +38,9 @@ memory pool. full_layer_tokens=F, swa_layer_tokens=S`` (``model_runner``) and fo
 ``SWAKVPool mem usage: X GB, swa size: S, full size: F``. With either line in the log, each
 rank's first two pool lines are read as its SWA pool (``swa_pool``) and its full pool (the
 pool: ``tokens``, ``k_size``, ``v_size``), each sized with its own layers; a rank whose
-excerpt lost one of the two is left out when another rank shows both.
+excerpt lost one of the two is left out when another rank shows both. When every rank shows
+only its first line (the SWA pool, told apart by ``swa_layer_tokens``), the pool's size is
+``full_layer_tokens`` and its bytes are not available.
 """
 
 from __future__ import annotations
@@ -226,9 +228,16 @@ def _assign_pools(r: dict[str, Any], pools: dict[Any, list[dict[str, Any]]]) -> 
         r["swa_ranks_cut"] = sorted(("?" if k is None else k) for k in cut)
         pools = {k: v for k, v in pools.items() if k not in cut}
     out: dict[Any, dict[str, Any]] = {}
+    swa_t, full_t = r["swa_layer_tokens"], r["full_layer_tokens"]
     for rank, lines in pools.items():
         if hybrid and len(lines) >= 2:
             out[rank] = {**lines[1], "swa": lines[0]}
+        elif hybrid and swa_t is not None and full_t is not None and swa_t != full_t and lines[0]["tokens"] == swa_t:
+            # the excerpt keeps only the first line of the pair, the SWA pool (swa_kv_pool is built
+            # first): the full pool's size is full_layer_tokens, its bytes are not in the log
+            out[rank] = {"rank": rank, "line": lines[0]["line"], "tokens": full_t, "dtype": lines[0]["dtype"],
+                         "swa": lines[0]}
+            r["swa_full_line_missing"] = True
         else:
             out[rank] = lines[0]
         r["extra_pools"] += lines[n:]

@@ -54,3 +54,19 @@ def check_sglang_tp(model: ModelSpec, tp: int) -> None:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, min(n, 64) + 1) if n % d == 0][:8]
+
+
+def check_sglang_encoder_decoder(model: ModelSpec) -> None:
+    """Refuse an encoder-decoder model: kvgate has no model of SGLang's cache for the
+    cross-attention to an encoder (its token pool here holds decoder tokens only).
+
+    Raises:
+        KvgateError: the model has encoder cross-attention layers.
+    """
+    from kvgate.model.encdec import encoder_len_of  # noqa: PLC0415
+
+    if encoder_len_of(model)[0] is not None:
+        raise KvgateError(f"{model.name} is an encoder-decoder model: kvgate does not model SGLang's cache for its "
+                          "cross-attention layers",
+                          hint="--engine vllm (Whisper), or kvgate geometry MODEL --encoder-len N for the cache "
+                               "transformers builds")

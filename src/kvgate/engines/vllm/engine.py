@@ -69,17 +69,25 @@ class VllmEngine(EngineBase):
         return pool
 
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
+        from kvgate.engines.vllm.cross import check_encoder_decoder  # noqa: PLC0415
         from kvgate.engines.vllm.fit import fit_vllm  # noqa: PLC0415
         from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
+        from kvgate.engines.vllm.quantization import check_quantization  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
         from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
         flags = VllmFlags(**inputs.vllm)
+        release = resolve_release(self.name, inputs.release)
+        check_encoder_decoder(model, release)
+        qnote = check_quantization(getattr(inputs, "quantization", None), model.config or {},
+                                   inputs.weights_bytes is not None)
         weights = weights_for_fit(inputs, flags.tensor_parallel_size * flags.pipeline_parallel_size, model, gpu,
                                   self.name)
         mm = is_multimodal(inputs.model)
-        return fit_vllm(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm,
-                        dtype=inputs.dtype)
+        answer = fit_vllm(model, weights, gpu, flags, release, multimodal=mm, dtype=inputs.dtype)
+        if qnote:
+            answer.notes.append(qnote)
+        return answer
 
 
 ENGINE = VllmEngine(

@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvgate.engines.vllm.cross import VllmCrossAttention, vllm_cross
 from kvgate.engines.vllm.groups import bottleneck_stage
 from kvgate.geometry.base import Geometry, GeometryError, Layout, cdiv, rule_for
 from kvgate.geometry.formats import MODEL_DTYPES, KVFormat, get_format
@@ -336,7 +337,10 @@ class VLLM(Layout):
 
     # -- binding to a model
     def engine_spec(self, spec: LayerKind) -> LayerKind:
-        """``--disable-hybrid-kv-cache-manager``: sliding layers allocated as full ones."""
+        """``--disable-hybrid-kv-cache-manager``: sliding layers allocated as full ones; an
+        encoder's cross-attention layer as vLLM's ``CrossAttentionSpec``
+        (:mod:`kvgate.engines.vllm.cross`)."""
+        spec = vllm_cross(spec)
         return spec.at_full_length() if self.disable_hybrid_kv_cache_manager else spec
 
     def bind(self, geometry: Geometry) -> VLLM:
@@ -503,6 +507,8 @@ _BLOCKS: dict[type[LayerKind], Callable[[VLLM, Any, int, int], int]] = {
     ChunkedLocal: lambda lay, spec, L, B: cdiv(min(spec.window + lay.max_num_batched_tokens, L), B),
     RecurrentState: _mamba_blocks,
     NoCache: lambda lay, spec, L, B: 0,
+    # CrossAttentionSpec: cdiv(max_encoder_len, B) whatever the decoder's length
+    VllmCrossAttention: lambda lay, spec, L, B: cdiv(spec.encoder_positions, B),
 }
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "VLLM", "cdiv", "parse_speculative_config", "parse_version", "pp_partition"]
