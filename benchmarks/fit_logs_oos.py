@@ -73,9 +73,12 @@ def _width_pct(c: LogCase) -> float:
     return c.predicted.width / max(abs(c.printed), 1) * 100
 
 
-def _summary(cases: list[LogCase]) -> tuple[int, int, float]:
+def _summary(cases: list[LogCase]) -> tuple[int, int, float, float]:
+    """``(inside, n, median width % of the printed pool, median width GiB of the GiB logs)``."""
     inside = sum(1 for c in cases if c.inside)
-    return inside, len(cases), statistics.median(_width_pct(c) for c in cases) if cases else float("nan")
+    gib = [c.predicted.width / GiB for c in cases if c.predicted is not None and c.quantity == "available KV bytes"]
+    return (inside, len(cases), statistics.median(_width_pct(c) for c in cases) if cases else float("nan"),
+            statistics.median(gib) if gib else float("nan"))
 
 
 def _miss(c: LogCase) -> str:
@@ -139,25 +142,25 @@ def main(argv: list[str]) -> int:
     misses: dict[str, list[str]] = defaultdict(list)
     for weights in ("given", "estimate"):
         ins = _checked(check_logs(folder, weights=weights))
-        a, n, w = _summary(ins)
-        rows.append([weights, "in-sample (deployed bands)", f"{a} of {n} ({a / n:.0%})", f"{w:.1f}%"])
+        a, n, w, g = _summary(ins)
+        rows.append([weights, "in-sample (deployed bands)", f"{a} of {n} ({a / n:.0%})", f"{w:.0f}%", f"{g:.2f} GiB"])
         for name, key in groupers.items():
             res = leave_group_out(folder, key, weights)
             cases = [c for c, _ in res.values()]
-            a, n, w = _summary(cases)
-            rows.append([weights, f"leave one {name} out ({len({g for _, g in res.values()})} groups)",
-                         f"{a} of {n} ({a / n:.0%})", f"{w:.1f}%"])
+            a, n, w, g = _summary(cases)
+            rows.append([weights, f"leave one {name} out ({len({grp for _, grp in res.values()})} groups)",
+                         f"{a} of {n} ({a / n:.0%})", f"{w:.0f}%", f"{g:.2f} GiB"])
             for c, g in res.values():
                 if not c.inside:
                     misses[f"{weights} weights, leave one {name} out"].append(f"`{c.file}` ({g}): {_miss(c)}")
     if readme:
-        print("| weights | check | logged pool inside | median width |")
-        print("|---|---|---:|---:|")
+        print("| weights | check | logged pool inside | median width (% of pool) | median width |")
+        print("|---|---|---:|---:|---:|")
         for r in rows:
             print("| " + " | ".join(r) + " |")
         return 0
-    print("| weights | check | logged pool inside | median width (% of the printed pool) |")
-    print("|---|---|---:|---:|")
+    print("| weights | check | logged pool inside | median width (% of the printed pool) | median width (GiB logs) |")
+    print("|---|---|---:|---:|---:|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
     print()

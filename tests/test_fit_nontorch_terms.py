@@ -134,3 +134,18 @@ def test_estimate_mode_uses_kvgate_weights() -> None:
     assert set(given) == set(est)
     assert all(c.weights_from == "estimate" for c in est.values())
     assert any(est[f].predicted != given[f].predicted for f in given)
+
+
+def test_leave_one_tp_size_out_keeps_every_checked_log_inside() -> None:
+    """benchmarks/fit_logs_oos.py: with the log's weights, bands calibrated without a whole TP
+    size still hold every checkable vLLM pool (the share RESULTS.md reports: 14 of 14)."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    try:
+        import fit_logs_oos as oos
+    finally:
+        sys.path.pop(0)
+    folder = DATA / "fit_logs"
+    res = oos.leave_group_out(folder, oos._groupers(folder)["TP size"], "given")
+    assert len(res) == 14
+    assert all(c.inside for c, _ in res.values()), [f for f, (c, _) in res.items() if not c.inside]
+    assert {g for _, g in res.values()} == {"TP 1", "TP 2", "TP 4"}
