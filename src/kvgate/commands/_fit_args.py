@@ -77,7 +77,13 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu", metavar="NAME", nargs="?", const="list",
                    help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
                         "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
-    g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB")
+    g.add_argument("--total", metavar="BYTES", type=_bytes, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB "
+                   "(the driver reserve, 424-621 MiB, is taken off)")
+    g.add_argument("--cuda-total", metavar="BYTES", default=None,
+                   help="the CUDA total as the engine's log prints it (vLLM: total_gpu_memory (79.19GiB), "
+                        "'Free memory on device (x/79.19 GiB)'): nothing taken off")
+    g.add_argument("--wsl", action="store_true",
+                   help="the card runs under WSL 2, where CUDA's total is the whole card (no driver reserve)")
     p.add_argument("--encoder-len", metavar="N", type=positive_int, default=None,
                    help="encoder-decoder models: the encoder positions each cross-attention layer holds (Whisper: "
                         "fixed at max_source_positions; T5/BART: the input's length)")

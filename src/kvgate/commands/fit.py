@@ -72,7 +72,15 @@ def run(args: Any) -> int:
     if getattr(args, "gpu", None) is not None and not args.gpu.strip():
         raise KvgateError("--gpu is empty", hint="--gpu NAME (--gpu list shows the table), or --total BYTES")
     inp = fit_inputs_from_args(args)
-    if inp.gpu or inp.total:
+    cuda_total = getattr(args, "cuda_total", None)
+    if cuda_total is not None:
+        from kvgate.fit.gpus import gpu_from_cuda_total  # noqa: PLC0415
+
+        if inp.gpu or inp.total or getattr(args, "wsl", False):
+            raise KvgateError("--cuda-total is the GPU already: not with --gpu, --total or --wsl",
+                              hint="--cuda-total as the engine's log prints it, or --gpu NAME / --total BYTES (with --wsl under WSL 2)")
+        gpu = gpu_from_cuda_total(cuda_total)
+    elif inp.gpu or inp.total:
         gpu = lookup_gpu(inp.gpu) if inp.gpu else gpu_from_total(inp.total)
     else:
         try:
@@ -80,6 +88,10 @@ def run(args: Any) -> int:
         except KvgateError as exc:
             raise KvgateError(f"no --gpu or --total, and this machine's GPU cannot be read: {exc.message}",
                               hint="give --gpu NAME (e.g. H100, L40S, RTX-4090) or --total BYTES") from exc
+    if getattr(args, "wsl", False) and cuda_total is None:
+        from kvgate.fit.gpus import wsl_gpu  # noqa: PLC0415
+
+        gpu = wsl_gpu(gpu)
     engine = get_engine(inp.engine)
     model = engine.load_model(inp.model)  # once: the engine's fit takes it
     if getattr(args, "encoder_len", None) is not None:  # the cross-attention layers' encoder positions

@@ -6,7 +6,9 @@ Observations (one per printed term, with its printing precision: ``printed_bytes
 - activation peak: ``(T·w, S, printed)`` of each checked log that prints "torch peak memory
   increase" (``T·w`` the profile run's tokens × per-token width, ``S`` = ``max_num_seqs`` ×
   vocab, from :func:`kvgate.fit.logcheck.check_logs`);
-- non-torch memory of each checked log that prints it (V0 and V1 apart);
+- non-torch memory of each checked TP-1 log that prints it (V0 and V1 apart; at TP ≥ 2 the
+  log's figure carries NCCL and custom all-reduce buffers too, the separate term of
+  :mod:`kvgate.engines.vllm.comm`);
 - CUDA graph pool of every vLLM log of the manifest that prints it without
   ``--enforce-eager`` (before 0.21 and from 0.21 apart, by the log's release series).
 
@@ -82,7 +84,8 @@ def observations(folder: str | Path, cases: list[LogCase] | None = None) -> list
             p = c.terms["printed torch_peak"]
             out.append(Observation(c.file, "activation", Interval(p["low"], p["high"]), v1,
                                    tw=prof["tokens"] * prof["token_bytes"], logits=prof["seqs"] * prof["vocab"]))
-        if "printed non_torch_memory" in c.terms:
+        if "printed non_torch_memory" in c.terms and int(prof.get("tp", 1)) == 1:
+            # TP ≥ 2 logs carry NCCL buffers too: kvgate.engines.vllm.comm's term, not this band
             p = c.terms["printed non_torch_memory"]
             out.append(Observation(c.file, "non_torch", Interval(p["low"], p["high"]), v1))
     for e in read_json(folder / "manifest.json", what="fit log manifest"):

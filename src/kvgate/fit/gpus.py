@@ -254,6 +254,46 @@ def gpu_from_total(total_bytes: int) -> Gpu:
                "--total (NVML total); CUDA total = total − driver reserve band")
 
 
+def gpu_from_cuda_total(text: str) -> Gpu:
+    """A GPU known by the CUDA total the engine printed (``--cuda-total``): vLLM's
+    ``total_gpu_memory (79.19GiB)`` (V0 0.6.5 … 0.10, ``vllm/worker/worker.py``) or ``Free memory
+    on device (x/79.19 GiB)`` (V1 ``gpu_worker.py`` ``init_device``, ``round(b / GiB_bytes, 2)``);
+    that is ``torch.cuda.mem_get_info()[1]``, the driver reserve already taken off, so nothing
+    is subtracted again. A figure with decimals in GiB/GB/MiB stands for the interval its
+    printing allows (79.19 GiB = 79.185 … 79.195 GiB); plain bytes are exact.
+
+    Raises:
+        KvgateError: not a byte quantity, or too small for a GPU.
+    """
+    from decimal import Decimal  # noqa: PLC0415
+
+    from kvgate.units import parse_bytes  # noqa: PLC0415
+
+    t = str(text).strip()
+    mid = parse_bytes(t)
+    m = re.match(r"^\s*(\d+)\.(\d+)\s*([A-Za-z]+)\s*$", t)
+    if m:
+        unit_bytes = parse_bytes("1" + m.group(3))
+        half = int(Decimal(unit_bytes) * Decimal(5) / Decimal(10) ** (len(m.group(2)) + 1))
+        cuda = Interval(mid - half, mid + half)
+    else:
+        cuda = Interval.point(mid)
+    if cuda.low <= 1 * 2**30:
+        raise KvgateError(f"--cuda-total {text!r} is too small for a GPU", hint="give the total the engine printed, e.g. 79.19GiB")
+    return Gpu("given CUDA total", cuda.high, cuda,
+               "--cuda-total: the CUDA total as the engine printed it (driver reserve already off)")
+
+
+def wsl_gpu(gpu: Gpu) -> Gpu:
+    """``gpu`` under WSL 2: CUDA there reports the whole card as its total (no driver reserve
+    subtracted). A public WSL 2 vLLM start on an RTX 5090 (32,607 MiB) printed "Free memory on
+    device cuda:0 (30.12/31.84 GiB)": 31.84 GiB is 32,607 MiB to the printing
+    (github Alex8791-cyber/cognithor PR #318). What WSL keeps for Windows shows as less free
+    memory, not a smaller total."""
+    return Gpu(gpu.name + " (WSL)", gpu.nvml_total_bytes, Interval.point(gpu.nvml_total_bytes),
+               gpu.source + "; under WSL 2 the CUDA total is the whole card (no driver reserve)")
+
+
 def local_gpu(index: int = 0) -> Gpu:
     """GPU ``index`` of this machine through NVML: the CUDA total is NVML v2
     ``total − reserved`` (exact, as measured on an H200), or the band when only v1 answers.

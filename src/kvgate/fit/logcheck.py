@@ -107,9 +107,12 @@ def presumed_settings(entry: dict[str, Any]) -> list[str]:
     return []
 
 
-def check_logs(folder: str | Path, only: str | None = None) -> list[LogCase]:
+def check_logs(folder: str | Path, only: str | None = None, *, weights: str = "given") -> list[LogCase]:
     """Every vLLM log of ``folder/manifest.json`` with ``folder/fit_inputs.json``: its check
-    (``only``: that one file's).
+    (``only``: that one file's). ``weights="estimate"``: every case takes kvgate's own weight
+    estimate from its config (the dtype ``fit_inputs.json`` names for an estimate, else the
+    config's, and its ``quantization_config``) instead of the log's line: what ``kvgate fit``
+    answers without the checkpoint's files.
 
     Raises:
         KvgateError: unreadable files; a case naming an unknown GPU or model.
@@ -126,6 +129,8 @@ def check_logs(folder: str | Path, only: str | None = None) -> list[LogCase]:
             out.append(LogCase(e["file"], e["release_series"], e["model"], str(e["gpu_type"]), "-", None, None, None,
                                skip=inp["skip"]))
             continue
+        if weights == "estimate":
+            inp = {**inp, "weights": {"estimate_dtype": (inp.get("weights") or {}).get("estimate_dtype")}}
         out.append(_check(folder, e, inp))
     return out
 

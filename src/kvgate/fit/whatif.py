@@ -297,7 +297,8 @@ class _VllmFromLog:
         for name, logged, same, estimate, why in (
             ("activation peak (profile run)", self.t.activation, same_profile, activation_term(s, w),
              "max_num_batched_tokens, max_num_seqs, TP or the engine changed"),
-            ("non-torch memory", self.t.non_torch, same_tp, non_torch_term(s), "TP changed (NCCL buffers)"),
+            ("non-torch memory", self.t.non_torch, same_tp, non_torch_term(s, gpu_name=_gpu_name(self)),
+             "TP changed (NCCL buffers)"),
         ):
             if logged is not None and same:
                 key = "activation" if name.startswith("activation") else "non_torch"
@@ -624,3 +625,10 @@ def render_whatif(wa: WhatIfAnswer) -> str:
         tail = ["", "non-KV terms, from the log or not:"]
         tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
     return "\n".join(head + [render_text(wa.answer)] + tail)
+
+
+def _gpu_name(obj: Any) -> str | None:
+    """The GPU's name once the what-if has one (the NCCL band of the non-torch term is by
+    card class: :mod:`kvgate.engines.vllm.comm`), else ``None`` (the widest band)."""
+    gpu = getattr(obj, "gpu", None)
+    return gpu.name if gpu is not None else None

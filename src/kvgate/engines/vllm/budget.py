@@ -250,9 +250,13 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
     return Term("activation peak (profile run)", v, src)
 
 
-def non_torch_term(s: VllmSettings, release: Release | None = None) -> Term:
+def non_torch_term(s: VllmSettings, release: Release | None = None, gpu_name: str | None = None) -> Term:
     """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator; V1 before 0.9.1
-    counts the CUDA context too (module docstring)."""
+    counts the CUDA context too (module docstring); at TP ≥ 2 (or PP ≥ 2) the NCCL and custom
+    all-reduce buffers of :func:`kvgate.engines.vllm.comm.tp_comm_term` for ``gpu_name``'s
+    card class."""
+    from kvgate.engines.vllm.comm import tp_comm_term  # noqa: PLC0415
+
     b = active_bands()
     v = b.non_torch_v1 if s.v1 else b.non_torch_v0
     src = f"{'V1' if s.v1 else 'V0'} band from tests/data/fit_logs"
@@ -260,6 +264,10 @@ def non_torch_term(s: VllmSettings, release: Release | None = None) -> Term:
         v = v + CUDA_CONTEXT
         src += (" + the CUDA context (V1 before 0.9.1 counts all GPU memory in use less torch's: "
                 "vllm/v1/worker/gpu_worker.py determine_available_memory)")
+    comm = tp_comm_term(s.tensor_parallel_size, s.pipeline_parallel_size, gpu_name)
+    if comm is not None:
+        v = v + comm.value
+        src += f"; + {comm.source}"
     return Term("non-torch memory", v, src)
 
 
@@ -277,10 +285,11 @@ def cuda_graph_term(s: VllmSettings) -> Term:
 
 
 def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
-               config: dict[str, Any] | None = None) -> list[Term]:
+               config: dict[str, Any] | None = None, gpu_name: str | None = None) -> list[Term]:
     """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's logits
-    dtype and hidden size): weights, activation peak, non-torch, CUDA graph pool."""
-    return [weights, activation_term(s, w, release, config), non_torch_term(s, release), cuda_graph_term(s)]
+    dtype and hidden size; ``gpu_name``: the card, for the NCCL band at TP ≥ 2): weights,
+    activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w, release, config), non_torch_term(s, release, gpu_name), cuda_graph_term(s)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:

@@ -95,7 +95,7 @@ class _Predictor:
         w = model_widths(self.model.config, s.tensor_parallel_size)
         if self.pool_for is not None:
             return self.pool_for(s, w)  # type: ignore[no-any-return]
-        terms = vllm_terms(s, w, self.weights, self.release, self.model.config)
+        terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)

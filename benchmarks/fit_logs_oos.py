@@ -1,0 +1,191 @@
+"""Out-of-sample check of ``kvgate fit``'s vLLM pool interval: leave a whole release, a whole
+card, a whole TP size out at a time (issue 25, item 3; ../shared/DESIGN.md §9).
+
+    PYTHONPATH=src python benchmarks/fit_logs_oos.py [tests/data/fit_logs]
+
+For every checkable vLLM log of the folder (``kvgate.fit.logcheck.check_logs``) and for each
+way of grouping the logs (release series, card, TP size), each group is checked with the
+non-KV bands calibrated on the other groups' printed terms only
+(``kvgate.fit.calibrate.calibrate``, the data rule without hand margins); what is not a band
+(the logits rule per release, the defaults per release, the NCCL/custom all-reduce term of
+``kvgate.engines.vllm.comm``, the driver reserve band) is the same in every column.
+
+Two weight modes: the log's own weights line (``given``) and kvgate's estimate from the
+config (``estimate``: what ``kvgate fit`` answers without the checkpoint's files).
+
+Then, config-free, every printed non-torch figure of the manifest against the non-torch band
+kvgate would use at that log's TP size and card (the term check the TP model answers to).
+
+Prints Markdown for benchmarks/RESULTS.md and a short table for README.md (``--readme``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from kvgate.atomicio import read_json
+from kvgate.engines.vllm.budget import BANDS, using_bands
+from kvgate.engines.vllm.comm import card_class, tp_comm_term
+from kvgate.fit.calibrate import calibrate, observations
+from kvgate.fit.interval import Interval
+from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
+
+GiB = 2**30
+FOLDER = Path(__file__).resolve().parent.parent / "tests" / "data" / "fit_logs"
+
+
+def _groupers(folder: Path) -> dict[str, Callable[[str], str]]:
+    man = {e["file"]: e for e in read_json(folder / "manifest.json", what="fit log manifest")}
+    inputs = read_json(folder / "fit_inputs.json", what="fit inputs")["cases"]
+
+    def card(f: str) -> str:
+        g = inputs.get(f, {}).get("gpu")
+        return " or ".join(g) if isinstance(g, list) else str(g)
+
+    return {"release": lambda f: str(man[f]["release_series"]), "card": card,
+            "TP size": lambda f: f"TP {man[f].get('tp') or 1}"}
+
+
+def _checked(cases: list[LogCase]) -> list[LogCase]:
+    return [c for c in cases if c.predicted is not None and c.printed is not None]
+
+
+def leave_group_out(folder: Path, key: Callable[[str], str], weights: str) -> dict[str, tuple[LogCase, str]]:
+    """``{file: (case checked with bands that never saw its group, group)}``."""
+    base = _checked(check_logs(folder, weights=weights))
+    obs = observations(folder, check_logs(folder))  # the printed terms (weights do not enter them)
+    out: dict[str, tuple[LogCase, str]] = {}
+    for g in sorted({key(c.file) for c in base}):
+        files = {c.file for c in base if key(c.file) == g}
+        bands = calibrate([o for o in obs if key(o.file) != g])
+        with using_bands(bands):
+            for f in sorted(files):
+                out[f] = (check_logs(folder, only=f, weights=weights)[0], g)
+    return out
+
+
+def _width_pct(c: LogCase) -> float:
+    assert c.predicted is not None and c.printed is not None
+    return c.predicted.width / max(abs(c.printed), 1) * 100
+
+
+def _summary(cases: list[LogCase]) -> tuple[int, int, float, float]:
+    """``(inside, n, median width % of the printed pool, median width GiB of the GiB logs)``."""
+    inside = sum(1 for c in cases if c.inside)
+    gib = [c.predicted.width / GiB for c in cases if c.predicted is not None and c.quantity == "available KV bytes"]
+    return (inside, len(cases), statistics.median(_width_pct(c) for c in cases) if cases else float("nan"),
+            statistics.median(gib) if gib else float("nan"))
+
+
+def _miss(c: LogCase) -> str:
+    assert c.predicted is not None and c.printed is not None
+    p, v = c.predicted, c.printed
+    unit = GiB if c.quantity == "available KV bytes" else 1
+    side = "above" if v > p.high else "below"
+    gap = (v - p.high) if v > p.high else (p.low - v)
+    g = f"{gap / GiB:.2f} GiB" if unit == GiB else f"{gap:,} {c.quantity.split()[-1]}"
+    return f"{side} by {g}"
+
+
+def _nontorch_band(v1: bool, release: str, tp: int, pp: int, card: str | None) -> Interval:
+    """The non-torch band ``kvgate fit`` uses (``kvgate.engines.vllm.budget.non_torch_term``)."""
+    from kvgate.engines.vllm.budget import CUDA_CONTEXT, V1_PROFILER_FROM  # noqa: PLC0415
+    from kvgate.fit.release import parse_version  # noqa: PLC0415
+
+    band = BANDS.non_torch_v1 if v1 else BANDS.non_torch_v0
+    if v1 and parse_version(release) < V1_PROFILER_FROM:
+        band = band + CUDA_CONTEXT
+    comm = tp_comm_term(tp, pp, card)
+    return band + comm.value if comm is not None else band
+
+
+TERM_RECORDS = Path(__file__).resolve().parent.parent / "tests" / "data" / "logs" / "nontorch_terms.json"
+
+
+def nontorch_terms(folder: Path, records: Path = TERM_RECORDS) -> list[tuple[str, str, str, Interval, Interval]]:
+    """``(file, TP, card class, printed non-torch, kvgate's band)`` for every vLLM log of the
+    manifest that prints the term, and every term record of ``records`` (no config needed).
+    A record whose TP/PP split is not printed gets the hull of TP 1 and TP = its ranks."""
+    inputs = read_json(folder / "fit_inputs.json", what="fit inputs")["cases"]
+    out = []
+    for e in read_json(folder / "manifest.json", what="fit log manifest"):
+        if e["engine"] != "vllm" or not e.get("non_torch_memory"):
+            continue
+        tp, pp = e.get("tp") or 1, e.get("pp") or 1
+        inp = inputs.get(e["file"], {})
+        v1 = bool(inp["use_v1"]) if "use_v1" in inp else "v1" in e["file"].lower()
+        card = inp["gpu"] if isinstance(inp.get("gpu"), str) else str(e.get("gpu_type") or "")
+        band = _nontorch_band(v1, str(inp.get("release") or e["release_series"]), tp, pp, card)
+        out.append((e["file"], str(tp), card_class(card), printed_bytes(str(e["non_torch_memory"])), band))
+    for r in read_json(records, what="non-torch term records")["records"]:
+        card, rel = r["card"], r["release_series"]
+        if r.get("tp") is not None:
+            tp = str(r["tp"])
+            band = _nontorch_band(r["v1"], rel, r["tp"], r.get("pp") or 1, card)
+        else:
+            tp = f"? ({r['ranks']} ranks)"
+            a, b = _nontorch_band(r["v1"], rel, 1, 1, card), _nontorch_band(r["v1"], rel, r["ranks"], 1, card)
+            band = Interval(min(a.low, b.low), max(a.high, b.high))
+        out.append((r["file"], tp, card_class(card), printed_bytes(r["non_torch_memory"]), band))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0]) if argv and not argv[0].startswith("--") else FOLDER
+    readme = "--readme" in argv
+    groupers = _groupers(folder)
+    rows: list[list[str]] = []
+    misses: dict[str, list[str]] = defaultdict(list)
+    for weights in ("given", "estimate"):
+        ins = _checked(check_logs(folder, weights=weights))
+        a, n, w, g = _summary(ins)
+        rows.append([weights, "in-sample (deployed bands)", f"{a} of {n} ({a / n:.0%})", f"{w:.0f}%", f"{g:.2f} GiB"])
+        for name, key in groupers.items():
+            res = leave_group_out(folder, key, weights)
+            cases = [c for c, _ in res.values()]
+            a, n, w, g = _summary(cases)
+            rows.append([weights, f"leave one {name} out ({len({grp for _, grp in res.values()})} groups)",
+                         f"{a} of {n} ({a / n:.0%})", f"{w:.0f}%", f"{g:.2f} GiB"])
+            for c, g in res.values():
+                if not c.inside:
+                    misses[f"{weights} weights, leave one {name} out"].append(f"`{c.file}` ({g}): {_miss(c)}")
+    if readme:
+        print("| weights | check | logged pool inside | median width (% of pool) | median width |")
+        print("|---|---|---:|---:|---:|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return 0
+    print("| weights | check | logged pool inside | median width (% of the printed pool) | median width (GiB logs) |")
+    print("|---|---|---:|---:|---:|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print()
+    print("Misses:")
+    print()
+    for k, v in misses.items():
+        for m in v:
+            print(f"- {k}: {m}")
+    print()
+    print("Non-torch memory as printed, against the band kvgate uses at that TP size and card "
+          "(in-sample: the band saw the TP-1 figures; the TP ≥ 2 figures are out of the base band):")
+    print()
+    print("| log | TP | card class | printed | kvgate's band | inside |")
+    print("|---|---:|---|---:|---|---|")
+    hits = 0
+    nt = nontorch_terms(folder)
+    for f, tp, cls, p, band in nt:
+        ok = p.high >= band.low and p.low <= band.high
+        hits += ok
+        print(f"| `{f}` | {tp} | {cls} | {(p.low + p.high) / 2 / GiB:.2f} GiB | "
+              f"[{band.low / GiB:.2f}, {band.high / GiB:.2f}] GiB | {'yes' if ok else '**no**'} |")
+    print()
+    print(f"- non-torch inside its band: {hits} of {len(nt)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
