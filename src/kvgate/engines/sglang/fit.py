@@ -38,6 +38,7 @@ from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
+from kvgate.fit.kv_heads import kv_head_split
 from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry
@@ -202,7 +203,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                                          pool_bytes(geo, t_hi).total if t_hi > 0 else 0)
                                 if stored > cell else None),
                      kv_stored_label=f"(#tokens + a page) × {stored:,} B a token" if stored > cell else None,
-                     notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
+                     notes=notes, kv_heads=kv_head_split(geo),
+                     how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
 
 
