@@ -361,8 +361,10 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     elif fitted is None and not flags.ngl_given and fits == "no":
         notes.append("this build has no --fit (llama.cpp adds it, on by default, near b7400): give -ngl to keep "
                      "layers on the CPU")
-    # while --fit moves layers, the -ngl flip point is its pick (1024 MiB left free): one -ngl figure
-    margin = FIT_TARGET if fitted is not None and fitted["changed"] and not flags.ngl_given else 0
+    # while --fit moves layers, the -ngl flip point is its pick (1024 MiB left free): one -ngl figure;
+    # where --fit finds nothing, the flip point is the edge a given -ngl may still reach
+    acts = fitted is not None and fitted["changed"] and (fitted["sure"] or fitted["possible"]) is not None
+    margin = FIT_TARGET if acts and not flags.ngl_given else 0
     flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release, margin)
     nct = model.max_position_embeddings
     if nct:
