@@ -71,7 +71,7 @@ def test_recheck_reports_a_record_whose_verdicts_no_longer_hold(tmp_path, capsys
     path = _edited_record(tmp_path, lambda r: r["verdicts"].__setitem__("paging", "pays"))
     capsys.readouterr()
     assert main(["recheck", str(path)]) == 4  # EXIT_CHANGED
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped from 100 columns
     assert "CHANGED from the stored verdicts" in out
 
 

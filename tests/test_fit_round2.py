@@ -89,9 +89,11 @@ def test_gguf_vocabulary_from_output_tensor_shape():
 # ------------------------------------------------------------------ 3. the reason of the model buffer's band
 def test_model_buffer_band_says_why(run_cli):
     out = run_cli("fit", str(CONF / "preset-llama-3.1-8b.gguf"), "-c", "32768", "-np", "4", "-fa", "on",
-                  "--gpu", "RTX 4090", "--weights-bytes", "4.9GB")
-    row = next(ln for ln in out.splitlines() if ln.startswith("model buffer"))
-    assert "token embeddings stay on the CPU" in row and "llama-model.cpp" in row
+                  "--gpu", "RTX 4090", "--weights-bytes", "4.9GB", "-v")  # -v: each term's source beneath its row
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("model buffer"))
+    below = " ".join(ln.strip() for ln in lines[at + 1:at + 4] if ln.startswith("    "))
+    assert "token embeddings stay on the CPU" in below and "llama-model.cpp" in below
     assert "vocabulary 128 tokens (GGUF llama.vocab_size)" in out
 
 
@@ -110,7 +112,7 @@ def test_ngl_flip_gives_the_value_to_pass(run_cli):
 def test_vllm_no_pool_says_so_in_words(run_cli):
     """Llama-3.1-8B at 20 GiB of weights on an L4 (CUDA total ≤ 22.08 GiB; × 0.9 ≤ 19.87 GiB):
     the weights alone exceed vLLM's share, so no pool at either end."""
-    out = run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--weights-bytes", "20GiB")
+    out = " ".join(run_cli("fit", "llama-3.1-8b", "--gpu", "L4", "--weights-bytes", "20GiB").split())  # unwrapped
     assert "Available KV cache memory: -" not in out and "none for sure" not in out and "0 … 0" not in out
     assert "No available memory for the cache blocks" in out
     assert "no --max-model-len fits: the weights and the activation peak leave no KV cache pool" in out
@@ -133,6 +135,7 @@ def test_vllm_straddling_pool_no_negative_line(run_cli):
 # ------------------------------------------------------------------ 6. vLLM flips
 def test_vllm_max_num_seqs_cap_and_per_gpu(run_cli):
     out = run_cli("fit", "llama-3.1-8b", "--gpu", "H100", "--max-model-len", "32768", "--max-num-seqs", "16", "-tp", "2")
+    out = " ".join(out.split())  # the sentences as said, unwrapped from 100 columns
     assert "but --max-num-seqs 16 caps it: 16 run at once" in out
     # 32,768 tokens × 128 KiB per token / 2 ranks = 2 GiB on each GPU
     assert "needs 2.00 GiB of KV cache per GPU" in out
@@ -230,7 +233,7 @@ def test_engine_flags_commands_column_matches_every_parser():
 
 def test_cuda_total_band_is_explained_once(run_cli):
     """--total 8GiB: CUDA total 8 GiB − 621 MiB … 8 GiB − 424 MiB = 7.39 … 7.59 GiB, said once."""
-    out = run_cli("fit", "qwen3-4b", "--total", "8GiB", "-c", "4096")
+    out = " ".join(run_cli("fit", "qwen3-4b", "--total", "8GiB", "-c", "4096").split())  # unwrapped
     assert "CUDA total 7.39 GiB … 7.59 GiB" in out
     assert out.count("less the driver's reserve, 424–621 MiB") == 1
 

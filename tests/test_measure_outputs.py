@@ -77,6 +77,7 @@ def test_measurement_saved_to_fallback_when_its_directory_goes_away(tmp_path, mo
     doc = json.loads(saved.read_text())
     assert doc["schema"] == "kvgate.measurement/1" and doc["status"] == "ok"
     out, err = capsys.readouterr()
+    out = " ".join(out.split())  # unwrapped from 100 columns (a long path goes to a line of its own)
     assert f"saved to {saved}" in err and f"measurement written to {saved}" in out
 
 

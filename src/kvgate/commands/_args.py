@@ -439,3 +439,9 @@ def measure_options_from_args(args: argparse.Namespace) -> MeasureOptions:
     return MeasureOptions(command=tuple(cmd), gpus=str(a.get("gpu") or "all"), domain=a.get("domain") or "gpu",
                           interval_s=interval, settle_s=settle, kill_leftovers=bool(a.get("kill_leftovers")),
                           out=a.get("out"), plot=a.get("plot"), force=bool(a.get("force")))
+
+
+def add_sources_flag(p: argparse.ArgumentParser) -> None:
+    """``-v`` / ``--sources``: where each term of a budget table comes from, beneath its row
+    (the default text leaves them out to fit 100 columns; ``--json`` always has them)."""
+    p.add_argument("-v", "--sources", action="store_true", help="each term's source, beneath its row")

@@ -37,11 +37,14 @@ def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
     """``--engine-log`` and the options only it uses (names not used by ``gate``)."""
     p.add_argument("--engine-log", default=None, metavar="FILE",
                    help="gate the KV pool a vLLM / SGLang / llama.cpp startup log shows (with --slots, --max-seq)")
-    p.add_argument("--host-bytes", default=None,
+    p.add_argument("--host-bytes", default=None, metavar="B",
                    help="with --engine-log: host memory KV offload may use (e.g. 64GiB; vLLM's kv_offloading_size "
                         "when logged)")
     add_startup_flags(p)
     add_whatif_flags(p, gate=True)
+    from kvgate.commands._args import add_sources_flag  # noqa: PLC0415
+
+    add_sources_flag(p)
 
 
 def _fraction(text: str) -> float:
@@ -127,10 +130,9 @@ RULE_HELP = (
     "  as the log's own, with a note (so pasting your launch flags works). vLLM/SGLang logs that\n"
     "  do not state their KV dtype ran --kv-cache-dtype auto: the model's dtype, with a note.")
 
-RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it is silent;\n"
-             "-tp, --kv-cache-dtype, -ctk/-ctv, -ngl ... are what-ifs where they differ from it (else the log's own, noted);\n"
-             "the what-if judges the target --max-num-seqs N --max-model-len L (SGLang: --max-running-requests, "
-             "--context-length)")
+RULE_GATE = ("with --engine-log (--total: another GPU too): --tp/--kv-format/--pp describe the LOG where it\n"
+             "is silent; -tp, --kv-cache-dtype, -ctk/-ctv, -ngl ... are what-ifs where they differ (else the\n"
+             "log's own, noted), for --max-num-seqs/--max-running-requests N --max-model-len/--context-length L")
 
 
 @dataclass
@@ -630,6 +632,6 @@ def run_engine_gate(args: argparse.Namespace) -> int:
         from kvgate.fit.whatif import render_whatif  # noqa: PLC0415
 
         payload["what_if"] = wa.to_dict()
-        text += "\n\n" + render_whatif(wa)
+        text += "\n\n" + render_whatif(wa, sources=getattr(args, "sources", False))
     emit(args.json, payload, text)
     return 0

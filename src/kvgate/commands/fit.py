@@ -48,8 +48,11 @@ instead (what if another GPU, length, TP or KV dtype): kvgate import-log LOG --g
 
 
 def add_arguments(p: Any) -> None:
+    from kvgate.commands._args import add_sources_flag  # noqa: PLC0415
+
     add_fit_flags(p)
-    p.usage = "%(prog)s MODEL [--gpu NAME | --total BYTES] [the engine's flags: vLLM's, SGLang's or llama.cpp's]"
+    add_sources_flag(p)
+    p.usage = "%(prog)s MODEL [--gpu NAME | --total BYTES] [vLLM's, SGLang's or llama.cpp's flags]"
     from kvgate.engines.registry import engine_of_flag_group  # noqa: PLC0415
 
     for g in p._action_groups:  # one pointer per engine to the flags' defaults per release
@@ -104,7 +107,7 @@ def run(args: Any) -> int:
     answer, rows = fit_over_tp(engine, inp, model, gpu)
     add_deciding_term(answer)
     doc = answer.to_dict()
-    text = render_text(answer)
+    text = render_text(answer, sources=args.sources)
     if rows is not None:
         doc["tp_table"] = [r.to_dict() for r in rows]
         text = text.rstrip("\n") + f"\n\nby tensor parallel size ({engine.tp_flag}; per GPU, the other flags " \

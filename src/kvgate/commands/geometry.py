@@ -21,8 +21,9 @@ slots, per tensor-parallel rank with --tp.
 
   kvgate geometry qwen3-30b-a3b --max-seq 8192 --kv-format int8-f32scale --slots 8
   kvgate geometry ./Llama-3.1-8B/config.json --max-seq 131072 --tp 2 --by-layer
-  kvgate geometry ./Qwen3-8B --max-model-len 32768 --max-num-seqs 16 --kv-cache-dtype fp8   (vLLM's flags)
-  kvgate geometry model.gguf -c 65536 -np 8 -ctk q8_0 -ctv q8_0                              (llama.cpp's)
+  kvgate geometry ./Qwen3-8B --max-model-len 32768 --max-num-seqs 16 --kv-cache-dtype fp8
+      (vLLM's flags)
+  kvgate geometry model.gguf -c 65536 -np 8 -ctk q8_0 -ctv q8_0   (llama.cpp's)
 
 MODEL is a config.json path, a model directory, a GGUF file or a bundled preset
 (kvgate geometry list).

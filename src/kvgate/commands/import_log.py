@@ -52,7 +52,10 @@ which were carried, re-split or re-estimated.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from kvgate.commands._args import add_sources_flag  # noqa: PLC0415
+
     p.add_argument("log", help="the engine's startup log (text file)")
+    add_sources_flag(p)
     p.add_argument("--engine", choices=ENGINES, default=None, help="the engine (default: detected)")
     p.add_argument("--model", default=None, help="config.json, model directory, .gguf or preset for the cross-check")
     p.add_argument("--kv-format", default=None, help="the log's KV format when it does not say (vLLM: bf16, fp8 …; "
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         wa = answer_whatif(args.log, pool, model, w, startup=args.startup, service=args.service,
                            weights_ref=args.model, check=check)
         payload["what_if"] = wa.to_dict()
-        text += "\n\n" + render_whatif(wa)
+        text += "\n\n" + render_whatif(wa, sources=getattr(args, "sources", False))
     emit(args.json, payload, text)
     from kvgate.errors import EXIT_CHANGED, EXIT_OK
 

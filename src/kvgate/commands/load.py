@@ -17,8 +17,9 @@ Send each request of a trace (the formats `kvgate replay` reads) to http://127.0
 as POST /v1/completions at the trace's own arrival times (or --speed times faster), with
 about prompt_tokens of prompt and max_tokens = output_tokens (ignore_eos), while reading
 /metrics (and llama-server's /slots) every --interval: KV use, running and waiting
-(deferred) requests, preemptions. Loopback only, whatever redirects, proxy variables or name resolution say (no redirect
-is followed, no proxy is used, the peer address is checked after connecting). Bounded by
+(deferred) requests, preemptions. Loopback only, whatever redirects, proxy variables or name
+resolution say (no redirect is followed, no proxy is used, the peer address is checked after
+connecting). Bounded by
 --max-requests (at most 100,000), --max-seconds (at most 3,600) and 64 requests in flight;
 --interval is 0.01 … 60 s. Every request sent is counted as ok, failed (any other status,
 a malformed or oversized reply, a redirect) or abandoned (still running at the deadline).

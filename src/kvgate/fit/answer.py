@@ -47,6 +47,9 @@ class FitAnswer:
             token than it budgets (SGLang's DeepSeek sparse attention pool, the size of its
             ``KV size`` log line); ``None`` where they are the same.
         kv_stored_label: how ``kv_stored`` is counted, for the table.
+        kv_heads: the model's KV heads copied over the tensor-parallel ranks
+            (:class:`kvgate.fit.kv_heads.KvHeadSplit`), said under the KV per request;
+            ``None`` where each rank keeps its even share.
     """
 
     engine: str
@@ -71,6 +74,7 @@ class FitAnswer:
     max_concurrency_printed: dict[str, str | None] = field(default_factory=dict)
     kv_stored: Interval | None = None
     kv_stored_label: str | None = None
+    kv_heads: Any = None
 
     def __post_init__(self) -> None:
         """The release's own note (e.g. newer than modelled) said first among the notes."""

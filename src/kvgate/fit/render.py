@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from kvgate.fit.answer import FitAnswer
-from kvgate.output import table
+from kvgate.output import WIDTH, pack, table, wrap_line
 from kvgate.units import fmt_gib
 
 _VERDICT = {"yes": "FITS", "no": "DOES NOT FIT", "unknown": "CAN'T TELL"}
@@ -18,27 +18,53 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def render_text(a: FitAnswer) -> str:
-    """The text answer for a :class:`FitAnswer` of any engine."""
+def render_text(a: FitAnswer, *, sources: bool = False) -> str:
+    """The text answer for a :class:`FitAnswer` of any engine, in :data:`WIDTH` columns;
+    ``sources`` (``-v``/``--sources``) adds where each term comes from beneath its row."""
     if a.engine == "llama.cpp":
-        return render_llamacpp(a)
-    return render_sglang(a) if a.engine == "sglang" else render_vllm(a)
+        return render_llamacpp(a, sources=sources)
+    return render_sglang(a, sources=sources) if a.engine == "sglang" else render_vllm(a, sources=sources)
 
 
-def render_llamacpp(a: FitAnswer) -> str:
+#: the line under a table whose terms' sources ``-v`` shows
+SOURCES_HINT = "(where each term comes from: add -v)"
+
+
+def terms_table(rows: list[tuple[list[str], str, bool]], header: list[str], align: str, sources: bool) -> str:
+    """A table of terms and their low and high ends, each row with a note: ``(cells, note,
+    is_source)``. A source (where the figure comes from) is shown only with ``sources``,
+    beneath its row; another note (what a sum row is: "of 23.38 GiB", "what SGLang
+    budgets") follows its row on the line when it fits :data:`WIDTH`, else beneath."""
+    lines = table([cells for cells, _, _ in rows], header=header, align=align).split("\n")
+    out = lines[:2]
+    hidden = False
+    for ln, (_, note, is_source) in zip(lines[2:], rows):
+        out.append(ln)
+        if not note:
+            continue
+        if is_source and not sources:
+            hidden = True
+        elif not is_source and len(ln) + 2 + len(note) <= WIDTH:
+            out[-1] = f"{ln}  {note}"
+        else:
+            out += wrap_line("    " + note, indent=4)
+    return "\n".join(out + ([SOURCES_HINT] if hidden else []))
+
+
+def render_llamacpp(a: FitAnswer, *, sources: bool = False) -> str:
     """The text answer for a llama.cpp :class:`FitAnswer`."""
     s = a.settings
     cuda = a.gpu.cuda_total
     out = [_header(a, "llama.cpp")]
-    out.append(f"flags: -c {s['ctx_size']} -np {s['parallel']} -ctk {s['cache_type_k']} -ctv {s['cache_type_v']} "
-               f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
-               + (" -kvu" if s["kv_unified"] else ""))
+    out.append(pack("flags: ", [f"-c {s['ctx_size']}", f"-np {s['parallel']}", f"-ctk {s['cache_type_k']}",
+                                f"-ctv {s['cache_type_v']}", f"-ngl {s['n_gpu_layers']}", f"-fa {s['flash_attn']}",
+                                f"-ub {s['ubatch_size']}", f"-b {s['batch_size']}"] + (["-kvu"] if s["kv_unified"] else [])))
     out.append("")
-    rows = [[t.name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)] for t in a.terms]
+    rows = [([t.name, fmt_gib(t.value.low), fmt_gib(t.value.high)], plain_source(t.source), True) for t in a.terms]
     used_lo = sum(t.value.low for t in a.terms)
     used_hi = sum(t.value.high for t in a.terms)
-    rows.append(["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi), f"of {fmt_gib(cuda.low)}"])
-    out.append(table(rows, header=["buffer", "low", "high", "source"], align="lrrl"))
+    rows.append((["= on the GPU", fmt_gib(used_lo), fmt_gib(used_hi)], f"of {fmt_gib(cuda.low)}", False))
+    out.append(terms_table(rows, ["buffer", "low", "high"], "lrr", sources))
     out.append("")
     out.append("llama.cpp would log:")
     out += [f"  {ln}" for ln in a.log_lines.get("low", [])]
@@ -56,26 +82,35 @@ def render_llamacpp(a: FitAnswer) -> str:
     else:
         flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                      f"{share}")
-    lcpu = f["layers_on_cpu_at_ctx_size"]
-    if lcpu["sure"] == lcpu["possible"]:
-        flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)}")
-    else:
-        flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)} for sure; {_ngl(lcpu['possible'], f)} "
-                     "at best")
+    flips.append(_ngl_flip(s["ctx_size"], f))
     return "\n".join(out + _closing(a, "llama.cpp", flips))
 
 
-def _terms_table(a: FitAnswer, budget_label: str) -> str:
-    rows = [[budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high), ""]]
+def _ngl_flip(ctx: int, f: dict[str, Any]) -> str:
+    """The ``-ngl`` flip point: the ``-ngl`` to pass at ``-c`` (the engine's
+    ``n_gpu_layers_at_ctx_size``, the figure the verdict names when ``--fit`` moves layers)
+    and the layers it keeps on the CPU."""
+    ngl, cpu = f.get("n_gpu_layers_at_ctx_size", {}), f["layers_on_cpu_at_ctx_size"]
+    out = f.get("output_on_gpu_at_ctx_size", {})
+    sure, best = (_ngl(cpu[k], f, ngl.get(k), out.get(k)) for k in ("sure", "possible"))
+    line = f"  -ngl: at -c {ctx:,}, " + (sure if sure == best else f"{sure} for sure; {best} at best")
+    margin = f.get("n_gpu_layers_margin_bytes") or 0
+    if margin:
+        line += f" (what --fit sets: it leaves {margin // 2**20} MiB free)"
+    return line
+
+
+def _terms_table(a: FitAnswer, budget_label: str, sources: bool = False) -> str:
+    rows = [([budget_label, fmt_gib(a.budget.low), fmt_gib(a.budget.high)], "", False)]
     for t in a.terms:
         name = ("− " if t.counted else "  ") + t.name + ("" if t.counted else " (not subtracted)")
-        rows.append([name, fmt_gib(t.value.low), fmt_gib(t.value.high), plain_source(t.source)])
-    rows.append(["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high),
-                 "what SGLang budgets" if a.kv_stored is not None else ""])
+        rows.append(([name, fmt_gib(t.value.low), fmt_gib(t.value.high)], plain_source(t.source), True))
+    rows.append((["= KV cache pool (per GPU)", _pool_end(a.kv_pool.low), _pool_end(a.kv_pool.high)],
+                 "what SGLang budgets" if a.kv_stored is not None else "", False))
     if a.kv_stored is not None:
-        rows.append(["  KV cache pool as stored (per GPU)", _pool_end(a.kv_stored.low), _pool_end(a.kv_stored.high),
-                     f"{a.kv_stored_label or ''}: the log's KV size"])
-    return table(rows, header=["term", "low", "high", "source"], align="lrrl")
+        rows.append((["  KV cache pool as stored (per GPU)", _pool_end(a.kv_stored.low), _pool_end(a.kv_stored.high)],
+                     f"{a.kv_stored_label or ''}: the log's KV size", False))
+    return terms_table(rows, ["term", "low", "high"], "lrr", sources)
 
 
 _PLAIN = (
@@ -139,20 +174,22 @@ def _verdict_lines(a: FitAnswer, engine: str) -> list[str]:
     return out
 
 
-def render_sglang(a: FitAnswer) -> str:
+def render_sglang(a: FitAnswer, *, sources: bool = False) -> str:
     """The text answer for an SGLang :class:`FitAnswer`."""
     s = a.settings
     out = [_header(a, "SGLang")]
     flags = [f"{_flag(k)} {s[k]}" + (" (default)" if k in s["defaults"] else "")
              for k in ("mem_fraction_static", "context_length", "tp_size", "kv_cache_dtype", "page_size",
                        "swa_full_tokens_ratio") if s.get(k) is not None]
-    out.append("flags: " + " ".join(flags))
+    out.append(pack("flags: ", flags))
     out.append("")
-    out.append(_terms_table(a, f"memory SGLang takes ({s['mem_fraction_static']} × free at start)"))
+    out.append(_terms_table(a, f"memory SGLang takes ({s['mem_fraction_static']} × free at start)", sources))
     out.append("")
     out.append("SGLang would log (low end … high end):")
     for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
         out.append(f"  {lo}" if lo == hi else f"  {lo}\n    …  {hi}")
+    if a.kv_heads is not None:
+        out.append(a.kv_heads.sentence("--tp-size"))
     out.append("")
     f = a.flip_points
     flips: list[str] = []
@@ -182,7 +219,7 @@ def render_sglang(a: FitAnswer) -> str:
     return "\n".join(out + _closing(a, "SGLang", flips))
 
 
-def render_vllm(a: FitAnswer) -> str:
+def render_vllm(a: FitAnswer, *, sources: bool = False) -> str:
     """The text answer for a vLLM :class:`FitAnswer`."""
     s = a.settings
     out = [_header(a, "vLLM")]
@@ -200,18 +237,21 @@ def render_vllm(a: FitAnswer) -> str:
         flags.append("--enforce-eager")
     if s["kv_cache_memory_bytes"] is not None:
         flags.append(f"--kv-cache-memory-bytes {s['kv_cache_memory_bytes']:,}")
-    out.append("flags: " + " ".join(flags))
+    out.append(pack("flags: ", flags))
     out.append(f"engine: {'V1' if s['v1'] else 'V0'}")
     out.append("")
-    out.append(_terms_table(a, f"memory vLLM takes (total × {s['gpu_memory_utilization']})"))
+    out.append(_terms_table(a, f"memory vLLM takes (total × {s['gpu_memory_utilization']})", sources))
     out.append("")
     out.append("vLLM would log (low end … high end):")
     for lo, hi in zip(a.log_lines.get("low", []), a.log_lines.get("high", [])):
         out.append(f"  {lo}" if lo == hi else f"  {lo}   …   {hi.split(': ', 1)[-1]}")
     ranks = s["tensor_parallel_size"] * s["pipeline_parallel_size"]
     if a.request_bytes:
+        share = " per GPU" + ("" if a.kv_heads is not None else f" (each of {ranks} GPUs holds its share)")
         out.append(f"one request of {s['max_model_len']:,} tokens needs {fmt_gib(a.request_bytes)} of KV cache"
-                   + (f" per GPU (each of {ranks} GPUs holds its share)" if ranks > 1 else ""))
+                   + (share if ranks > 1 else ""))
+    if a.kv_heads is not None:
+        out.append(a.kv_heads.sentence("-tp"))
     out.append("")
     return "\n".join(out + _closing(a, "vLLM", _vllm_flips(a)))
 
@@ -269,16 +309,21 @@ def _vllm_flips(a: FitAnswer) -> list[str]:
     return flips
 
 
-def _ngl(cpu: int | None, f: dict[str, Any]) -> str:
-    """``k layer(s) on the CPU: pass -ngl N`` (``N = layers − k``; all layers and the output: layers + 1)."""
+def _ngl(cpu: int | None, f: dict[str, Any], ngl: int | None = None, output: bool | None = None) -> str:
+    """``k layer(s) on the CPU (pass -ngl N)``: ``N`` the engine's figure (``ngl``; without
+    it, ``layers − k``, or all layers and the output: ``layers + 1``)."""
     n = f.get("n_layers")
     if cpu is None:
         return "not even with every layer on the CPU"
     if n is None:
         return f"{cpu} layer(s) on the CPU"
+    if ngl is None:
+        ngl, output = (n + 1, True) if cpu == 0 else (n - cpu, False)
+    if cpu == 0 and output is not False:
+        return f"every layer on the GPU (-ngl {ngl} or more: the layers and the output)"
     if cpu == 0:
-        return f"every layer on the GPU (-ngl {n + 1} or more: the layers and the output)"
-    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu})"
+        return f"every layer on the GPU, the output on the CPU (pass -ngl {ngl})"
+    return f"{cpu} layer(s) on the CPU (pass -ngl {ngl})"
 
 
 def _n(v: int | None) -> str:

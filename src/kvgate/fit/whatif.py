@@ -610,9 +610,9 @@ def _log_ngl(t: LoggedTerms, model: ModelSpec) -> int:
     return on if on < of and on < model.num_layers + 1 else 999
 
 
-def render_whatif(wa: WhatIfAnswer) -> str:
+def render_whatif(wa: WhatIfAnswer, *, sources: bool = False) -> str:
     """``kvgate fit``'s text for the what-if, headed by the changes and followed by where
-    each non-KV term comes from."""
+    each non-KV term comes from (``sources``: also beneath each row of the table)."""
     from kvgate.fit.render import render_text  # noqa: PLC0415
 
     head = ["what if (from the log): " + ("; ".join(wa.changes) if wa.changes else "the log's own settings")]
@@ -624,7 +624,7 @@ def render_whatif(wa: WhatIfAnswer) -> str:
     else:
         tail = ["", "non-KV terms, from the log or not:"]
         tail += [f"  {c.name:<32} {c.how:<13} {c.detail}" for c in wa.carried]
-    return "\n".join(head + [render_text(wa.answer)] + tail)
+    return "\n".join(head + [render_text(wa.answer, sources=sources)] + tail)
 
 
 def _gpu_name(obj: Any) -> str | None:

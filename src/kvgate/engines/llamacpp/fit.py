@@ -361,7 +361,11 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     elif fitted is None and not flags.ngl_given and fits == "no":
         notes.append("this build has no --fit (llama.cpp adds it, on by default, near b7400): give -ngl to keep "
                      "layers on the CPU")
-    flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
+    # while --fit moves layers, the -ngl flip point is its pick (1024 MiB left free): one -ngl figure;
+    # where --fit finds nothing, the flip point is the edge a given -ngl may still reach
+    acts = fitted is not None and fitted["changed"] and (fitted["sure"] or fitted["possible"]) is not None
+    margin = FIT_TARGET if acts and not flags.ngl_given else 0
+    flips = _flips(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release, margin)
     nct = model.max_position_embeddings
     if nct:
         cap = flips["ctx_size_cap"]
@@ -461,7 +465,7 @@ def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: st
         if c != fitted["ctx_in"]:
             parts.append(f"-c {c:,}")
         if ngl != fitted["n_gpu_layers_in"]:
-            parts.append(f"{min(ngl, n)} of {n} layers on the GPU (-ngl {ngl})")
+            parts.append(ngl_words(ngl, n))
         return ", ".join(parts) or "no change"
 
     what = said(sure) if sure == possible else f"{said(sure)} for sure, {said(possible)} at best"
@@ -543,8 +547,11 @@ def _vocab_said(model: ModelSpec) -> str:
 
 
 def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
-           gpu: Gpu, release: Release | None = None) -> dict[str, Any]:
-    """Largest ``-c`` (multiple of 256 × -np) with every layer on the GPU; CPU layers needed at ``-c``."""
+           gpu: Gpu, release: Release | None = None, margin: int = 0) -> dict[str, Any]:
+    """Largest ``-c`` (multiple of 256 × -np) with every layer on the GPU; the largest ``-ngl``
+    at ``-c`` that leaves ``margin`` bytes free (``--fit``'s :data:`FIT_TARGET` while it moves
+    layers, so the flip point is the ``-ngl`` the verdict names; else 0) and the layers it
+    keeps on the CPU (:func:`gpu_layers`)."""
     def left(c: int, ngl: int) -> Interval:
         terms, _, _ = _terms(model, g, f, c, wb, exact, src, ngl, release)
         return gpu.cuda_total - total(terms)
@@ -554,7 +561,8 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
     # each sequence passes n_ctx_train (llama-context.cpp warns "n_ctx_seq > n_ctx_train")
     streams = 1 if f.kv_unified else f.parallel
     limit = (model.max_position_embeddings or 0) * streams or ctx
-    all_on = model.num_layers + 1
+    n = model.num_layers
+    all_on = n + 1
 
     def largest(end: str) -> int | None:
         lo, hi = 1, max(1, limit // step)
@@ -569,20 +577,41 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
             lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
         return lo * step
 
-    def cpu_layers(end: str) -> int | None:
+    def ngl_at(end: str) -> int | None:  # the -ngl to pass: the most that leaves the margin
         for ngl in range(all_on, -1, -1):
             li = left(ctx, ngl)
-            if (li.low if end == "low" else li.high) >= 0:
-                return max(0, model.num_layers - min(ngl, model.num_layers))
+            if (li.low if end == "low" else li.high) >= margin:
+                return ngl
         return None
 
-    def ngl_for(cpu: int | None) -> int | None:  # the -ngl to pass: 0 on the CPU is every layer and the output
-        return None if cpu is None else (model.num_layers - cpu if cpu else model.num_layers + 1)
-
+    ngl = {"sure": ngl_at("low"), "possible": ngl_at("high")}
     return {"ctx_size_all_layers_on_gpu": {"sure": largest("low"), "possible": largest("high")},
-            "layers_on_cpu_at_ctx_size": {"sure": cpu_layers("low"), "possible": cpu_layers("high")},
-            "n_gpu_layers_at_ctx_size": {"sure": ngl_for(cpu_layers("low")), "possible": ngl_for(cpu_layers("high"))},
-            "n_layers": model.num_layers, "ctx_size_cap": limit}
+            "layers_on_cpu_at_ctx_size": {k: None if v is None else n - gpu_layers(v, n)[0] for k, v in ngl.items()},
+            "n_gpu_layers_at_ctx_size": ngl,
+            "output_on_gpu_at_ctx_size": {k: None if v is None else gpu_layers(v, n)[1] for k, v in ngl.items()},
+            "n_gpu_layers_margin_bytes": margin,
+            "n_layers": n, "ctx_size_cap": limit}
+
+
+def gpu_layers(ngl: int, n_layer: int) -> tuple[int, bool]:
+    """``(repeating layers on the GPU, output layer on the GPU)`` at ``-ngl ngl``, as
+    :func:`model_buffer` and :func:`_kv_on_gpu` place them (:data:`PLACEMENT`): the words of
+    the verdict and of the flip points come from here, so they say one ``-ngl`` the same way.
+
+    >>> gpu_layers(24, 32), gpu_layers(33, 32), gpu_layers(999, 32)
+    ((24, False), (32, True), (32, True))
+    """
+    return min(ngl, n_layer), ngl > n_layer
+
+
+def ngl_words(ngl: int, n_layer: int) -> str:
+    """``-ngl N`` with what it puts on the GPU (:func:`gpu_layers`): ``24 of 32 layers on the
+    GPU (-ngl 24)``, ``every layer and the output on the GPU (-ngl 33)``."""
+    on, out = gpu_layers(ngl, n_layer)
+    if on == n_layer:
+        return f"every layer {'and the output ' if out else ''}on the GPU{'' if out else ', the output on the CPU'} " \
+               f"(-ngl {ngl})"
+    return f"{on} of {n_layer} layers{' and the output' if out else ''} on the GPU (-ngl {ngl})"
 
 
 def _gib(b: int) -> str:

@@ -39,6 +39,7 @@ from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
+from kvgate.fit.kv_heads import kv_head_split
 from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry
@@ -210,7 +211,8 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      tokens_per_sequence={"low": L, "high": L}, max_concurrency_printed={"low": None, "high": None},
                      request_bytes=need, fits=fits, reason=reason, engine_error=err, log_lines=lines, flip_points=flips,
                      kv_stored=stored_iv, kv_stored_label=stored_label,
-                     notes=notes, how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
+                     notes=notes, kv_heads=kv_head_split(geo),
+                     how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
 
 

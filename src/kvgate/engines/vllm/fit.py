@@ -35,6 +35,7 @@ from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
+from kvgate.fit.kv_heads import kv_head_split
 from kvgate.fit.model_length import vllm_length, vllm_refusal
 from kvgate.fit.release import Release
 from kvgate.fit.widths import model_widths
@@ -222,7 +223,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         tokens_per_sequence={"low": L, "high": L},
         max_concurrency_printed={k: (f"{v:.2f}x" if v else None) for k, v in conc.items()},
         reason=reason, engine_error=err, log_lines=lines, flip_points=flips, notes=notes + list(model.notes)[:3],
-        how_to_measure=MEASURE if fits == "unknown" else None,
+        how_to_measure=MEASURE if fits == "unknown" else None, kv_heads=kv_head_split(g),
     )
 
 
