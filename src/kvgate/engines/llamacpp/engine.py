@@ -40,6 +40,10 @@ class LlamaCppEngine(EngineBase):
 
         return load_for_llamacpp(ref) or super().load_model(ref)
 
+    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
+        """A GGUF's metadata as llama.cpp reads it (:func:`kvgate.engines.llamacpp.gguf.spec_from_gguf_metadata`)."""
+        return self.module("gguf").spec_from_gguf_metadata(meta, name=name, source=source)
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
@@ -73,5 +77,5 @@ ENGINE = LlamaCppEngine(
     pool_line_hint="look for 'llama_kv_cache: size = …'",
     file_suffixes=(".gguf",),
     layout_flags=frozenset({"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"}),
-    tier_on_lru_curve=False,
+    tier_on_lru_curve=False, fit_lists_term_sources=True,
 )

@@ -32,6 +32,10 @@ class SglangEngine(EngineBase):
         pool: EnginePool = _from_sglang(self.module("log").parse_sglang(lines))
         return pool
 
+    def cache_geometry(self, geo: Any) -> Any:
+        """Tokens of SGLang's own pool (DSA rows and indexer keys: :func:`kvgate.engines.sglang.cache.pool_geometry`)."""
+        return self.module("cache").pool_geometry(geo)
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
         from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
