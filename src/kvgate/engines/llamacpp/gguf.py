@@ -58,7 +58,7 @@ Rules read at llama.cpp commit 0c1e57098bba43ac29e6e3b677cdceebdd22334f (2026-10
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvgate.engines.llamacpp import arch as llamacpp_arch
@@ -110,6 +110,286 @@ def _found(meta: dict[str, Any], arch: str) -> str:
     return ", ".join(f"{k}={meta[k] if not isinstance(meta[k], list) else f'[{len(meta[k])} entries]'}" for k in sorted(keys)) or "none"
 
 
+@dataclass(frozen=True)
+class _Keys:
+    """One architecture's keys of a GGUF's metadata (``{arch}.block_count`` …), read as
+    checked integers; :meth:`found` lists the attention/ssm keys for an error's hint."""
+
+    meta: dict[str, Any]
+    arch: str
+
+    def key(self, s: str) -> str:
+        return f"{self.arch}.{s}"
+
+    def get(self, s: str) -> Any:
+        return self.meta.get(self.key(s))
+
+    def int(self, s: str, default: Any = _MISSING, *, lo: int = 0, hi: int | None = None) -> Any:
+        return _int(self.meta, self.key(s), default, lo=lo, hi=hi)
+
+    def per_layer(self, s: str, n: int, default: Any, *, lo: int = 0) -> list[int]:
+        return _per_layer(self.meta, self.key(s), n, default, lo=lo)
+
+    def found(self) -> str:
+        return _found(self.meta, self.arch)
+
+
+@dataclass
+class _Shape:
+    """The attention keys every layer reads: layer count, width, heads, head dims."""
+
+    n: int
+    n_embd: int
+    heads: list[int]
+    kv: list[int]
+    key_length: int | None
+    value_length: int | None
+    key_length_swa: int | None
+    value_length_swa: int | None
+
+
+#: architectures whose layers with head_count_kv 0 and feed_forward_length 0 are the
+#: recurrent ones, and whose other KV-less layers are MLP layers in no cache at all
+#: (``src/models/nemotron-h.cpp``)
+MLP_WITHOUT_KV = frozenset({"nemotron_h", "nemotron_h_moe"})
+
+
+def _architecture(meta: dict[str, Any]) -> str:
+    """``general.architecture``, refused when kvgate does not model its cache."""
+    arch = meta.get("general.architecture")
+    if arch is None:
+        raise ConfigError("GGUF metadata is missing 'general.architecture'")
+    if not isinstance(arch, str) or not arch:
+        raise ConfigError(f"GGUF key 'general.architecture' must be a non-empty string, got {_describe(arch)}")
+    if arch in llamacpp_arch.NOT_MODELLED:
+        raise ConfigError(
+            f"GGUF architecture {arch!r}: llama.cpp keeps its memory in {llamacpp_arch.NOT_MODELLED[arch]}, "
+            "which kvgate does not size yet; it will not guess",
+            hint="give the model's config.json (transformers' or vLLM's layout), or --slot-bytes from a measured run",
+        )
+    return arch
+
+
+def _shape(g: _Keys) -> _Shape:
+    n = g.int("block_count", lo=1)
+    if n > MAX_LAYERS:
+        raise ConfigError(
+            f"GGUF {g.key('block_count')!r} {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})"
+        )
+    heads = g.per_layer("attention.head_count", n, 0)
+    return _Shape(n=n, n_embd=g.int("embedding_length", lo=1), heads=heads,
+                  kv=g.per_layer("attention.head_count_kv", n, heads),
+                  key_length=g.int("attention.key_length", None, lo=1),
+                  value_length=g.int("attention.value_length", None, lo=1),
+                  key_length_swa=g.int("attention.key_length_swa", None, lo=1),
+                  value_length_swa=g.int("attention.value_length_swa", None, lo=1))
+
+
+def _bools(key: str, flags: list[Any]) -> list[bool]:
+    """A per-layer bool key (``attention.recurrent_layers``, a sliding-window pattern):
+    each entry a bool or 0/1."""
+    for i, x in enumerate(flags):
+        if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
+            raise ConfigError(f"GGUF key {key!r} entry {i} must be a bool, got {_describe(x)}")
+    return [bool(x) for x in flags]
+
+
+def _recurrent_flags(g: _Keys, sh: _Shape, interval: int | None) -> list[bool]:
+    """Which layers are recurrent, for a file with ``ssm.state_size``: its
+    ``attention.recurrent_layers`` (read first, ``src/models/qwen3next.cpp``), else the
+    full-attention interval, else the layers without KV heads."""
+    n, kv = sh.n, sh.kv
+    rkey = g.key("attention.recurrent_layers")
+    if g.meta.get(rkey) is not None:
+        flags = g.meta[rkey]
+        if isinstance(flags, (bool, int)) and not isinstance(flags, list):
+            flags = [flags] * n  # get_key_or_arr: a scalar applies to every layer
+        if not isinstance(flags, list) or len(flags) != n:
+            raise ConfigError(f"GGUF {rkey!r} must hold one bool per layer ({n}), got {_describe(flags)}")
+        return _bools(rkey, flags)
+    if interval is not None:
+        return [(i + 1) % interval != 0 for i in range(n)]
+    if g.arch in MLP_WITHOUT_KV:
+        # src/models/nemotron-h.cpp: recurrent iff head_count_kv and feed_forward_length
+        # are both 0 (an MLP / MoE layer has neither KV nor state)
+        ff = g.per_layer("feed_forward_length", n, 0)
+        return [kv[i] == 0 and ff[i] == 0 for i in range(n)]
+    return [kv[i] == 0 for i in range(n)]
+
+
+def _state(g: _Keys, sh: _Shape) -> tuple[list[bool], LayerSpec | None]:
+    """``(recurrent, state)``: which layers keep a recurrent state, and that state's layer
+    (KDA, LFM2's short conv, or Mamba / Mamba-2 / gated delta net from the ``ssm.*`` keys)."""
+    for key in llamacpp_arch.REQUIRED_KEYS.get(g.arch, ()):
+        if g.get(key) is None:
+            raise ConfigError(f"GGUF ({g.arch}) is missing {g.key(key)!r}, which llama.cpp requires for its "
+                              "recurrent state", hint=f"keys found: {g.found()}")
+    ssm_state = g.int("ssm.state_size", None, lo=1)
+    interval = g.int("full_attention_interval", None, lo=1)
+    if interval is None and g.arch in llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL:
+        interval = llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL[g.arch]  # e.g. src/models/qwen35.cpp
+    recurrent = _recurrent_flags(g, sh, interval) if ssm_state is not None else [False] * sh.n
+    l_cache = g.int("shortconv.l_cache", None, lo=2)
+    kda = g.int("kda.head_dim", None, lo=1)
+    without_kv = [x == 0 for x in sh.kv]
+    if kda is not None:
+        # Kimi-Linear KDA layers (head_count_kv 0; src/models/kimi-linear.cpp), llama_hparams:
+        # n_embd_r = 3 × (d_conv − 1) × n_head × kda_head_dim (Q, K, V conv state),
+        # n_embd_s = kda_head_dim² × n_head
+        d_conv = g.int("ssm.conv_kernel", 0) or 4
+        n_head = sh.heads[0]
+        if not n_head:
+            raise ConfigError(f"GGUF ({g.arch}) has KDA layers (kda.head_dim {kda}) but "
+                              f"{g.key('attention.head_count')!r} of layer 0 is 0 or missing: llama.cpp sizes the KDA "
+                              "state by it", hint=f"keys found: {g.found()}")
+        return without_kv, recurrent_layer("kda", 3 * n_head * kda, d_conv, kda * kda * n_head, max(1, n_head))
+    if l_cache is not None and ssm_state is None:
+        # LFM2 (src/models/lfm2.cpp): short-conv layers are the ones with head_count_kv 0;
+        # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
+        return without_kv, recurrent_layer("conv", sh.n_embd, l_cache, 0, 1)
+    if any(recurrent) or g.arch in llamacpp_arch.ATTENTION_AND_STATE:
+        d_conv = g.int("ssm.conv_kernel", lo=1)
+        d_inner = g.int("ssm.inner_size", lo=1)
+        groups = g.int("ssm.group_count", 0)
+        dt_rank = g.int("ssm.time_step_rank", 0)
+        conv_dim = d_inner + 2 * groups * ssm_state
+        gated = interval is not None or g.get("attention.recurrent_layers") is not None
+        mixer = "gated_delta_net" if gated else ("mamba2" if groups else "mamba")
+        heads_tp = dt_rank if groups else d_inner
+        return recurrent, recurrent_layer(mixer, conv_dim, d_conv, ssm_state * d_inner, max(1, heads_tp))
+    return recurrent, None
+
+
+def _sliding(g: _Keys, n_main: int, recurrent: list[bool],
+             notes: list[str]) -> tuple[int | None, list[bool], bool]:
+    """``(window, sliding flags of the main layers, chunked)`` by llama.cpp's
+    per-architecture rules (:func:`kvgate.engines.llamacpp.arch.swa_flags`)."""
+    meta_window = g.int("attention.sliding_window", None)
+    pkey = g.key("attention.sliding_window_pattern")
+    pattern = g.meta.get(pkey)
+    if isinstance(pattern, list):
+        _bools(pkey, pattern)
+        if len(pattern) != len(recurrent):
+            raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {len(recurrent)} layers")
+    elif pattern is not None:
+        pattern = _check_int(pkey, pattern, 0, None)
+    known = g.arch in llamacpp_arch.ARCH_NAMES
+    if not known:
+        notes.append(f"{g.arch!r} is not an architecture of llama.cpp at commit "
+                     f"{llamacpp_arch.PINNED_COMMIT[:12]}: sized from the file's keys with the generic rules")
+    try:
+        window, flags, chunked, swa_notes = llamacpp_arch.swa_flags(
+            g.arch, meta_window, pattern, n_main, recurrent, None if known else llamacpp_arch.FROM_THE_FILE)
+    except ValueError as e:
+        raise ConfigError(f"GGUF ({g.arch}): {e}", hint=f"keys found: {g.found()}") from None
+    notes.extend(swa_notes)
+    return window, flags, chunked
+
+
+def _mla(g: _Keys, key_length: int | None, notes: list[str]) -> tuple[bool, int, int]:
+    """``(is_mla, kv_lora_rank, rope dims)``: llama.cpp caches the MLA latent only when the
+    file has both ``key_length_mla`` and ``value_length_mla`` (``llama_hparams::is_mla``)."""
+    rank = g.int("attention.kv_lora_rank", 0)
+    k_mla = g.int("attention.key_length_mla", None, lo=1)
+    v_mla = g.int("attention.value_length_mla", None, lo=1)
+    is_mla = bool(rank) and k_mla is not None and v_mla is not None
+    if rank and not is_mla:
+        why = "its converter writes none" if g.arch == "minicpm3" else "converted before llama.cpp stored them"
+        notes.append(f"{g.arch}: no attention.key_length_mla / value_length_mla ({why}): llama.cpp caches full "
+                     "per-head K and V, not the MLA latent")
+    rope = g.int("rope.dimension_count", lo=0) if is_mla and key_length is None else 0
+    return is_mla, rank, rope
+
+
+def _head_dims(sh: _Shape) -> tuple[int | None, int | None]:
+    """``(K, V)`` head dims: ``key_length``, else ``n_embd / n_head`` (``None``: only an
+    error if an attention layer needs it). llama.cpp's V default is ``n_embd / n_head()``,
+    not the key length (``src/llama-model.cpp`` ``load_hparams``: "hparams.n_embd_head_v =
+    hparams.n_embd / hparams.n_head();" then the optional value_length): MiniCPM3's
+    converter writes key_length 96 and no value_length, so its V is 2560 / 40 = 64."""
+    h0 = max(sh.heads)
+    if sh.key_length is not None:
+        hd_k: int | None = sh.key_length
+    elif h0 and sh.n_embd % h0 == 0:
+        hd_k = sh.n_embd // h0
+    else:
+        hd_k = None
+    h = sh.heads[0] if sh.heads else 0
+    hd_v = sh.value_length or (sh.n_embd // h if h and sh.n_embd % h == 0 else hd_k)
+    return hd_k, hd_v
+
+
+def _attention_layer(g: _Keys, sh: _Shape, i: int, dims: tuple[int | None, int | None], sliding: bool,
+                     window: int | None, chunked: bool, state: LayerSpec | None) -> LayerSpec:
+    """Layer ``i``, an attention layer (with ``falcon-h1``'s Mamba-2 state beside its K/V)."""
+    kv, heads = sh.kv[i], sh.heads[i]
+    if heads == 0:
+        raise ConfigError(
+            f"GGUF {g.key('attention.head_count')!r} is missing or 0, but layer {i} is an attention layer "
+            f"(head_count_kv {kv})", hint=f"keys found: {g.found()}")
+    if heads % kv:
+        # llama.cpp: n_gqa = n_head / n_head_kv (src/llama-hparams.cpp); the attention graph
+        # broadcasts each KV head over a whole group of query heads
+        raise ConfigError(
+            f"GGUF {g.key('attention.head_count_kv')!r} {kv} does not divide {g.key('attention.head_count')!r} "
+            f"{heads} (layer {i}): each KV head serves a whole group of query heads", hint=f"keys found: {g.found()}")
+    hd_k, hd_v = dims
+    if hd_k is None:
+        raise ConfigError(
+            f"GGUF {g.key('embedding_length')!r} {sh.n_embd:,} is not divisible by "
+            f"{g.key('attention.head_count')!r} {max(sh.heads):,}, and there is no "
+            f"{g.key('attention.key_length')!r} to give the head dim", hint=f"keys found: {g.found()}")
+    hk, hv = hd_k, hd_v or hd_k
+    if sliding and sh.key_length_swa:
+        hk, hv = sh.key_length_swa, sh.value_length_swa or sh.key_length_swa
+    att = LayerSpec(kind="sliding" if sliding else "full", num_kv_heads=kv, head_dim=hk, v_head_dim=hv,
+                    window=window if sliding else None, chunked=chunked and sliding)
+    if state is not None and g.arch in llamacpp_arch.ATTENTION_AND_STATE:
+        # the layer's own Mamba-2 state beside its K/V (as the config reader's Falcon-H1
+        # "hybrid" layer: kvgate.model.layer_types)
+        att = replace(att, conv_dim=state.conv_dim, conv_kernel=state.conv_kernel, ssm_values=state.ssm_values,
+                      state_values=state.state_values, state_heads=state.state_heads, mixer=state.mixer)
+    return att
+
+
+def _no_kv_notes(g: _Keys, no_kv: list[int], n_main: int, notes: list[str]) -> None:
+    """Refuse a file where no layer has a cache; say which layers hold 0 bytes."""
+    if no_kv and len(no_kv) == n_main:  # no layer attends or keeps a state: a 0-byte "cache" is no answer
+        raise ConfigError(
+            f"GGUF {g.key('attention.head_count_kv')!r} is 0 for every one of the {n_main} layers and no layer keeps "
+            "a recurrent state: no layer has a KV cache, so this is not a model llama.cpp runs (its attention "
+            "reshapes K and V to 0 heads)",
+            hint=f"check the file's head_count_kv; keys found: {g.found()}",
+        )
+    if no_kv:
+        mlp = g.arch in MLP_WITHOUT_KV
+        pad = "" if mlp else \
+            " with flash attention on (llama.cpp with -fa off still gives each a V of the widest layer's width)"
+        kind = "MLP layer(s) with neither KV nor state" if mlp else "layer(s) with head_count_kv 0 and no recurrent state"
+        notes.append(f"{len(no_kv)} {kind} (first: {no_kv[0]}): 0 bytes each{pad}")
+
+
+def _shared_tail(g: _Keys, layers: list[LayerSpec], nextn: int, notes: list[str]) -> list[LayerSpec]:
+    """The last ``attention.shared_kv_layers`` main layers reuse earlier layers' KV (Gemma-3n's
+    count hard-coded in llama.cpp); embedding and diffusion models keep no cache at all."""
+    n = len(layers)
+    shared = g.int("attention.shared_kv_layers", 0, lo=0, hi=n - 1)
+    if g.arch in llamacpp_arch.KV_FROM_START:
+        shared = max(0, n - nextn - llamacpp_arch.KV_FROM_START[g.arch])  # hard-coded in llama.cpp
+    shared = min(shared, n - nextn)
+    if shared:
+        # the shared layers are the last `shared` of the main layers; MTP layers stay as they are
+        end = n - nextn
+        layers = layers[: end - shared] + [LayerSpec(kind="shared") for _ in range(shared)] + layers[end:]
+        notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
+    if g.arch in llamacpp_arch.NO_MEMORY:
+        # llama_model::create_memory: res = nullptr (embedding / diffusion models)
+        layers = [LayerSpec(kind="shared") for _ in range(n)]
+        notes.append(f"llama.cpp keeps no KV cache for {g.arch} (llama_model::create_memory returns no memory): "
+                     "0 bytes")
+    return layers
+
+
 def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> ModelSpec:
     """Build a :class:`ModelSpec` from GGUF metadata (see module docstring for the rules).
 
@@ -121,142 +401,18 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
             names the key), or the layer pattern cannot be read (the message lists the
             architecture's attention/ssm keys that were found).
     """
-    arch = meta.get("general.architecture")
-    if arch is None:
-        raise ConfigError("GGUF metadata is missing 'general.architecture'")
-    if not isinstance(arch, str) or not arch:
-        raise ConfigError(f"GGUF key 'general.architecture' must be a non-empty string, got {_describe(arch)}")
-    k = lambda s: f"{arch}.{s}"  # noqa: E731
-    if arch in llamacpp_arch.NOT_MODELLED:
-        raise ConfigError(
-            f"GGUF architecture {arch!r}: llama.cpp keeps its memory in {llamacpp_arch.NOT_MODELLED[arch]}, "
-            "which kvgate does not size yet; it will not guess",
-            hint="give the model's config.json (transformers' or vLLM's layout), or --slot-bytes from a measured run",
-        )
-    n = _int(meta, k("block_count"), lo=1)
-    if n > MAX_LAYERS:
-        raise ConfigError(
-            f"GGUF {k('block_count')!r} {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})"
-        )
-    n_embd = _int(meta, k("embedding_length"), lo=1)
-    heads = _per_layer(meta, k("attention.head_count"), n, 0)
-    kv = _per_layer(meta, k("attention.head_count_kv"), n, heads)
-    key_length = _int(meta, k("attention.key_length"), None, lo=1)
-    value_length = _int(meta, k("attention.value_length"), None, lo=1)
-    key_length_swa = _int(meta, k("attention.key_length_swa"), None, lo=1)
-    value_length_swa = _int(meta, k("attention.value_length_swa"), None, lo=1)
+    arch = _architecture(meta)
+    g = _Keys(meta, arch)
+    sh = _shape(g)
+    n = sh.n
     notes: list[str] = []
-
-    for key in llamacpp_arch.REQUIRED_KEYS.get(arch, ()):
-        if meta.get(k(key)) is None:
-            raise ConfigError(f"GGUF ({arch}) is missing {k(key)!r}, which llama.cpp requires for its recurrent state",
-                              hint=f"keys found: {_found(meta, arch)}")
-    # recurrent layers
-    ssm_state = _int(meta, k("ssm.state_size"), None, lo=1)
-    interval = _int(meta, k("full_attention_interval"), None, lo=1)
-    if interval is None and arch in llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL:
-        interval = llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL[arch]  # e.g. src/models/qwen35.cpp
-    recurrent = [False] * n
-    rkey = k("attention.recurrent_layers")
-    if ssm_state is not None:
-        if meta.get(rkey) is not None:
-            flags = meta[rkey]
-            if isinstance(flags, (bool, int)) and not isinstance(flags, list):
-                flags = [flags] * n  # get_key_or_arr: a scalar applies to every layer
-            if not isinstance(flags, list) or len(flags) != n:
-                raise ConfigError(f"GGUF {rkey!r} must hold one bool per layer ({n}), got {_describe(flags)}")
-            for i, x in enumerate(flags):
-                if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
-                    raise ConfigError(f"GGUF key {rkey!r} entry {i} must be a bool, got {_describe(x)}")
-            recurrent = [bool(x) for x in flags]
-        elif interval is not None:
-            recurrent = [(i + 1) % interval != 0 for i in range(n)]
-        elif arch in ("nemotron_h", "nemotron_h_moe"):
-            # src/models/nemotron-h.cpp: recurrent iff head_count_kv and feed_forward_length
-            # are both 0 (an MLP / MoE layer has neither KV nor state)
-            ff = _per_layer(meta, k("feed_forward_length"), n, 0)
-            recurrent = [kv[i] == 0 and ff[i] == 0 for i in range(n)]
-        else:
-            recurrent = [kv[i] == 0 for i in range(n)]
-    l_cache = _int(meta, k("shortconv.l_cache"), None, lo=2)
-    kda = _int(meta, k("kda.head_dim"), None, lo=1)
-    state: LayerSpec | None = None
-    if kda is not None:
-        # Kimi-Linear KDA layers (head_count_kv 0; src/models/kimi-linear.cpp), llama_hparams:
-        # n_embd_r = 3 × (d_conv − 1) × n_head × kda_head_dim (Q, K, V conv state),
-        # n_embd_s = kda_head_dim² × n_head
-        recurrent = [kv[i] == 0 for i in range(n)]
-        d_conv = _int(meta, k("ssm.conv_kernel"), 0) or 4
-        n_head = heads[0]
-        if not n_head:
-            raise ConfigError(f"GGUF ({arch}) has KDA layers (kda.head_dim {kda}) but {k('attention.head_count')!r} "
-                              "of layer 0 is 0 or missing: llama.cpp sizes the KDA state by it",
-                              hint=f"keys found: {_found(meta, arch)}")
-        state = recurrent_layer("kda", 3 * n_head * kda, d_conv, kda * kda * n_head, max(1, n_head))
-    elif l_cache is not None and ssm_state is None:
-        # LFM2 (src/models/lfm2.cpp): short-conv layers are the ones with head_count_kv 0;
-        # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
-        recurrent = [kv[i] == 0 for i in range(n)]
-        state = recurrent_layer("conv", n_embd, l_cache, 0, 1)
-    elif any(recurrent) or arch in llamacpp_arch.ATTENTION_AND_STATE:
-        d_conv = _int(meta, k("ssm.conv_kernel"), lo=1)
-        d_inner = _int(meta, k("ssm.inner_size"), lo=1)
-        d_state = ssm_state
-        groups = _int(meta, k("ssm.group_count"), 0)
-        dt_rank = _int(meta, k("ssm.time_step_rank"), 0)
-        conv_dim = d_inner + 2 * groups * d_state
-        mixer = "gated_delta_net" if interval is not None or meta.get(rkey) is not None else ("mamba2" if groups else "mamba")
-        heads_tp = dt_rank if groups else d_inner
-        state = recurrent_layer(mixer, conv_dim, d_conv, d_state * d_inner, max(1, heads_tp))
-
-    # sliding layers (kvgate.engines.llamacpp.arch: llama.cpp's per-architecture rules)
-    nextn = _int(meta, k("nextn_predict_layers"), 0, lo=0, hi=n - 1)
-    window_key = k("attention.sliding_window")
-    meta_window = _int(meta, window_key, None)
-    pkey = k("attention.sliding_window_pattern")
-    pattern = meta.get(pkey)
-    if isinstance(pattern, list):
-        for i, x in enumerate(pattern):
-            if not (isinstance(x, bool) or (isinstance(x, int) and x in (0, 1))):
-                raise ConfigError(f"GGUF key {pkey!r} entry {i} must be a bool, got {_describe(x)}")
-        if len(pattern) != n:
-            raise ConfigError(f"GGUF {pkey!r} has {len(pattern)} entries for {n} layers")
-    elif pattern is not None:
-        pattern = _check_int(pkey, pattern, 0, None)
-    known = arch in llamacpp_arch.ARCH_NAMES
-    if not known:
-        notes.append(f"{arch!r} is not an architecture of llama.cpp at commit {llamacpp_arch.PINNED_COMMIT[:12]}: "
-                     "sized from the file's keys with the generic rules")
-    try:
-        window, flags, chunked, swa_notes = llamacpp_arch.swa_flags(
-            arch, meta_window, pattern, n - nextn, recurrent, None if known else llamacpp_arch.FROM_THE_FILE)
-    except ValueError as e:
-        raise ConfigError(f"GGUF ({arch}): {e}", hint=f"keys found: {_found(meta, arch)}") from None
-    notes.extend(swa_notes)
+    recurrent, state = _state(g, sh)
+    nextn = g.int("nextn_predict_layers", 0, lo=0, hi=n - 1)
+    window, flags, chunked = _sliding(g, n - nextn, recurrent, notes)
     sliding = flags + [False] * nextn
-
-    rank = _int(meta, k("attention.kv_lora_rank"), 0)
-    k_mla = _int(meta, k("attention.key_length_mla"), None, lo=1)
-    v_mla = _int(meta, k("attention.value_length_mla"), None, lo=1)
-    is_mla = bool(rank) and k_mla is not None and v_mla is not None
-    if rank and not is_mla:
-        why = "its converter writes none" if arch == "minicpm3" else "converted before llama.cpp stored them"
-        notes.append(f"{arch}: no attention.key_length_mla / value_length_mla ({why}): llama.cpp caches full "
-                     "per-head K and V, not the MLA latent")
-    rope = _int(meta, k("rope.dimension_count"), lo=0) if is_mla and key_length is None else 0
+    is_mla, rank, rope = _mla(g, sh.key_length, notes)
     index_dims = _indexer_dims(meta, arch, n, n - nextn) if is_mla else [0] * n
-    h0 = max(heads)
-    if key_length is not None:
-        hd_k = key_length
-    elif h0 and n_embd % h0 == 0:
-        hd_k = n_embd // h0
-    else:
-        hd_k = None  # only an error if an attention layer needs it (below)
-    # llama.cpp's V default is n_embd / n_head(), not the key length (src/llama-model.cpp
-    # load_hparams: "hparams.n_embd_head_v = hparams.n_embd / hparams.n_head();" then the
-    # optional value_length): MiniCPM3's converter writes key_length 96 and no value_length,
-    # so its V is 2560 / 40 = 64
-    hd_v = value_length or (n_embd // heads[0] if heads and heads[0] and n_embd % heads[0] == 0 else hd_k)
+    dims = _head_dims(sh)
     layers: list[LayerSpec] = []
     no_kv: list[int] = []
     for i in range(n):
@@ -265,86 +421,26 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         elif recurrent[i]:
             layers.append(state)  # type: ignore[arg-type]
         elif is_mla:
-            width = key_length * kv[i] if key_length is not None else rank + rope
+            width = sh.key_length * sh.kv[i] if sh.key_length is not None else rank + rope
             layers.append(LayerSpec(kind="mla", latent_dim=width, index_dim=index_dims[i]))
-        elif kv[i] == 0:
-            if arch in ("nemotron_h", "nemotron_h_moe"):
-                layers.append(LayerSpec(kind="shared"))  # an MLP layer: in no cache at all
-            else:
-                # zero-width K and V, still in llama.cpp's cache (kvgate.geometry.specs.NoCache.zero_width)
-                layers.append(LayerSpec(kind="shared", head_dim=hd_k or 0, v_head_dim=hd_v or 0))
+        elif sh.kv[i] == 0:
+            # an MLP layer: in no cache at all; else zero-width K and V, still in llama.cpp's
+            # cache (kvgate.geometry.specs.NoCache.zero_width)
+            layers.append(LayerSpec(kind="shared") if arch in MLP_WITHOUT_KV else
+                          LayerSpec(kind="shared", head_dim=dims[0] or 0, v_head_dim=dims[1] or 0))
             no_kv.append(i)
         else:
-            if heads[i] == 0:
-                raise ConfigError(
-                    f"GGUF {k('attention.head_count')!r} is missing or 0, but layer {i} is an attention layer "
-                    f"(head_count_kv {kv[i]})",
-                    hint=f"keys found: {_found(meta, arch)}",
-                )
-            if heads[i] % kv[i]:
-                # llama.cpp: n_gqa = n_head / n_head_kv (src/llama-hparams.cpp); the attention graph
-                # broadcasts each KV head over a whole group of query heads
-                raise ConfigError(
-                    f"GGUF {k('attention.head_count_kv')!r} {kv[i]} does not divide {k('attention.head_count')!r} "
-                    f"{heads[i]} (layer {i}): each KV head serves a whole group of query heads",
-                    hint=f"keys found: {_found(meta, arch)}",
-                )
-            if hd_k is None:
-                raise ConfigError(
-                    f"GGUF {k('embedding_length')!r} {n_embd:,} is not divisible by {k('attention.head_count')!r} "
-                    f"{h0:,}, and there is no {k('attention.key_length')!r} to give the head dim",
-                    hint=f"keys found: {_found(meta, arch)}",
-                )
-            kind = "sliding" if sliding[i] else "full"
-            hk, hv = hd_k, hd_v or hd_k
-            if sliding[i] and key_length_swa:
-                hk = key_length_swa
-                hv = value_length_swa or hk
-            att = LayerSpec(kind=kind, num_kv_heads=kv[i], head_dim=hk, v_head_dim=hv,
-                            window=window if sliding[i] else None, chunked=chunked and sliding[i])
-            if state is not None and arch in llamacpp_arch.ATTENTION_AND_STATE:
-                # the layer's own Mamba-2 state beside its K/V (as the config reader's Falcon-H1
-                # "hybrid" layer: kvgate.model.layer_types)
-                att = replace(att, conv_dim=state.conv_dim, conv_kernel=state.conv_kernel,
-                              ssm_values=state.ssm_values, state_values=state.state_values,
-                              state_heads=state.state_heads, mixer=state.mixer)
-            layers.append(att)
-    if no_kv and len(no_kv) == n - nextn:  # no layer attends or keeps a state: a 0-byte "cache" is no answer
-        raise ConfigError(
-            f"GGUF {k('attention.head_count_kv')!r} is 0 for every one of the {n - nextn} layers and no layer keeps a "
-            "recurrent state: no layer has a KV cache, so this is not a model llama.cpp runs (its attention "
-            "reshapes K and V to 0 heads)",
-            hint=f"check the file's head_count_kv; keys found: {_found(meta, arch)}",
-        )
-    if no_kv:
-        pad = "" if arch in ("nemotron_h", "nemotron_h_moe") else \
-            " with flash attention on (llama.cpp with -fa off still gives each a V of the widest layer's width)"
-        kind = "MLP layer(s) with neither KV nor state" if pad == "" else \
-            "layer(s) with head_count_kv 0 and no recurrent state"
-        notes.append(f"{len(no_kv)} {kind} (first: {no_kv[0]}): 0 bytes each{pad}")
+            layers.append(_attention_layer(g, sh, i, dims, sliding[i], window, chunked, state))
+    _no_kv_notes(g, no_kv, n - nextn, notes)
     if nextn:
         notes.append(f"the last {nextn} layer(s) are multi-token-prediction (nextn) heads: llama.cpp keeps them "
                      "out of the main context's cache")
-    shared = _int(meta, k("attention.shared_kv_layers"), 0, lo=0, hi=n - 1)
-    if arch in llamacpp_arch.KV_FROM_START:
-        shared = max(0, n - nextn - llamacpp_arch.KV_FROM_START[arch])  # hard-coded in llama.cpp
-    shared = min(shared, n - nextn)
-    if shared:
-        # the shared layers are the last `shared` of the main layers; MTP layers stay as they are
-        end = n - nextn
-        layers = layers[: end - shared] + [LayerSpec(kind="shared") for _ in range(shared)] + layers[end:]
-        notes.append(f"the last {shared} layers share earlier layers' KV: 0 bytes each")
-    if arch in llamacpp_arch.NO_MEMORY:
-        # llama_model::create_memory: res = nullptr (embedding / diffusion models)
-        layers = [LayerSpec(kind="shared") for _ in range(n)]
-        notes.append(f"llama.cpp keeps no KV cache for {arch} (llama_model::create_memory returns no memory): "
-                     "0 bytes")
-    ctx = _int(meta, k("context_length"), None, lo=1)
+    layers = _shared_tail(g, layers, nextn, notes)
     return ModelSpec(
         name=name,
         source=source,
         layers=layers,
-        max_position_embeddings=ctx,
+        max_position_embeddings=g.int("context_length", None, lo=1),
         dtype=None,
         model_type=str(arch),
         config={"gguf_architecture": arch, **{kk: v for kk, v in meta.items() if kk.startswith(arch + ".")}},
