@@ -56,7 +56,7 @@ class LlamaCppEngine(EngineBase):
             wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inputs.model}'s config")
         flags = LlamaCppFlags(**inputs.llamacpp, ngl_given="n_gpu_layers" in inputs.llamacpp)
         answer = fit_llamacpp(model, wb, exact, src, gpu, flags, resolve_release(self.name, inputs.release))
-        if inputs.weights_bytes is None and not exact and getattr(w, "params", None):
+        if inputs.weights_bytes is None and not exact and w.params:
             per = w.bytes / w.params
             dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
             answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "

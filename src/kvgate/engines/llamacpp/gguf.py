@@ -124,7 +124,7 @@ class _Keys:
     def get(self, s: str) -> Any:
         return self.meta.get(self.key(s))
 
-    def int(self, s: str, default: Any = _MISSING, *, lo: int = 0, hi: int | None = None) -> Any:
+    def integer(self, s: str, default: Any = _MISSING, *, lo: int = 0, hi: int | None = None) -> Any:
         return _int(self.meta, self.key(s), default, lo=lo, hi=hi)
 
     def per_layer(self, s: str, n: int, default: Any, *, lo: int = 0) -> list[int]:
@@ -171,18 +171,18 @@ def _architecture(meta: dict[str, Any]) -> str:
 
 
 def _shape(g: _Keys) -> _Shape:
-    n = g.int("block_count", lo=1)
+    n = g.integer("block_count", lo=1)
     if n > MAX_LAYERS:
         raise ConfigError(
             f"GGUF {g.key('block_count')!r} {n:,} is not a plausible layer count (more than {MAX_LAYERS:,})"
         )
     heads = g.per_layer("attention.head_count", n, 0)
-    return _Shape(n=n, n_embd=g.int("embedding_length", lo=1), heads=heads,
+    return _Shape(n=n, n_embd=g.integer("embedding_length", lo=1), heads=heads,
                   kv=g.per_layer("attention.head_count_kv", n, heads),
-                  key_length=g.int("attention.key_length", None, lo=1),
-                  value_length=g.int("attention.value_length", None, lo=1),
-                  key_length_swa=g.int("attention.key_length_swa", None, lo=1),
-                  value_length_swa=g.int("attention.value_length_swa", None, lo=1))
+                  key_length=g.integer("attention.key_length", None, lo=1),
+                  value_length=g.integer("attention.value_length", None, lo=1),
+                  key_length_swa=g.integer("attention.key_length_swa", None, lo=1),
+                  value_length_swa=g.integer("attention.value_length_swa", None, lo=1))
 
 
 def _bools(key: str, flags: list[Any]) -> list[bool]:
@@ -224,19 +224,19 @@ def _state(g: _Keys, sh: _Shape) -> tuple[list[bool], LayerSpec | None]:
         if g.get(key) is None:
             raise ConfigError(f"GGUF ({g.arch}) is missing {g.key(key)!r}, which llama.cpp requires for its "
                               "recurrent state", hint=f"keys found: {g.found()}")
-    ssm_state = g.int("ssm.state_size", None, lo=1)
-    interval = g.int("full_attention_interval", None, lo=1)
+    ssm_state = g.integer("ssm.state_size", None, lo=1)
+    interval = g.integer("full_attention_interval", None, lo=1)
     if interval is None and g.arch in llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL:
         interval = llamacpp_arch.DEFAULT_FULL_ATTENTION_INTERVAL[g.arch]  # e.g. src/models/qwen35.cpp
     recurrent = _recurrent_flags(g, sh, interval) if ssm_state is not None else [False] * sh.n
-    l_cache = g.int("shortconv.l_cache", None, lo=2)
-    kda = g.int("kda.head_dim", None, lo=1)
+    l_cache = g.integer("shortconv.l_cache", None, lo=2)
+    kda = g.integer("kda.head_dim", None, lo=1)
     without_kv = [x == 0 for x in sh.kv]
     if kda is not None:
         # Kimi-Linear KDA layers (head_count_kv 0; src/models/kimi-linear.cpp), llama_hparams:
         # n_embd_r = 3 × (d_conv − 1) × n_head × kda_head_dim (Q, K, V conv state),
         # n_embd_s = kda_head_dim² × n_head
-        d_conv = g.int("ssm.conv_kernel", 0) or 4
+        d_conv = g.integer("ssm.conv_kernel", 0) or 4
         n_head = sh.heads[0]
         if not n_head:
             raise ConfigError(f"GGUF ({g.arch}) has KDA layers (kda.head_dim {kda}) but "
@@ -248,10 +248,10 @@ def _state(g: _Keys, sh: _Shape) -> tuple[list[bool], LayerSpec | None]:
         # their state is n_embd_r = n_embd × (l_cache − 1) (llama_hparams::n_embd_r), no S
         return without_kv, recurrent_layer("conv", sh.n_embd, l_cache, 0, 1)
     if any(recurrent) or g.arch in llamacpp_arch.ATTENTION_AND_STATE:
-        d_conv = g.int("ssm.conv_kernel", lo=1)
-        d_inner = g.int("ssm.inner_size", lo=1)
-        groups = g.int("ssm.group_count", 0)
-        dt_rank = g.int("ssm.time_step_rank", 0)
+        d_conv = g.integer("ssm.conv_kernel", lo=1)
+        d_inner = g.integer("ssm.inner_size", lo=1)
+        groups = g.integer("ssm.group_count", 0)
+        dt_rank = g.integer("ssm.time_step_rank", 0)
         conv_dim = d_inner + 2 * groups * ssm_state
         gated = interval is not None or g.get("attention.recurrent_layers") is not None
         mixer = "gated_delta_net" if gated else ("mamba2" if groups else "mamba")
@@ -264,7 +264,7 @@ def _sliding(g: _Keys, n_main: int, recurrent: list[bool],
              notes: list[str]) -> tuple[int | None, list[bool], bool]:
     """``(window, sliding flags of the main layers, chunked)`` by llama.cpp's
     per-architecture rules (:func:`kvgate.engines.llamacpp.arch.swa_flags`)."""
-    meta_window = g.int("attention.sliding_window", None)
+    meta_window = g.integer("attention.sliding_window", None)
     pkey = g.key("attention.sliding_window_pattern")
     pattern = g.meta.get(pkey)
     if isinstance(pattern, list):
@@ -289,15 +289,15 @@ def _sliding(g: _Keys, n_main: int, recurrent: list[bool],
 def _mla(g: _Keys, key_length: int | None, notes: list[str]) -> tuple[bool, int, int]:
     """``(is_mla, kv_lora_rank, rope dims)``: llama.cpp caches the MLA latent only when the
     file has both ``key_length_mla`` and ``value_length_mla`` (``llama_hparams::is_mla``)."""
-    rank = g.int("attention.kv_lora_rank", 0)
-    k_mla = g.int("attention.key_length_mla", None, lo=1)
-    v_mla = g.int("attention.value_length_mla", None, lo=1)
+    rank = g.integer("attention.kv_lora_rank", 0)
+    k_mla = g.integer("attention.key_length_mla", None, lo=1)
+    v_mla = g.integer("attention.value_length_mla", None, lo=1)
     is_mla = bool(rank) and k_mla is not None and v_mla is not None
     if rank and not is_mla:
         why = "its converter writes none" if g.arch == "minicpm3" else "converted before llama.cpp stored them"
         notes.append(f"{g.arch}: no attention.key_length_mla / value_length_mla ({why}): llama.cpp caches full "
                      "per-head K and V, not the MLA latent")
-    rope = g.int("rope.dimension_count", lo=0) if is_mla and key_length is None else 0
+    rope = g.integer("rope.dimension_count", lo=0) if is_mla and key_length is None else 0
     return is_mla, rank, rope
 
 
@@ -373,7 +373,7 @@ def _shared_tail(g: _Keys, layers: list[LayerSpec], nextn: int, notes: list[str]
     """The last ``attention.shared_kv_layers`` main layers reuse earlier layers' KV (Gemma-3n's
     count hard-coded in llama.cpp); embedding and diffusion models keep no cache at all."""
     n = len(layers)
-    shared = g.int("attention.shared_kv_layers", 0, lo=0, hi=n - 1)
+    shared = g.integer("attention.shared_kv_layers", 0, lo=0, hi=n - 1)
     if g.arch in llamacpp_arch.KV_FROM_START:
         shared = max(0, n - nextn - llamacpp_arch.KV_FROM_START[g.arch])  # hard-coded in llama.cpp
     shared = min(shared, n - nextn)
@@ -407,7 +407,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
     n = sh.n
     notes: list[str] = []
     recurrent, state = _state(g, sh)
-    nextn = g.int("nextn_predict_layers", 0, lo=0, hi=n - 1)
+    nextn = g.integer("nextn_predict_layers", 0, lo=0, hi=n - 1)
     window, flags, chunked = _sliding(g, n - nextn, recurrent, notes)
     sliding = flags + [False] * nextn
     is_mla, rank, rope = _mla(g, sh.key_length, notes)
@@ -440,7 +440,7 @@ def spec_from_gguf_metadata(meta: dict[str, Any], *, name: str, source: str) -> 
         name=name,
         source=source,
         layers=layers,
-        max_position_embeddings=g.int("context_length", None, lo=1),
+        max_position_embeddings=g.integer("context_length", None, lo=1),
         dtype=None,
         model_type=str(arch),
         config={"gguf_architecture": arch, **{kk: v for kk, v in meta.items() if kk.startswith(arch + ".")}},
