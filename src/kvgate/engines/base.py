@@ -9,7 +9,7 @@ whose ``ENGINE`` object implements :class:`Engine`; :mod:`kvgate.engines.registr
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -87,6 +87,11 @@ class Engine(Protocol):
         """One sequence of ``max_seq`` and ``slots`` sequences, in its flags' words."""
         ...
 
+    def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
+        """``(dtype, how)``: the dtype it runs the model in under ``--dtype given``
+        (:func:`kvgate.fit.dtype.resolve_dtype`)."""
+        ...
+
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
         ...
@@ -149,6 +154,10 @@ class EngineBase:
 
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         return None
+
+    def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
+        dtype: tuple[str, str] = self.module("dtype").run_dtype(given, config, gpu_name)
+        return dtype
 
     def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
                budget: Any = None) -> Any:
