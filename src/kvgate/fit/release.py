@@ -11,7 +11,7 @@ from kvgate.errors import KvgateError
 
 #: Each engine's releases whose rules the code models, with where: the newest of them is
 #: the default when the engine is neither installed nor given (:data:`NEWEST`).
-#: ``tests/test_fit_round2.py`` checks that no release threshold in the engine's modules
+#: ``tests/test_fit_gguf_offload_bands_and_json.py`` checks that no release threshold in the engine's modules
 #: is newer than its entry here.
 MODELLED: dict[str, tuple[tuple[str, str], ...]] = {
     "vllm": (("0.21.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
