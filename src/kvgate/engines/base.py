@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +38,10 @@ class Engine(Protocol):
         tier_on_lru_curve: ``kvgate tier`` replays its prefix cache over the LRU curve's
             device pool (:meth:`tier_hits`); else it replays its own server whole
             (:meth:`tier_server`).
+        words: its flags in kvgate's sentences (the gate's table and candidates): ``seqs``
+            (sequences at once), ``len`` / ``record_len`` (length per sequence), ``quant``
+            (``{q}``: a KV dtype), ``kv_dtype_flag``, ``offload``, ``tp`` (``{t}``), and
+            ``fp8`` where its spelling of kvgate's fp8 differs.
         fit_lists_term_sources: its ``kvgate fit`` table already gives every non-KV term's
             source (llama.cpp's buffer table), so a what-if lists where each comes from once.
     """
@@ -54,6 +58,7 @@ class Engine(Protocol):
     pipeline_stages: bool
     pool_per_rank: bool
     tier_on_lru_curve: bool
+    words: Mapping[str, str]
     fit_lists_term_sources: bool
 
     def layout_factory(self) -> Callable[..., Layout]:
@@ -133,6 +138,7 @@ class EngineBase:
     pool_per_rank: bool = True
     tier_on_lru_curve: bool = True
     fit_lists_term_sources: bool = False
+    words: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the FitInputs field and key of the engine's tensor parallel size (``None``: no TP)
     tp_option: tuple[str, str] | None = None
     tp_flag: str = ""

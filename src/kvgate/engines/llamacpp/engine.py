@@ -75,6 +75,8 @@ ENGINE = LlamaCppEngine(
     log_markers=("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
                  "llama_new_context_with_model"),
     pool_line_hint="look for 'llama_kv_cache: size = …'",
+    words={"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np", "offload": "KV on the host",
+           "tp": "more GPUs", "record_len": "-c per sequence", "kv_dtype_flag": "-ctk/-ctv"},
     file_suffixes=(".gguf",),
     layout_flags=frozenset({"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"}),
     tier_on_lru_curve=False, fit_lists_term_sources=True,

@@ -55,4 +55,8 @@ ENGINE = SglangEngine(
     launcher="SGLang (python -m sglang.launch_server)", tp_option=("sglang", "tp_size"), tp_flag="--tp-size",
     log_markers=("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
     pool_line_hint="look for 'KV Cache is allocated. #tokens: …'",
+    # fp8: SGLang's choices have no plain fp8 (server_args.py)
+    words={"quant": "--kv-cache-dtype {q}", "len": "--context-length", "seqs": "--max-running-requests",
+           "offload": "host KV cache (HiCache)", "tp": "--tp-size {t}", "record_len": "--context-length",
+           "kv_dtype_flag": "--kv-cache-dtype", "fp8": "fp8_e4m3"},
 )

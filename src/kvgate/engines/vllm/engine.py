@@ -88,6 +88,9 @@ ENGINE = VllmEngine(
     log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
                  "Maximum concurrency for", "V0 LLM engine", "Initializing an LLM engine", "kv_cache_size="),
     pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",
+    words={"quant": "--kv-cache-dtype {q}", "len": "--max-model-len", "seqs": "--max-num-seqs",
+           "offload": "CPU KV offload", "tp": "-tp {t}", "record_len": "--max-model-len",
+           "kv_dtype_flag": "--kv-cache-dtype"},
     layout_flags=frozenset({
         "block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager", "kernel_block_alignment",
         "state_format", "mamba_cache_mode", "num_speculative_blocks",
