@@ -42,6 +42,9 @@ class Engine(Protocol):
             (sequences at once), ``len`` / ``record_len`` (length per sequence), ``quant``
             (``{q}``: a KV dtype), ``kv_dtype_flag``, ``offload``, ``tp`` (``{t}``), and
             ``fp8`` where its spelling of kvgate's fp8 differs.
+        releases, oldest_release: the releases whose rules kvgate models and the oldest one,
+            each with where (:mod:`kvgate.fit.release`); dist: the installed Python package
+            its version is read from; release_is_build: its releases are build numbers.
         fit_lists_term_sources: its ``kvgate fit`` table already gives every non-KV term's
             source (llama.cpp's buffer table), so a what-if lists where each comes from once.
     """
@@ -60,6 +63,10 @@ class Engine(Protocol):
     tier_on_lru_curve: bool
     words: Mapping[str, str]
     fit_lists_term_sources: bool
+    releases: tuple[tuple[str, str], ...]
+    oldest_release: tuple[str, str]
+    dist: str
+    release_is_build: bool
 
     def layout_factory(self) -> Callable[..., Layout]:
         """The geometry layout (``kvgate.geometry.base.Layout``) of its KV pool."""
@@ -86,6 +93,10 @@ class Engine(Protocol):
                budget: Any = None) -> Any:
         """Its answer (:class:`kvgate.fit.whatif.WhatIfAnswer`) for the settings ``w`` from
         the startup of ``pool`` / ``lines`` (its ``whatif`` module)."""
+        ...
+
+    def render_fit(self, answer: Any) -> str:
+        """``kvgate fit``'s text for its answer (:mod:`kvgate.fit.render`)."""
         ...
 
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
@@ -138,6 +149,14 @@ class EngineBase:
     pool_per_rank: bool = True
     tier_on_lru_curve: bool = True
     fit_lists_term_sources: bool = False
+    #: the releases whose rules kvgate models, with where (:data:`kvgate.fit.release.MODELLED`)
+    releases: tuple[tuple[str, str], ...] = ()
+    #: the oldest release modelled, with where (:data:`kvgate.fit.release.OLDEST`)
+    oldest_release: tuple[str, str] = ("", "")
+    #: the installed Python package its version is read from
+    dist: str = ""
+    #: its releases are build numbers (``bNNNN``), not versions
+    release_is_build: bool = False
     words: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the FitInputs field and key of the engine's tensor parallel size (``None``: no TP)
     tp_option: tuple[str, str] | None = None

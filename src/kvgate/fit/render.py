@@ -19,17 +19,19 @@ def _flag(name: str) -> str:
 
 
 def render_text(a: FitAnswer) -> str:
-    """The text answer for a :class:`FitAnswer` of any engine."""
-    if a.engine == "llama.cpp":
-        return render_llamacpp(a)
-    return render_sglang(a) if a.engine == "sglang" else render_vllm(a)
+    """The text answer for a :class:`FitAnswer` of any engine (the engine's own page:
+    :meth:`kvgate.engines.base.Engine.render_fit`)."""
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+    text: str = get_engine(a.engine).render_fit(a)
+    return text
 
 
 def render_llamacpp(a: FitAnswer) -> str:
     """The text answer for a llama.cpp :class:`FitAnswer`."""
     s = a.settings
     cuda = a.gpu.cuda_total
-    out = [_header(a, "llama.cpp")]
+    out = [_header(a, a.engine)]
     out.append(f"flags: -c {s['ctx_size']} -np {s['parallel']} -ctk {s['cache_type_k']} -ctv {s['cache_type_v']} "
                f"-ngl {s['n_gpu_layers']} -fa {s['flash_attn']} -ub {s['ubatch_size']} -b {s['batch_size']}"
                + (" -kvu" if s["kv_unified"] else ""))
@@ -62,7 +64,7 @@ def render_llamacpp(a: FitAnswer) -> str:
     else:
         flips.append(f"  -ngl: at -c {s['ctx_size']:,}, {_ngl(lcpu['sure'], f)} for sure; {_ngl(lcpu['possible'], f)} "
                      "at best")
-    return "\n".join(out + _closing(a, "llama.cpp", flips))
+    return "\n".join(out + _closing(a, a.engine, flips))
 
 
 def _terms_table(a: FitAnswer, budget_label: str) -> str:

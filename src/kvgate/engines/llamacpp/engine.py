@@ -22,6 +22,11 @@ class LlamaCppEngine(EngineBase):
         factory: Callable[..., Layout] = self.module("pool").LlamaCpp
         return factory
 
+    def render_fit(self, answer: Any) -> str:
+        from kvgate.fit.render import render_llamacpp  # noqa: PLC0415
+
+        return render_llamacpp(answer)
+
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
         s = "s" if slots != 1 else ""
         return f"one sequence of {max_seq:,} cells (-c / -np)", f"{slots} sequence{s} (-np {slots})"
@@ -75,6 +80,11 @@ ENGINE = LlamaCppEngine(
     log_markers=("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
                  "llama_new_context_with_model"),
     pool_line_hint="look for 'llama_kv_cache: size = …'",
+    releases=(("b7000", "llamacpp_fit.ALL_ROWS_UP_TO: logits of every ubatch token"),
+              ("b11312", "llamacpp_fit: the graph reserve read at 0c1e57098bba (build b11312, vendored "
+                         "by llama-cpp-python 0.3.36)")),
+    oldest_release=("b2227", "tests/data/fit_logs: the oldest llama.cpp log (build b2227)"), dist="llama_cpp_python",
+    release_is_build=True,
     words={"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np", "offload": "KV on the host",
            "tp": "more GPUs", "record_len": "-c per sequence", "kv_dtype_flag": "-ctk/-ctv"},
     file_suffixes=(".gguf",),
