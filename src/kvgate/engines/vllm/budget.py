@@ -99,9 +99,7 @@ from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
 from kvgate.fit.widths import Widths
 from kvgate.model import text_config
-
-GiB = 2**30
-MiB = 2**20
+from kvgate.units import MiB
 
 
 @dataclass(frozen=True)

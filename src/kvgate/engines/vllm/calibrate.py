@@ -38,8 +38,8 @@ from kvgate.engines.vllm.budget import BANDS, C_LO, Bands, using_bands
 from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
 from kvgate.fit.interval import Interval
 from kvgate.fit.release import parse_version
+from kvgate.units import MiB
 
-MiB = 2**20
 GRAPH_RULE_FROM = (0, 21)
 
 
