@@ -7,7 +7,7 @@ Prints Markdown for benchmarks/RESULTS.md: per log the printed pool (available K
 GPU KV cache tokens or GPU blocks), the predicted interval with the deployed bands of
 kvgate.engines.vllm.budget (in-sample: these bands saw every log), its width, inside or not, the
 error of the interval's midpoint; then the same with bands calibrated without that log
-(kvgate.fit.calibrate.leave_one_out: the data rule, no hand margins); then the shares and
+(kvgate.engines.vllm.calibrate.leave_one_out: the data rule, no hand margins); then the shares and
 the statistics llm-d-planner publishes for its planner (mean and mean absolute error of the
 KV pool, of the activation peak and of the non-torch memory, fp8 KV tokens), computed the same
 way for kvgate's interval midpoints.
@@ -22,9 +22,9 @@ from typing import Any
 
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import BANDS
-from kvgate.fit.calibrate import data_bands, leave_one_out
+from kvgate.engines.vllm.calibrate import data_bands, leave_one_out
+from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes, printed_int
 from kvgate.fit.interval import Interval
-from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes, printed_int
 
 GiB = 2**30
 ACT, NT = "activation peak (profile run)", "non-torch memory"
@@ -93,8 +93,8 @@ def tokens_given_pool(folder: Path) -> list[tuple[str, str, float]]:
     "fp8 KV tokens" statistic is this for fp8 KV caches. ``(file, kv dtype, error %)``."""
     from kvgate.engines.vllm.fit import _Predictor  # noqa: PLC0415
     from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
+    from kvgate.engines.vllm.logcheck import _gpu, _model  # noqa: PLC0415
     from kvgate.fit.interval import Term  # noqa: PLC0415
-    from kvgate.fit.logcheck import _gpu, _model  # noqa: PLC0415
     from kvgate.fit.release import Release, parse_version  # noqa: PLC0415
     from kvgate.geometry import vllm_kv_cache_report  # noqa: PLC0415
 

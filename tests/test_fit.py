@@ -6,18 +6,11 @@ import json
 
 import pytest
 
-from kvgate.engines.vllm.budget import requested_memory
-from kvgate.engines.vllm.flags import resolve_vllm_flags
+from kvgate.engines.vllm.budget import requested_memory, weights_term
+from kvgate.engines.vllm.fit import fit_vllm
+from kvgate.engines.vllm.flags import VllmFlags, resolve_vllm_flags
 from kvgate.errors import KvgateError
-from kvgate.fit import (
-    VllmFlags,
-    fit_vllm,
-    gpu_from_total,
-    human_readable_int,
-    lookup_gpu,
-    resolve_release,
-    weights_term,
-)
+from kvgate.fit import gpu_from_total, human_readable_int, lookup_gpu, resolve_release
 from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW
 from kvgate.fit.interval import Interval
 from kvgate.fit.widths import model_widths

@@ -1,4 +1,4 @@
-"""The non-KV bands of kvgate fit from the startup logs (kvgate.fit.calibrate): the data rule,
+"""The non-KV bands of kvgate fit from the startup logs (kvgate.engines.vllm.calibrate): the data rule,
 the deployed bands holding it, the leave-one-out check, and the log check's new inputs
 (printed CUDA total, a class of GPUs, weights from an estimate or another log)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kvgate.engines.vllm.budget import BANDS, active_bands, using_bands
+from kvgate.engines.vllm.calibrate import Observation, calibrate, contains, data_bands, leave_one_out, observations
+from kvgate.engines.vllm.logcheck import _gpu, check_logs
 from kvgate.errors import KvgateError
-from kvgate.fit.calibrate import Observation, calibrate, contains, data_bands, leave_one_out, observations
 from kvgate.fit.interval import Interval
-from kvgate.fit.logcheck import _gpu, check_logs
 
 FOLDER = Path(__file__).parent / "data" / "fit_logs"
 GiB, MiB = 2**30, 2**20

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kvgate.engines.vllm.logcheck import check_logs, printed_bytes, printed_int
 from kvgate.fit.interval import Interval
-from kvgate.fit.logcheck import check_logs, printed_bytes, printed_int
 
 FOLDER = Path(__file__).parent / "data" / "fit_logs"
 GiB = 2**30

@@ -19,6 +19,7 @@ from kvgate.engines.loadgen import LoadError, check_url
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 @pytest.mark.parametrize("delay_s", [0.3, 0.6, 1.0])
 def test_ctrl_c_at_any_point_exits_130_without_a_traceback(delay_s):
     """SIGINT while kvgate imports, builds the parser or runs the command (the first few
@@ -61,6 +62,7 @@ def test_keyboard_interrupt_while_building_the_parser_is_130(monkeypatch, capsys
     assert json.loads(cap.out)["exit_code"] == 130 and "ERROR: interrupted" in cap.err
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_full_disk_on_stdout_names_stdout():
     with open("/dev/full", "w") as full:

@@ -118,3 +118,65 @@ def test_nothing_below_the_commands_imports_the_cli():
             if any(n == "kvgate.cli" or n.startswith("kvgate.cli.") or n.startswith("kvgate.commands") for n in names):
                 offenders.append(f"{rel}: {names}")
     assert offenders == []
+
+
+def _imported_modules(tree) -> list[tuple[int, str]]:
+    """Every module an AST imports (``import a.b``, ``from a.b import c`` as ``a.b`` and
+    ``a.b.c``), and every string naming a kvgate module (``importlib`` targets, lazy maps)."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            m = node.module or ""
+            out += [(node.lineno, m)] + [(node.lineno, f"{m}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("kvgate.") \
+                and " " not in node.value:
+            out.append((node.lineno, node.value))
+    return out
+
+
+_ENGINE_INTERNALS = ("kvgate.engines.vllm", "kvgate.engines.sglang", "kvgate.engines.llamacpp")
+
+
+def _engine_internal(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in _ENGINE_INTERNALS)
+
+
+def test_nothing_outside_the_engines_imports_an_engines_internals():
+    """Outside ``src/kvgate/engines/`` an engine is asked through ``kvgate.engines.registry``
+    and the ``Engine`` interface of ``kvgate.engines.base`` (DESIGN.md §8), never by importing
+    its package's modules (``kvgate.engines.vllm.*``, ``.sglang.*``, ``.llamacpp.*``): an
+    engine rule changes in its package alone. Imports under ``TYPE_CHECKING`` and lazy
+    module names count too."""
+    import ast
+
+    src = ROOT / "src" / "kvgate"
+    offenders = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith("engines/"):
+            continue
+        for line, name in _imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            if _engine_internal(name):
+                offenders.append(f"{rel}:{line}: {name}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("from kvgate.engines.vllm.fit import fit_vllm\n", True),
+    ("import kvgate.engines.sglang.cache\n", True),
+    ("from kvgate.engines import llamacpp\n", True),
+    ("X = {'f': 'kvgate.engines.vllm.budget'}\n", True),
+    ("from kvgate.engines.registry import get_engine\n", False),
+    ("from kvgate.engines.base import Engine\n", False),
+    ("from kvgate.engines.pool import EnginePool\n", False),
+    ("x = 'see kvgate.engines.vllm.fit for the rule'\n", False),
+])
+def test_the_engine_layering_check_sees_each_kind_of_import(source, flagged):
+    """The walk of the check above, on one line of each kind it must (not) flag."""
+    import ast
+
+    assert any(_engine_internal(n) for _, n in _imported_modules(ast.parse(source))) is flagged

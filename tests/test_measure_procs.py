@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from kvgate.cli import main
 
@@ -94,6 +95,7 @@ def test_leftover_processes_are_reported(tmp_path, capsys):
         os.kill(left, signal.SIGKILL)
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 def test_kill_leftovers_stops_them(tmp_path, capsys):
     pidfile, code = _leaving(tmp_path)
     out = tmp_path / "m.json"

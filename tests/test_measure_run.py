@@ -26,6 +26,7 @@ ALLOC = ("import sys, time; n = int(sys.argv[1]); b = bytearray(n * 40 * 2**20);
          "b[::4096] = b'\\x01' * (len(b) // 4096); time.sleep(0.2)")
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 def test_failed_workload_gives_no_verdict_and_keeps_exit_code(tmp_path, capsys):
     rec, meas = tmp_path / "rec.json", tmp_path / "m.json"
     rc = main(["run", *GATE, "--slots-measured", "4", "--out", str(rec), "--measurement-out", str(meas), "--json",
@@ -57,6 +58,7 @@ def test_concurrency_needs_placeholder(capsys):
     assert "{n}" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 def test_concurrency_fit_recorded(tmp_path):
     rec = tmp_path / "rec.json"
     rc = main(["run", *GATE, "--slots-measured", "4", "--concurrency", "2,4", "--out", str(rec),
@@ -77,6 +79,7 @@ def test_concurrency_fit_recorded(tmp_path):
     assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 def test_sigterm_during_run_records_no_verdict(tmp_path):
     rec, meas, started = tmp_path / "rec.json", tmp_path / "m.json", tmp_path / "started"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

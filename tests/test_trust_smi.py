@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import tracemalloc
 
+import pytest
+
 from kvgate.cli import main
 from kvgate.measure.measurement import Measurement
 from kvgate.measure.smi_csv import load_smi_csv, parse_smi_csv
@@ -55,6 +57,7 @@ def test_a_regular_log_has_no_timing_warning():
     assert not any("timing" in w for w in m.extra["warnings"])
 
 
+@pytest.mark.slow  # spawns processes or traces memory: scripts/test skips it, .ci/run runs it
 def test_a_log_is_read_in_bounded_memory(tmp_path):
     """The old reader held the text, its lines and per-row objects: about 11× the log's
     size. Line by line, the samples cost 16 B each (an smi line is ~59 B here)."""

@@ -45,7 +45,9 @@ LLAMACPP_PAD = 256  # GGML_PAD(n_ctx, 256), src/llama-context.cpp
 LLAMACPP_MAX_SEQ = 256  # LLAMA_MAX_SEQ, src/llama-cparams.h
 
 
-def _pad256(n: int) -> int:
+def pad256(n: int) -> int:
+    """``GGML_PAD(n, 256)``: n rounded up to a multiple of 256 (llama.cpp's cells; the one
+    helper, here so that building a parser loads no geometry; the llama.cpp package uses it)."""
     return -(-n // LLAMACPP_PAD) * LLAMACPP_PAD
 
 
@@ -74,10 +76,10 @@ def llamacpp_max_seq(ctx_size: int, n_seq: int = 1, unified: bool = False) -> in
                           hint="-c 0 (the model's context) is resolved with the model: EngineOptions.max_seq_for")
     if not 1 <= n_seq <= LLAMACPP_MAX_SEQ:
         raise KvgateError(f"-np/--parallel must be 1..{LLAMACPP_MAX_SEQ} (LLAMA_MAX_SEQ), got {n_seq}")
-    n_ctx = _pad256(ctx_size)
+    n_ctx = pad256(ctx_size)
     if unified:
         return n_ctx // n_seq
-    return _pad256(n_ctx // n_seq)
+    return pad256(n_ctx // n_seq)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class EngineOptions:
             return None
         n = int(self.layout_options.get("n_seq") or 1)
         if self.layout_options.get("unified"):
-            return (f"llama.cpp -c {self.ctx_size} -np {n} -kvu: one unified cache of {_pad256(max_seq * n):,} cells; "
+            return (f"llama.cpp -c {self.ctx_size} -np {n} -kvu: one unified cache of {pad256(max_seq * n):,} cells; "
                     f"max_seq {max_seq:,} is each sequence's share (one sequence may use up to all of it)")
         return (f"llama.cpp -c {self.ctx_size} -np {n}: {max_seq:,} positions per sequence "
                 f"(n_ctx_seq, src/llama-context.cpp)")

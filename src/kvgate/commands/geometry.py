@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         if pool_report is None:
             raise KvgateError("--kv-available needs --layout vllm")
         vr = pool_report(geo, parse_bytes(args.kv_available, allow_zero=True), max_seq)
-        rep["vllm"] = {k: v for k, v in vr.items() if k != "log_lines"}
+        rep[engine.layout] = {k: v for k, v in vr.items() if k != "log_lines"}
         lay = geo.layout
         applied = f"vLLM {lay.version}" if getattr(lay, "version", None) else "vLLM ≥ 0.20.1"
         newer = lay.prints_concurrency_tokens()  # type: ignore[attr-defined]

@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
     at = _capacities(args.at_capacity_blocks)
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
-    if args.cache_model == "sglang":  # tokens of SGLang's own pool (DSA rows and indexer keys)
-        from kvgate.engines.sglang.cache import pool_geometry
+    if args.cache_model != "lru":  # tokens of the engine's own pool (SGLang's: DSA rows and indexer keys)
+        from kvgate.engines.registry import get_engine
 
-        geo = pool_geometry(geo)
+        geo = get_engine(args.cache_model).cache_geometry(geo)
     bpt = geo.bytes_per_token()
     trace, curve = read_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
                               limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru",

@@ -20,14 +20,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.candidates import QUANT_FORMATS, engine_layout, gate_from_engine_log
     from kvgate.engines.crosscheck import crosscheck
     from kvgate.engines.logtext import Logged, LogNumberError, logical_lines
-    from kvgate.engines.pool import ENGINES, EngineLogError, EnginePool, detect_engine, read_engine_log
+    from kvgate.engines.pool import EngineLogError, EnginePool, detect_engine, read_engine_log
+    from kvgate.engines.registry import ENGINES
     from kvgate.engines.startups import StartupError, select_startup
 
 # Each name loads its module on first use: the registry (kvgate.engines.registry) and the
 # engine packages are imported without the gate, the schema or pydantic.
 _LAZY = {"QUANT_FORMATS": "candidates", "engine_layout": "candidates", "gate_from_engine_log": "candidates",
          "crosscheck": "crosscheck", "Logged": "logtext", "LogNumberError": "logtext", "logical_lines": "logtext",
-         "ENGINES": "pool", "EngineLogError": "pool", "EnginePool": "pool", "detect_engine": "pool",
+         "ENGINES": "registry", "EngineLogError": "pool", "EnginePool": "pool", "detect_engine": "pool",
          "read_engine_log": "pool", "StartupError": "startups", "select_startup": "startups"}
 
 

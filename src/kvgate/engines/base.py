@@ -9,8 +9,8 @@ whose ``ENGINE`` object implements :class:`Engine`; :mod:`kvgate.engines.registr
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +38,15 @@ class Engine(Protocol):
         tier_on_lru_curve: ``kvgate tier`` replays its prefix cache over the LRU curve's
             device pool (:meth:`tier_hits`); else it replays its own server whole
             (:meth:`tier_server`).
+        words: its flags in kvgate's sentences (the gate's table and candidates): ``seqs``
+            (sequences at once), ``len`` / ``record_len`` (length per sequence), ``quant``
+            (``{q}``: a KV dtype), ``kv_dtype_flag``, ``offload``, ``tp`` (``{t}``), and
+            ``fp8`` where its spelling of kvgate's fp8 differs.
+        releases, oldest_release: the releases whose rules kvgate models and the oldest one,
+            each with where (:mod:`kvgate.fit.release`); dist: the installed Python package
+            its version is read from; release_is_build: its releases are build numbers.
+        fit_lists_term_sources: its ``kvgate fit`` table already gives every non-KV term's
+            source (llama.cpp's buffer table), so a what-if lists where each comes from once.
     """
 
     name: str
@@ -52,6 +61,12 @@ class Engine(Protocol):
     pipeline_stages: bool
     pool_per_rank: bool
     tier_on_lru_curve: bool
+    words: Mapping[str, str]
+    fit_lists_term_sources: bool
+    releases: tuple[tuple[str, str], ...]
+    oldest_release: tuple[str, str]
+    dist: str
+    release_is_build: bool
 
     def layout_factory(self) -> Callable[..., Layout]:
         """The geometry layout (``kvgate.geometry.base.Layout``) of its KV pool."""
@@ -65,17 +80,42 @@ class Engine(Protocol):
     def load_model(self, ref: Any) -> Any:
         """The model at ``ref`` as this engine reads it (:class:`kvgate.model.ModelSpec`)."""
 
+    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
+        """The model (:class:`kvgate.model.ModelSpec`) in the metadata of a file only this
+        engine loads (:attr:`file_suffixes`: a GGUF's key/value header for llama.cpp)."""
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         """``kvgate fit``'s answer (:class:`kvgate.fit.answer.FitAnswer`) for ``inputs``
         (:class:`kvgate.commands._fit_args.FitInputs`), the loaded model and the GPU."""
+        ...
+
+    def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
+               budget: Any = None) -> Any:
+        """Its answer (:class:`kvgate.fit.whatif.WhatIfAnswer`) for the settings ``w`` from
+        the startup of ``pool`` / ``lines`` (its ``whatif`` module)."""
+        ...
+
+    def render_fit(self, answer: Any, *, sources: bool = False) -> str:
+        """``kvgate fit``'s text for its answer (:mod:`kvgate.fit.render`); ``sources``: each
+        term's source beneath its row (``-v``)."""
         ...
 
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
         """One sequence of ``max_seq`` and ``slots`` sequences, in its flags' words."""
         ...
 
+    def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
+        """``(dtype, how)``: the dtype it runs the model in under ``--dtype given``
+        (:func:`kvgate.fit.dtype.resolve_dtype`)."""
+        ...
+
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
+        ...
+
+    def cache_geometry(self, geo: Any) -> Any:
+        """``geo`` (:class:`kvgate.geometry.KVGeometry`) laid out as its prefix cache's pool
+        holds tokens, for ``kvgate tier --cache-model`` (``geo`` itself unless it differs)."""
         ...
 
     def tier_device(self, trace: Any, **pool: Any) -> dict[str, Any]:
@@ -109,6 +149,16 @@ class EngineBase:
     pipeline_stages: bool = False
     pool_per_rank: bool = True
     tier_on_lru_curve: bool = True
+    fit_lists_term_sources: bool = False
+    #: the releases whose rules kvgate models, with where (:data:`kvgate.fit.release.MODELLED`)
+    releases: tuple[tuple[str, str], ...] = ()
+    #: the oldest release modelled, with where (:data:`kvgate.fit.release.OLDEST`)
+    oldest_release: tuple[str, str] = ("", "")
+    #: the installed Python package its version is read from
+    dist: str = ""
+    #: its releases are build numbers (``bNNNN``), not versions
+    release_is_build: bool = False
+    words: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: the FitInputs field and key of the engine's tensor parallel size (``None``: no TP)
     tp_option: tuple[str, str] | None = None
     tp_flag: str = ""
@@ -119,12 +169,28 @@ class EngineBase:
 
         return load_model(ref)
 
+    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
+        from kvgate.errors import KvgateError  # noqa: PLC0415
+
+        raise KvgateError(f"{self.display} loads no model files of its own", hint="give the model's config.json")
+
     def module(self, role: str) -> ModuleType:
         """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""
         return importlib.import_module(f"{self.package}.{role}")
 
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         return None
+
+    def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
+        dtype: tuple[str, str] = self.module("dtype").run_dtype(given, config, gpu_name)
+        return dtype
+
+    def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
+               budget: Any = None) -> Any:
+        return self.module("whatif").whatif(pool, lines, model, w, weights_ref=weights_ref, budget=budget)
+
+    def cache_geometry(self, geo: Any) -> Any:
+        return geo
 
     def tier_device(self, trace: Any, **pool: Any) -> dict[str, Any]:
         device: dict[str, Any] = self.module("cache").tier_device(trace, **pool)

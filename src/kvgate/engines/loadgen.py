@@ -279,7 +279,7 @@ def check_bounds(*, speed: float, max_requests: int, max_seconds: float, interva
                             hint="kvgate load caps every run: it is a bounded, self-stopping loop")
 
 
-def run_load(url: str, trace, *, speed: float = 1.0, max_requests: int = 50, max_seconds: float = 120.0,
+def run_load(url: str, trace: Any, *, speed: float = 1.0, max_requests: int = 50, max_seconds: float = 120.0,
              interval_s: float = 0.25, max_prompt_tokens: int | None = None, max_output_tokens: int | None = None,
              max_inflight: int = MAX_INFLIGHT, model: str | None = None, engine: str | None = None,
              request_timeout_s: float = 300.0) -> LoadResult:

@@ -110,7 +110,7 @@ class EnginePool:
             "startup": {k: v for k, v in self.startup.items() if k != "notes"},
         }
 
-    def measurement(self, *, total_bytes: int | None = None):
+    def measurement(self, *, total_bytes: int | None = None) -> Any:
         """The pool as a ``kvgate.measurement/1`` :class:`Measurement` of domain
         ``kv-pool``: T = the pool (``total_bytes`` overrides it, e.g. the cross-checked
         exact pool), P = 0, basis naming the engine, version, flags and log.
@@ -202,7 +202,7 @@ def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | 
     eng = engine or detect_engine(text)
     lines, chosen = select_startup(logical_lines(text), eng, startup=startup, service=service)
     src = str(path) if path else None
-    pool = get_engine(eng).read_pool(lines)
+    pool: EnginePool = get_engine(eng).read_pool(lines)
     pool.source = src
     pool.startup = chosen
     pool.notes[:0] = chosen["notes"]
@@ -227,7 +227,7 @@ def _llamacpp_context(pool: EnginePool) -> bool:
 _KV_MENTION = re.compile(r"(?i)(?:kv[ _]?cache|kv self|kv size|gpu blocks|cache_size).*\d")
 
 
-def _unread_pool_lines(lines: list) -> list:
+def _unread_pool_lines(lines: list[Any]) -> list[Any]:
     """Lines that speak of a KV cache with a number (for an honest "no pool line")."""
     return [ln for ln in lines if _KV_MENTION.search(ln.text)]
 

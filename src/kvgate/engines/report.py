@@ -9,7 +9,7 @@ from kvgate.engines.pool import EnginePool
 from kvgate.units import fmt_gib, fmt_mib
 
 
-def model_from_log(pool: EnginePool, model_ref: str | None):
+def model_from_log(pool: EnginePool, model_ref: str | None) -> Any:
     """The model for the cross-check: ``model_ref`` (``--model``), else the log's model
     path when it is a local directory or GGUF file; ``None`` when neither is at hand."""
     from kvgate.model import load_model  # noqa: PLC0415

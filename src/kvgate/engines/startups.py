@@ -249,7 +249,7 @@ def select_startup(lines: list[Line], engine: str, *, startup: int | None = None
         if service not in named:
             raise StartupError(f"service {service!r} is not in the log",
                                hint="services in the log: " + (", ".join(named) or "none (no docker compose column)"))
-        chosen = service
+        chosen: str | None = service
     else:
         with_pool = pool_services(lines, engine)
         if len([s for s in with_pool if s is not None]) > 1:

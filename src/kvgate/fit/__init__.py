@@ -8,20 +8,16 @@ Modules, one concept each:
 - ``release``: which engine release is modelled (given, installed, newest);
 - ``humanint``: vLLM's ``32k`` / ``32K`` integers;
 - ``widths``: the model widths the profile run's activation peak depends on;
-- ``vllm_flags``: vLLM's memory flags and their defaults per release;
-- ``vllm_budget``: vLLM's non-KV terms with their calibrated bands (the calibration rule
-  and its data are in that module's docstring);
-- ``vllm_fit``: pool, log lines, verdict and flip points under vLLM;
-- ``sglang_flags``, ``sglang_fit``: the same under SGLang (``max_total_num_tokens``);
-- ``llamacpp_fit``: llama.cpp's buffers, ``-c`` and ``-ngl`` flip points;
 - ``answer``: the :class:`FitAnswer` every engine returns; ``render``: its text;
-- ``logcheck``: the check of the intervals against real startup logs.
+- ``whatif``: an engine's answer for other settings, from its startup log.
+
+Each engine's own rules (flags and their defaults per release, non-KV terms with their
+calibrated bands, pool, verdict and flip points; for vLLM the check of its intervals
+against real startup logs) are in its package, :mod:`kvgate.engines.vllm` /
+``sglang`` / ``llamacpp``, asked through :func:`kvgate.engines.registry.get_engine`.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
 
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu, gpu_from_total, gpu_names, local_gpu, lookup_gpu
@@ -29,22 +25,7 @@ from kvgate.fit.humanint import human_readable_int
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, resolve_release
 
-if TYPE_CHECKING:
-    from kvgate.engines.vllm.budget import weights_term
-    from kvgate.engines.vllm.fit import fit_vllm
-    from kvgate.engines.vllm.flags import VllmFlags
-
-# vLLM's rules live in kvgate.engines.vllm, which imports this package: loaded on first use.
-_LAZY = {"weights_term": "kvgate.engines.vllm.budget", "fit_vllm": "kvgate.engines.vllm.fit",
-         "VllmFlags": "kvgate.engines.vllm.flags"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 __all__ = [
-    "FitAnswer", "Gpu", "Interval", "Release", "Term", "VllmFlags", "fit_vllm", "gpu_from_total", "gpu_names",
-    "human_readable_int", "local_gpu", "lookup_gpu", "resolve_release", "weights_term",
+    "FitAnswer", "Gpu", "Interval", "Release", "Term", "gpu_from_total", "gpu_names",
+    "human_readable_int", "local_gpu", "lookup_gpu", "resolve_release",
 ]

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from kvgate.errors import KvgateError
 from kvgate.fit.interval import Interval
+from kvgate.units import MiB
 
-MiB = 2**20
 RESERVED_LOW = 424 * MiB   # 430.1 − 5.12 MiB, rounded down
 RESERVED_HIGH = 621 * MiB  # 615.06 MiB (H200, measured to the byte) + rounding slack
 

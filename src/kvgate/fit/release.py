@@ -7,31 +7,21 @@ import re
 from dataclasses import dataclass
 from importlib import metadata
 
+from kvgate.engines.registry import ENGINES, get_engine
 from kvgate.errors import KvgateError
 
-#: Each engine's releases whose rules the code models, with where: the newest of them is
-#: the default when the engine is neither installed nor given (:data:`NEWEST`).
-#: ``tests/test_fit_round2.py`` checks that no release threshold in the engine's modules
-#: is newer than its entry here.
-MODELLED: dict[str, tuple[tuple[str, str], ...]] = {
-    "vllm": (("0.21.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
-             ("0.24.0", "tests/data/fit_logs: the v0.24.0 startup log inside its interval")),
-    "sglang": (("0.5.4", "sglang_memfrac.HEURISTIC_FROM: --mem-fraction-static's default"),
-               ("0.5.9", "sglang_fit: GlmMoeDsaForCausalLM a DeepSeek sparse attention model"),
-               ("0.5.17", "engines/sglang/pool.py CELL_USES_DSA_ROW: the DSA row counted per token")),
-    "llama.cpp": (("b7000", "llamacpp_fit.ALL_ROWS_UP_TO: logits of every ubatch token"),
-                  ("b11312", "llamacpp_fit: the graph reserve read at 0c1e57098bba (build b11312, vendored "
-                             "by llama-cpp-python 0.3.36)")),
-}
-_DIST = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama_cpp_python"}
+#: Each engine's releases whose rules the code models, with where (its ``releases``): the
+#: newest of them is the default when the engine is neither installed nor given
+#: (:data:`NEWEST`). ``tests/test_fit_gguf_offload_bands_and_json.py`` checks that no
+#: release threshold in the engine's modules is newer than its entry here.
+MODELLED: dict[str, tuple[tuple[str, str], ...]] = {e: get_engine(e).releases for e in ENGINES}
+#: the installed package each engine's version is read from (its ``dist``)
+_DIST = {e: get_engine(e).dist for e in ENGINES}
 
-#: Each engine's oldest release whose rules the code models, with where: a release given
-#: below it is refused (:func:`resolve_release`), as kvgate has no rule older than it.
-OLDEST: dict[str, tuple[str, str]] = {
-    "vllm": ("0.4.0", "tests/data/fit_logs: the oldest vLLM startup log (0.4 series); vllm_flags' V0 defaults"),
-    "sglang": ("0.4.0", "sglang_memfrac.tp_table: the 0.4 series' --mem-fraction-static table"),
-    "llama.cpp": ("b2227", "tests/data/fit_logs: the oldest llama.cpp log (build b2227)"),
-}
+#: Each engine's oldest release whose rules the code models, with where (its
+#: ``oldest_release``): a release given below it is refused (:func:`resolve_release`), as
+#: kvgate has no rule older than it.
+OLDEST: dict[str, tuple[str, str]] = {e: get_engine(e).oldest_release for e in ENGINES}
 
 
 @dataclass(frozen=True)
@@ -87,7 +77,7 @@ def resolve_release(engine: str, given: str | None, flag: str = "--release") -> 
     note = None
     try:
         v = metadata.version(_DIST[engine])
-        if engine != "llama.cpp":
+        if not _builds(engine):
             return _above_newest(Release(engine, v, parse_version(v), "installed"), "the installed release")
         note = (f"llama-cpp-python {v} is installed: its version is the Python binding's, not a llama.cpp "
                 f"build number, so it is not read as one; rules of {NEWEST[engine]} used (the newest kvgate "
@@ -101,11 +91,11 @@ def resolve_release(engine: str, given: str | None, flag: str = "--release") -> 
 
 def _given(engine: str, given: str, flag: str) -> Release:
     t = given.strip()
-    if engine == "llama.cpp" and not re.fullmatch(r"[bB]?\d+", t):
+    if _builds(engine) and not re.fullmatch(r"[bB]?\d+", t):
         raise KvgateError(f"{flag} {given!r} is not a llama.cpp build number",
                           hint=f"a build as llama.cpp names it, e.g. b4343; kvgate models {OLDEST[engine][0]} … "
                                f"{NEWEST[engine]} (llama-cpp-python's own version, e.g. 0.3.36, is not a build)")
-    if engine != "llama.cpp" and not re.fullmatch(r"[vV]?\d+(\.\d+)*([.+-]?[0-9A-Za-z.+-]*)?", t):
+    if not _builds(engine) and not re.fullmatch(r"[vV]?\d+(\.\d+)*([.+-]?[0-9A-Za-z.+-]*)?", t):
         raise KvgateError(f"{flag} {given!r} is not a {_NAME.get(engine, engine)} release",
                           hint=f"e.g. {NEWEST.get(engine, '0.11.0')}; kvgate models {OLDEST[engine][0]} … {NEWEST[engine]}"
                           if engine in OLDEST else "e.g. 0.11.0")
@@ -138,7 +128,13 @@ def _pad(v: tuple[int, ...]) -> tuple[int, ...]:
     return v + (0,) * (3 - len(v))
 
 
-_NAME = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
+#: each engine's own spelling (its ``display``)
+_NAME = {e: get_engine(e).display for e in ENGINES}
+
+
+def _builds(engine: str) -> bool:
+    """The engine's releases are build numbers (``bNNNN``, llama.cpp's), not versions."""
+    return engine in ENGINES and get_engine(engine).release_is_build
 
 
 def _newest(engine: str) -> str:

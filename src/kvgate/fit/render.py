@@ -19,11 +19,13 @@ def _flag(name: str) -> str:
 
 
 def render_text(a: FitAnswer, *, sources: bool = False) -> str:
-    """The text answer for a :class:`FitAnswer` of any engine, in :data:`WIDTH` columns;
-    ``sources`` (``-v``/``--sources``) adds where each term comes from beneath its row."""
-    if a.engine == "llama.cpp":
-        return render_llamacpp(a, sources=sources)
-    return render_sglang(a, sources=sources) if a.engine == "sglang" else render_vllm(a, sources=sources)
+    """The text answer for a :class:`FitAnswer` of any engine (the engine's own page:
+    :meth:`kvgate.engines.base.Engine.render_fit`), in :data:`WIDTH` columns; ``sources``
+    (``-v``/``--sources``) adds where each term comes from beneath its row."""
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+    text: str = get_engine(a.engine).render_fit(a, sources=sources)
+    return text
 
 
 #: the line under a table whose terms' sources ``-v`` shows

@@ -12,12 +12,31 @@ own spellings (vLLM ``--max-num-seqs`` / ``--max-model-len``; SGLang
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from kvgate.engines.registry import DEFAULT_ENGINE, ENGINES, get_engine
+
+
+class _RecordWords(Mapping[str, tuple[str, str]]):
+    """engine name -> its flag for the requests at once and for the length per request
+    (the engine's ``words``: ``seqs``, ``record_len``)."""
+
+    def __getitem__(self, name: str) -> tuple[str, str]:
+        if name not in ENGINES:
+            raise KeyError(name)
+        words = get_engine(name).words
+        return words["seqs"], words["record_len"]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ENGINES)
+
+    def __len__(self) -> int:
+        return len(ENGINES)
+
+
 #: each engine's flag for the requests at once and for the length per request
-RECORD_ENGINE_WORDS = {"vllm": ("--max-num-seqs", "--max-model-len"),
-                       "sglang": ("--max-running-requests", "--context-length"),
-                       "llama.cpp": ("-np", "-c per sequence")}
+RECORD_ENGINE_WORDS: Mapping[str, tuple[str, str]] = _RecordWords()
 
 
 def engine_of_layout(sampler: str | None, layout_name: str | None) -> str | None:
@@ -25,7 +44,7 @@ def engine_of_layout(sampler: str | None, layout_name: str | None) -> str | None
     name; ``vllm`` when the layout names none), else ``None`` (a measured record)."""
     if sampler != "engine-log":
         return None
-    return layout_name if layout_name in RECORD_ENGINE_WORDS else "vllm"
+    return layout_name if layout_name in RECORD_ENGINE_WORDS else DEFAULT_ENGINE
 
 
 def engine_of(rec: dict[str, Any]) -> str | None:

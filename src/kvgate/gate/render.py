@@ -3,6 +3,7 @@ boundaries, basis). Reads only the record dict, so a stored record renders the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -122,7 +123,15 @@ def candidate_limit_lines(rec: dict[str, Any]) -> list[str]:
 
 
 def _kv_dtype_flag(engine: str) -> str:
-    return "-ctk/-ctv" if engine == "llama.cpp" else "--kv-cache-dtype"
+    return _engine_words(engine)["kv_dtype_flag"]
+
+
+def _engine_words(engine: str) -> Mapping[str, str]:
+    """The engine's flags in sentences (:attr:`kvgate.engines.base.Engine.words`); an engine
+    kvgate does not list speaks as the default one."""
+    from kvgate.engines.registry import DEFAULT_ENGINE, ENGINES, get_engine  # noqa: PLC0415
+
+    return get_engine(engine if engine in ENGINES else DEFAULT_ENGINE).words
 
 
 def basis_line(m: dict[str, Any] | None) -> str:
@@ -301,16 +310,6 @@ def render_markdown(rec: dict[str, Any]) -> str:
 
 # -- the engine-log gate, in the engine's words ------------------------------------------
 
-#: each engine's flag for: a smaller KV dtype, the length per request, the requests at once,
-#: host KV offload, more tensor parallelism
-_ENGINE_WORDS = {
-    "vllm": {"quant": "--kv-cache-dtype {q}", "len": "--max-model-len", "seqs": "--max-num-seqs",
-             "offload": "CPU KV offload", "tp": "-tp {t}"},
-    "sglang": {"quant": "--kv-cache-dtype {q}", "len": "--context-length", "seqs": "--max-running-requests",
-               "offload": "host KV cache (HiCache)", "tp": "--tp-size {t}"},
-    "llama.cpp": {"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np",
-                  "offload": "KV on the host", "tp": "more GPUs"},
-}
 #: the gate's verdicts as a user of a paging engine reads them
 _ENGINE_VERDICT = {"not-a-bottleneck": "not needed", "pays": "fits", "pays-if": "fits if enough",
                    "insufficient": "does not fit", "no-verdict": "can't tell"}
@@ -328,7 +327,7 @@ def render_engine_log_gate(res: dict[str, Any], engine: str, *, slots: int, max_
         engine: ``vllm``, ``sglang`` or ``llama.cpp``.
         slots, max_seq: the target N sequences of L tokens.
     """
-    words = _ENGINE_WORDS.get(engine, _ENGINE_WORDS["vllm"])
+    words = _engine_words(engine)
     C, S, D = res["pool_bytes"], res["slot_bytes"], res["demand_bytes"]
     fit_n = C // S if S else None
     out = [f"KV cache pool {C:,} B per GPU ({fmt_gib(C)})",
@@ -343,8 +342,8 @@ def render_engine_log_gate(res: dict[str, Any], engine: str, *, slots: int, max_
         name = c["name"]
         if name.startswith("kv-quant:"):
             q = name.split(":", 1)[1]
-            if engine == "sglang" and q == "fp8":  # SGLang's choices have no plain fp8 (server_args.py)
-                q = "fp8_e4m3"
+            if q == "fp8":  # the engine's own spelling (SGLang's choices have no plain fp8: server_args.py)
+                q = words.get("fp8", q)
             flag = words["quant"].format(q=q)
             text = f"{slots} sequences need {c['demand_bytes']:,} B"
         elif name == "max-model-len cut":

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvgate.geometry.base import Layout
 from kvgate.geometry.contiguous import Contiguous
@@ -39,12 +39,6 @@ __all__ = [
     "Layout", "LlamaCpp", "get_format", "get_layout", "kv_heads_per_rank", "layout_from_options", "layout_options", "spec_of",
     "vllm_kv_cache_report",
 ]
-
-if TYPE_CHECKING:
-    from kvgate.engines.llamacpp.pool import LlamaCpp
-    from kvgate.engines.vllm.pool import VLLM
-    from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
-
 
 def __getattr__(name: str) -> Any:
     """The engines' layouts (``VLLM``, ``LlamaCpp``, ``SGLang``) and vLLM's pool report,

@@ -65,7 +65,7 @@ from typing import Any
 from kvgate.errors import KvgateError
 from kvgate.measure.measurement import Basis, Measurement, measurement_file
 from kvgate.measure.sampler import DEFAULT_TIMELINE_POINTS, Timeline
-from kvgate.units import parse_bytes
+from kvgate.units import MiB, parse_bytes
 
 ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_index": "index"}
 _UNIT_IN_HEADER = re.compile(r"^(?P<name>[^\[]+?)\s*\[(?P<unit>[^\]]+)\]\s*$")
@@ -120,7 +120,6 @@ def _column(header_cell: str) -> tuple[str, str | None]:
 
 
 _CELL_UNIT = re.compile(r"^[-+0-9.,_\s]+(?P<unit>[A-Za-z]+)$")
-MiB = 2**20
 
 
 def consistency_tolerance(total_bytes: int, reserved_logged: bool) -> int:

@@ -219,7 +219,7 @@ def swa_flags(arch: str, meta_window: int | None, pattern: object, n_main: int, 
             raise ValueError(f"attention.sliding_window_pattern has {len(pattern)} entries for {n_main} layers")
         flags = [bool(x) for x in pattern[:n_main]]
     else:
-        n = pattern if pattern is not None else rule.pattern
+        n = pattern if isinstance(pattern, int) else rule.pattern
         if n is None:
             raise ValueError(f"attention.sliding_window {window} but no attention.sliding_window_pattern "
                              "(one bool per layer, or an int), which this architecture needs")

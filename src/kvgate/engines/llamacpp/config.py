@@ -3,7 +3,7 @@
 llama.cpp never reads a config.json: ``convert_hf_to_gguf.py`` writes GGUF keys from it and
 llama.cpp sizes its cache from those keys. For the architectures below, kvgate writes the
 same keys (:func:`converter_metadata`) and reads them with its GGUF reader
-(:func:`kvgate.model.gguf.spec_from_gguf_metadata`, llama.cpp's own loading rules), so a
+(:func:`kvgate.engines.llamacpp.gguf.spec_from_gguf_metadata`, llama.cpp's own loading rules), so a
 config is sized exactly as the GGUF converted from it. Read at llama.cpp commit
 ``0c1e57098bba43ac29e6e3b677cdceebdd22334f`` (``conversion/*.py``):
 
@@ -186,7 +186,7 @@ def llamacpp_spec_from_config(cfg: dict[str, Any], *, name: str, source: str) ->
     Raises:
         ConfigError: the converter would fail, or the keys it writes are unusable.
     """
-    from kvgate.model.gguf import spec_from_gguf_metadata
+    from kvgate.engines.llamacpp.gguf import spec_from_gguf_metadata
 
     if not isinstance(cfg, dict):
         return None

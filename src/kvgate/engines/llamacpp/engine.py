@@ -22,6 +22,11 @@ class LlamaCppEngine(EngineBase):
         factory: Callable[..., Layout] = self.module("pool").LlamaCpp
         return factory
 
+    def render_fit(self, answer: Any, *, sources: bool = False) -> str:
+        from kvgate.fit.render import render_llamacpp  # noqa: PLC0415
+
+        return render_llamacpp(answer, sources=sources)
+
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
         s = "s" if slots != 1 else ""
         return f"one sequence of {max_seq:,} cells (-c / -np)", f"{slots} sequence{s} (-np {slots})"
@@ -40,6 +45,10 @@ class LlamaCppEngine(EngineBase):
 
         return load_for_llamacpp(ref) or super().load_model(ref)
 
+    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
+        """A GGUF's metadata as llama.cpp reads it (:func:`kvgate.engines.llamacpp.gguf.spec_from_gguf_metadata`)."""
+        return self.module("gguf").spec_from_gguf_metadata(meta, name=name, source=source)
+
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
@@ -52,7 +61,7 @@ class LlamaCppEngine(EngineBase):
             wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inputs.model}'s config")
         flags = LlamaCppFlags(**inputs.llamacpp, ngl_given="n_gpu_layers" in inputs.llamacpp)
         answer = fit_llamacpp(model, wb, exact, src, gpu, flags, resolve_release(self.name, inputs.release))
-        if inputs.weights_bytes is None and not exact and getattr(w, "params", None):
+        if inputs.weights_bytes is None and not exact and w.params:
             per = w.bytes / w.params
             dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
             answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "
@@ -71,7 +80,14 @@ ENGINE = LlamaCppEngine(
     log_markers=("llama_context:", "llama_kv_cache", "print_info:", "llm_load_print_meta:", "llama_model_loader:",
                  "llama_new_context_with_model"),
     pool_line_hint="look for 'llama_kv_cache: size = …'",
+    releases=(("b7000", "llamacpp_fit.ALL_ROWS_UP_TO: logits of every ubatch token"),
+              ("b11312", "llamacpp_fit: the graph reserve read at 0c1e57098bba (build b11312, vendored "
+                         "by llama-cpp-python 0.3.36)")),
+    oldest_release=("b2227", "tests/data/fit_logs: the oldest llama.cpp log (build b2227)"), dist="llama_cpp_python",
+    release_is_build=True,
+    words={"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np", "offload": "KV on the host",
+           "tp": "more GPUs", "record_len": "-c per sequence", "kv_dtype_flag": "-ctk/-ctv"},
     file_suffixes=(".gguf",),
     layout_flags=frozenset({"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"}),
-    tier_on_lru_curve=False,
+    tier_on_lru_curve=False, fit_lists_term_sources=True,
 )

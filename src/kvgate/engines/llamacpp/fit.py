@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from kvgate.engines.llamacpp.pool import LlamaCpp
+from kvgate.engines.llamacpp.pool import LlamaCpp, pad256
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
@@ -49,8 +49,8 @@ from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec, text_config
+from kvgate.units import MiB
 
-MiB = 2**20
 CONTEXT = Interval(300 * MiB, 700 * MiB)
 
 
@@ -297,7 +297,7 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     v_lo, v_hi = (w.vocab, w.vocab) if w.vocab else (0, VOCAB_HIGH)  # not available: 0 … the largest
     n_seq = _per_seq(ctx, f.parallel) if not f.kv_unified else ctx
     n = min(f.ubatch_size, f.batch_size, ctx)
-    n_kv = -(-n_seq // 256) * 256  # the cache's cells, padded to 256 (llama-kv-cache.cpp)
+    n_kv = pad256(n_seq)  # the cache's cells, padded to 256 (llama-kv-cache.cpp)
     fa = flash_attn_on(f, release)
     e = n * n_embd * 4
     mask = n * n_kv * (2 if fa else 4)

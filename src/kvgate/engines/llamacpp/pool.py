@@ -78,17 +78,14 @@ from kvgate.geometry.specs import (
     spec_of,
 )
 from kvgate.model.spec import LayerSpec
+from kvgate.options import LLAMACPP_MAX_SEQ, LLAMACPP_PAD
+from kvgate.options import pad256 as pad256  # GGML_PAD(n, 256): the one helper
 
-PAD = 256  # GGML_PAD(n_ctx, 256): llama-context.cpp
-LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+PAD = LLAMACPP_PAD  # GGML_PAD(n_ctx, 256): llama-context.cpp
+LLAMA_MAX_SEQ = LLAMACPP_MAX_SEQ  # src/llama-cparams.h
 # the cache types llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types), kvgate's names
 CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("auto", "on", "off")
-
-
-def pad256(n: int) -> int:
-    """``GGML_PAD(n, 256)``: n rounded up to a multiple of 256."""
-    return -(-n // PAD) * PAD
 
 
 @dataclass

@@ -28,8 +28,8 @@ from fractions import Fraction
 
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.release import Release
+from kvgate.units import MiB
 
-MiB = 2**20
 TABLE_UP_TO = (0, 4, 6)
 HEURISTIC_FROM = (0, 5, 4)
 

@@ -22,6 +22,11 @@ class SglangEngine(EngineBase):
         factory: Callable[..., Layout] = self.module("pool").SGLang
         return factory
 
+    def render_fit(self, answer: Any, *, sources: bool = False) -> str:
+        from kvgate.fit.render import render_sglang  # noqa: PLC0415
+
+        return render_sglang(answer, sources=sources)
+
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
         s = "s" if slots != 1 else ""
         return f"one sequence at --context-length {max_seq:,}", f"{slots} sequence{s} (--max-running-requests {slots})"
@@ -31,6 +36,10 @@ class SglangEngine(EngineBase):
 
         pool: EnginePool = _from_sglang(self.module("log").parse_sglang(lines))
         return pool
+
+    def cache_geometry(self, geo: Any) -> Any:
+        """Tokens of SGLang's own pool (DSA rows and indexer keys: :func:`kvgate.engines.sglang.cache.pool_geometry`)."""
+        return self.module("cache").pool_geometry(geo)
 
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
@@ -51,4 +60,13 @@ ENGINE = SglangEngine(
     launcher="SGLang (python -m sglang.launch_server)", tp_option=("sglang", "tp_size"), tp_flag="--tp-size",
     log_markers=("KV Cache is allocated", "max_total_num_tokens", "mem_fraction_static", "sglang.launch_server"),
     pool_line_hint="look for 'KV Cache is allocated. #tokens: …'",
+    releases=(("0.5.4", "sglang_memfrac.HEURISTIC_FROM: --mem-fraction-static's default"),
+              ("0.5.9", "sglang_fit: GlmMoeDsaForCausalLM a DeepSeek sparse attention model"),
+              ("0.5.17", "engines/sglang/pool.py CELL_USES_DSA_ROW: the DSA row counted per token")),
+    oldest_release=("0.4.0", "sglang_memfrac.tp_table: the 0.4 series' --mem-fraction-static table"),
+    dist="sglang",
+    # fp8: SGLang's choices have no plain fp8 (server_args.py)
+    words={"quant": "--kv-cache-dtype {q}", "len": "--context-length", "seqs": "--max-running-requests",
+           "offload": "host KV cache (HiCache)", "tp": "--tp-size {t}", "record_len": "--context-length",
+           "kv_dtype_flag": "--kv-cache-dtype", "fp8": "fp8_e4m3"},
 )

@@ -44,9 +44,8 @@ from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
+from kvgate.units import GiB, MiB
 
-GiB = 2**30
-MiB = 2**20
 INIT_TP1 = Interval(230 * MiB, 1230 * MiB)
 INIT_TP = Interval(230 * MiB, 2048 * MiB)
 

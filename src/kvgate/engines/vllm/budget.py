@@ -12,7 +12,7 @@ vLLM sizes its KV cache pool per GPU as (``vllm/v1/worker/gpu_worker.py``
 with ``total`` the CUDA total of the GPU (:mod:`kvgate.fit.gpus`). ``--kv-cache-memory-bytes``
 replaces the whole computation by its value.
 
-Calibration (the interval rule, :mod:`kvgate.fit.calibrate`). Each non-KV band is the
+Calibration (the interval rule, :mod:`kvgate.engines.vllm.calibrate`). Each non-KV band is the
 smallest one that meets every printed value of the logs in ``tests/data/fit_logs/``
 (manifest.json), each printed value carrying its printing precision (two decimals of GiB =
 ±5.12 MiB); the deployed :data:`BANDS` are that data band widened by a few hand margins
@@ -99,9 +99,7 @@ from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
 from kvgate.fit.widths import Widths
 from kvgate.model import text_config
-
-GiB = 2**30
-MiB = 2**20
+from kvgate.units import MiB
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,11 @@ class VllmEngine(EngineBase):
         report: Callable[..., dict[str, Any]] = self.module("pool_report").vllm_kv_cache_report
         return report
 
+    def render_fit(self, answer: Any, *, sources: bool = False) -> str:
+        from kvgate.fit.render import render_vllm  # noqa: PLC0415
+
+        return render_vllm(answer, sources=sources)
+
     def slot_words(self, max_seq: int, slots: int) -> tuple[str, str]:
         s = "s" if slots != 1 else ""
         return f"one sequence at --max-model-len {max_seq:,}", f"{slots} sequence{s} (--max-num-seqs {slots})"
@@ -96,6 +101,13 @@ ENGINE = VllmEngine(
     log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
                  "Maximum concurrency for", "V0 LLM engine", "Initializing an LLM engine", "kv_cache_size="),
     pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",
+    releases=(("0.21.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
+              ("0.24.0", "tests/data/fit_logs: the v0.24.0 startup log inside its interval")),
+    oldest_release=("0.4.0", "tests/data/fit_logs: the oldest vLLM startup log (0.4 series); vllm_flags' V0 defaults"),
+    dist="vllm",
+    words={"quant": "--kv-cache-dtype {q}", "len": "--max-model-len", "seqs": "--max-num-seqs",
+           "offload": "CPU KV offload", "tp": "-tp {t}", "record_len": "--max-model-len",
+           "kv_dtype_flag": "--kv-cache-dtype"},
     layout_flags=frozenset({
         "block_size", "max_num_batched_tokens", "disable_hybrid_kv_cache_manager", "kernel_block_alignment",
         "state_format", "mamba_cache_mode", "num_speculative_blocks",

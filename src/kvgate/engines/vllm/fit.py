@@ -41,9 +41,8 @@ from kvgate.fit.release import Release
 from kvgate.fit.widths import model_widths
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
+from kvgate.units import GiB, MiB
 
-GiB = 2**30
-MiB = 2**20
 #: CUDA context of the engine process before its first snapshot: L40S "Free memory on device
 #: (43.91/44.4 GiB)" (0.49 GiB, tests/data/fit_logs/vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log),
 #: H200 526.8 MiB (torch idle, measured); ± printing.

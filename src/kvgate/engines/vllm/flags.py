@@ -36,8 +36,8 @@ from typing import Any
 from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.fit.release import Release
+from kvgate.units import GiB
 
-GiB = 2**30
 CUDAGRAPH_ESTIMATE_FROM = (0, 21)
 #: vLLM's default --gpu-memory-utilization is 0.92 from this release (0.9 before)
 UTIL_092_FROM = (0, 20)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -12,8 +13,22 @@ PRESET = "tests/data/llamacpp/conformance/preset-llama-3.1-70b.gguf"
 REPRO = [PRESET, "--weights-bytes", "40GB", "-c", "16384", "-np", "2", "--gpu", "RTX 4090"]
 
 
+def _kvgate(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``kvgate ARGV`` run in this process (as ``python -m kvgate`` runs it, without the
+    interpreter's start): its exit status, stdout and stderr."""
+    from kvgate.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(argv))
+        except SystemExit as exc:  # argparse's usage errors
+            rc = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(list(argv), rc, out.getvalue(), err.getvalue())
+
+
 def _fit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kvgate", "fit", *args], capture_output=True, text=True, check=False)
+    return _kvgate("fit", *args)
 
 
 def test_fit_on_by_default_keeps_40_of_80_layers() -> None:
@@ -46,8 +61,7 @@ def test_given_ngl_is_left_alone() -> None:
 
 
 def test_fit_flag_in_engine_flags_help() -> None:
-    r = subprocess.run([sys.executable, "-m", "kvgate", "help", "engine-flags", "llama.cpp"],
-                       capture_output=True, text=True, check=False)
+    r = _kvgate("help", "engine-flags", "llama.cpp")
     assert "-fit, --fit on|off" in r.stdout
 
 

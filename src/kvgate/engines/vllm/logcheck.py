@@ -40,8 +40,8 @@ from kvgate.fit.release import Release, parse_version
 from kvgate.fit.widths import model_widths
 from kvgate.model import ModelSpec, load_model
 from kvgate.model.weights import estimate_weight_bytes
+from kvgate.units import GiB
 
-GiB = 2**30
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
 
 #: the terms each log prints that informed the bands of kvgate.engines.vllm.budget

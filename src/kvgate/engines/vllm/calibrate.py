@@ -5,7 +5,7 @@ Observations (one per printed term, with its printing precision: ``printed_bytes
 
 - activation peak: ``(T·w, S, printed)`` of each checked log that prints "torch peak memory
   increase" (``T·w`` the profile run's tokens × per-token width, ``S`` = ``max_num_seqs`` ×
-  vocab, from :func:`kvgate.fit.logcheck.check_logs`);
+  vocab, from :func:`kvgate.engines.vllm.logcheck.check_logs`);
 - non-torch memory of each checked TP-1 log that prints it (V0 and V1 apart; at TP ≥ 2 the
   log's figure carries NCCL and custom all-reduce buffers too, the separate term of
   :mod:`kvgate.engines.vllm.comm`);
@@ -37,11 +37,11 @@ from pathlib import Path
 
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import BANDS, C_LO, Bands, using_bands
+from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
 from kvgate.fit.interval import Interval
-from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
 from kvgate.fit.release import parse_version
+from kvgate.units import MiB
 
-MiB = 2**20
 GRAPH_RULE_FROM = (0, 21)
 
 

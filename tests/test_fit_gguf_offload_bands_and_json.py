@@ -143,9 +143,9 @@ def test_vllm_max_num_seqs_cap_and_per_gpu(run_cli):
 
 # ------------------------------------------------------------------ 5. the newest modelled release
 _ENGINE_FILES = {
-    "vllm": ["fit/vllm_*.py", "fit/calibrate.py", "geometry/vllm*.py"],
-    "sglang": ["fit/sglang_*.py", "engines/sglang/pool.py"],
-    "llama.cpp": ["engines/llamacpp/fit.py"],
+    "vllm": ["engines/vllm/*.py"],
+    "sglang": ["engines/sglang/*.py"],
+    "llama.cpp": ["engines/llamacpp/*.py"],
 }
 _THRESHOLD = [r"(?:_FROM|_UP_TO|_CHANGED|_ROW)\s*=\s*\(([\d, ]+)\)", r"(?:<=|>=|<|>)\s*\(([\d, ]+)\)",
               r"at_least\(([\d, ]+)\)"]
