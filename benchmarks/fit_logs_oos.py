@@ -27,12 +27,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from kvgate.fit.calibrate import calibrate, observations
+from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
+
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import BANDS, using_bands
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
-from kvgate.fit.calibrate import calibrate, observations
 from kvgate.fit.interval import Interval
-from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
 
 GiB = 2**30
 FOLDER = Path(__file__).resolve().parent.parent / "tests" / "data" / "fit_logs"
