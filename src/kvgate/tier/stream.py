@@ -49,7 +49,8 @@ from kvgate.replay.readers.base import TraceError, norm_column, pick_column
 from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detect_format
 from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS
 
-BLOCK_BYTES = 1 << 24  # pyarrow's JSON block (a line must fit in one) and the line reader's longest line
+BLOCK_BYTES = 1 << 24  # pyarrow's largest JSON block (a line must fit in one) and the line reader's longest line
+FAST_BLOCK_BYTES = 1 << 20  # pyarrow's first block size: 1 MiB parses faster and holds less than 16 MiB
 MAX_JSON_LIST_BYTES = 1 << 28  # a ``.json`` list is parsed whole: above 256 MiB, JSONL is asked for
 _SLOW_CHUNK = 1 << 16  # requests per batch of the line reader
 _MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -257,7 +258,7 @@ class TraceStream:
         return columns
 
     # -- batches -------------------------------------------------------------------------------------------------
-    def _fast_batches(self, progress: Progress | None) -> Iterator[Batch]:
+    def _fast_batches(self, progress: Progress | None, block: int = BLOCK_BYTES) -> Iterator[Batch]:
         import pyarrow as pa
         import pyarrow.json as pajson
 
@@ -268,7 +269,7 @@ class TraceStream:
         try:
             try:
                 reader = pajson.open_json(
-                    stream, read_options=pajson.ReadOptions(block_size=BLOCK_BYTES),
+                    stream, read_options=pajson.ReadOptions(block_size=block),
                     parse_options=pajson.ParseOptions(explicit_schema=pa.schema(fields),
                                                       unexpected_field_behavior="ignore"),
                 )  # fmt: skip
@@ -383,16 +384,23 @@ class TraceStream:
         agrees or names a line)."""
         done = 0
         if self.json_list is None:
-            try:
-                for b in self._fast_batches(progress):
-                    b = self._cut(b, done)
-                    done += len(b.length)
-                    yield b
-                    if self.limit is not None and done >= self.limit:
-                        return
-                return
-            except _NotClean:
-                pass
+            # 1 MiB blocks first; a line longer than that (or any block pyarrow does not vouch
+            # for) retries with 16 MiB blocks after the requests already handed on
+            for block in (FAST_BLOCK_BYTES, BLOCK_BYTES):
+                seen = 0
+                try:
+                    for b in self._fast_batches(progress, block):
+                        b = self._cut(b, seen)
+                        lo, seen = seen, seen + len(b.length)
+                        if seen > done:
+                            b = self._tail(b, done - lo) if lo < done else b
+                            done = seen
+                            yield b
+                        if self.limit is not None and seen >= self.limit:
+                            return
+                    return
+                except _NotClean:
+                    pass
         seen = 0
         for b in self._slow_batches(progress):
             b = self._cut(b, seen)
