@@ -83,7 +83,7 @@ class SglangRadixCache:
         if n.on_host and not n.on_device and n.children == 0:
             heapq.heappush(self._hheap, (n.last, key))
 
-    def _evict_device(self, need: int, locked: set[int]) -> None:
+    def _evict_device(self, need: int, locked: dict[int, None]) -> None:
         skipped = []
         while self.device_used + need > self.device_tokens and self._heap:
             last, key = heapq.heappop(self._heap)
@@ -167,7 +167,9 @@ class SglangRadixCache:
                     break
         if load and sum(self.nodes[x].tokens for x in load) < self.load_back_threshold:
             load, host = [], 0
-        locked = set(path)
+        # the locked nodes in the order they are locked (the path from the root): the order
+        # they are backed up in below (SGLang writes a request's nodes through along its path)
+        locked = dict.fromkeys(path)
         if load:
             need = sum(self.nodes[x].tokens for x in load)
             self._evict_device(need, locked)
@@ -181,7 +183,7 @@ class SglangRadixCache:
                     p = self.nodes.get(hit.parent)
                     if p is not None:
                         p.children_device += 1
-                    locked.add(x)
+                    locked[x] = None
                     path.append(x)
                 self.loaded_tokens += need
         for x in path:
@@ -216,7 +218,7 @@ class SglangRadixCache:
                     self.nodes[parent].children_device += 1
                     self.nodes[parent].children += 1
             self.nodes[key].hits += 1
-            locked.add(key)
+            locked[key] = None
             self._touch(key)
             parent = key
         for x in list(locked):
@@ -245,8 +247,16 @@ def pool_geometry(geo: KVGeometry) -> KVGeometry:
     return KVGeometry(geo.model, geo.fmt_k, kv_format_v=geo.fmt_v, tp=geo.tp, layout=SGLang())
 
 
-def replay(trace: HashedTrace, cache: SglangRadixCache) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request ``(device hit tokens, host hit tokens)`` (int64 ``[n]`` each)."""
+def replay(trace: HashedTrace, cache: SglangRadixCache, *, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request ``(device hit tokens, host hit tokens)`` (int64 ``[n]`` each); on a fresh
+    cache run compiled (:mod:`kvgate.engines.sglang.cache_fast`) when numba imports, unless
+    ``compiled`` is False."""
+    from kvgate.tier import kernel
+
+    if compiled is not False and kernel.HAVE_NUMBA and not cache.nodes and cache._clock == 0:
+        from kvgate.engines.sglang import cache_fast
+
+        return cache_fast.replay_compiled(trace, cache)
     ids = trace.ids.tolist()
     off = trace.offsets.tolist()
     dev = np.zeros(trace.n_requests, dtype=np.int64)
