@@ -36,3 +36,27 @@ def test_compiled_sglang_model_equals_the_python_model(device, host):
     assert slow[0].sum() > 0
     if host > device:  # write-through: only a host pool larger than the device holds host-only nodes
         assert slow[1].sum() > 0
+
+
+@pytest.mark.parametrize("slots, n_ctx, ram, sps, unified", [
+    (1, 0, 0, 0.1, False), (1, 4096, None, 0.1, False), (1, 4096, 3 * 2**20, 0.1, False),
+    (4, 16384, 2**22, 0.1, False), (4, 16384, 2**22, 0.1, True), (3, 2048, 2**21, 0.0, False),
+    (2, 0, None, 0.5, False), (4, 100_000, 700_000, 0.1, False), (2, 512, 2**24, 0.9, True)])
+def test_compiled_llamacpp_model_equals_the_python_model(slots, n_ctx, ram, sps, unified):
+    from kvgate.engines.llamacpp.cache import LlamaCppServer, replay
+
+    t = _corner_trace(900, seed=3)
+
+    def server():
+        return LlamaCppServer(64, n_slots=slots, n_ctx=n_ctx, cache_ram_bytes=ram, bytes_per_token=2048,
+                              n_layer=4, n_stream=1 if unified else slots, slot_prompt_similarity=sps,
+                              cache_idle_slots=ram != 0, kv_unified=unified)
+
+    a, b = server(), server()
+    slow, fast = replay(t, a, compiled=False), replay(t, b)
+    assert np.array_equal(slow, fast)
+    assert (a.slots, a.last_used, a.saved_tokens, a._clock) == (b.slots, b.last_used, b.saved_tokens, b._clock)
+    assert [(s.prompt, s.size) for s in a.states] == [(s.prompt, s.size) for s in b.states]
+    assert slow.sum() > 0
+    if ram != 0:
+        assert a.saved_tokens > 0

@@ -253,8 +253,17 @@ def prompts(trace: HashedTrace) -> list[Prompt]:
     return [Prompt(tuple(ids[off[i] : off[i + 1]]), int(trace.input_length[i])) for i in range(trace.n_requests)]
 
 
-def replay(trace: HashedTrace, server: LlamaCppServer) -> np.ndarray:
-    """Each request's cached tokens (int64 ``[n]``) served by ``server``."""
+def replay(trace: HashedTrace, server: LlamaCppServer, *, compiled: bool | None = None) -> np.ndarray:
+    """Each request's cached tokens (int64 ``[n]``) served by ``server``; on a fresh server
+    compiled (:mod:`kvgate.engines.llamacpp.cache_fast`) when numba imports, unless
+    ``compiled`` is False."""
+    from kvgate.tier import kernel
+
+    fresh = server._clock == 0 and not server.states and all(p is None for p in server.slots)
+    if compiled is not False and kernel.HAVE_NUMBA and fresh:
+        from kvgate.engines.llamacpp import cache_fast
+
+        return cache_fast.replay_compiled(trace, server)
     return np.array([server.serve(p) for p in prompts(trace)], dtype=np.int64)
 
 
