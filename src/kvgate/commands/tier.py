@@ -100,8 +100,16 @@ def _flag_bytes(flag: str, text: str, *, allow_zero: bool = False) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.tier.progress import run_progress
+
+    with run_progress(quiet=args.json):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from kvgate.model import load_model
     from kvgate.session import engine_geometry
+    from kvgate.tier import progress
     from kvgate.tier.analysis import LlamaCppSettings, analyze
     from kvgate.tier.gate import Speed
     from kvgate.tier.run import host_share, read_trace
@@ -117,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device_capacity is not None and args.device_blocks is not None:
         raise KvgateError("--device-capacity and --device-blocks both given", hint="give one")
     at = _capacities(args.at_capacity_blocks)
+    progress.stage(f"loading {args.model}")
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
     if args.cache_model == "sglang":  # tokens of SGLang's own pool (DSA rows and indexer keys)
@@ -125,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
         geo = pool_geometry(geo)
     bpt = geo.bytes_per_token()
     trace, curve = read_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
-                              limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru",
-                              quiet=args.json)  # fmt: skip
+                              limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru")
     block_bytes = trace.block_tokens * bpt
     device_blocks = args.device_blocks
     if args.device_capacity is not None:

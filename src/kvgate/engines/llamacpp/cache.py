@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace
 
 _F = np.float32  # the server compares C++ floats
@@ -294,9 +295,11 @@ def tier_server(trace: HashedTrace, out: dict[str, Any], settings: Any, *, bytes
                               slot_prompt_similarity=s.slot_prompt_similarity,
                               cache_idle_slots=s.cache_idle_slots, kv_unified=s.kv_unified)  # fmt: skip
 
+    progress.stage("llama-server: slots alone (--cache-ram 0)")
     dev = int(replay(trace, server(0)).sum())
     out["device"] = {"slots": s.n_slots, "n_ctx": s.n_ctx, "hit_tokens": dev, "hit_share": share(dev)}
     tiered = server(ram)
+    progress.stage("llama-server: slots and the --cache-ram prompt cache")
     per = replay(trace, tiered)
     both = int(per.sum())
     stored = tiered.saved_tokens
@@ -306,7 +309,9 @@ def tier_server(trace: HashedTrace, out: dict[str, Any], settings: Any, *, bytes
                    "per_request_cache_n_sum": both}  # fmt: skip
     # host capacity boundary on a doubling grid of --cache-ram (MiB), each one replay
     added_at = []
-    for mib in (2**k for k in range(0, 21)):
+    progress.stage("llama-server: the --cache-ram boundary (1, 2, 4, ... MiB)", 21, "replays")
+    for k, mib in enumerate(2**k for k in range(0, 21)):
+        progress.advance(k)
         a = int(replay(trace, server(mib * MiB)).sum()) - dev
         added_at.append((mib * MiB, a))
         if a >= need and a > 0:

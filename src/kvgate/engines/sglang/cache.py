@@ -40,6 +40,7 @@ import numpy as np
 
 from kvgate.engines.sglang.pool import SGLang
 from kvgate.geometry import KVGeometry
+from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace
 
 _ROOT = -1
@@ -274,7 +275,9 @@ def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: in
     host, the basis of the host boundary); ``device`` (the answer's device part) gains the
     device pool in tokens (``device_bytes // bytes per token`` when given in bytes)."""
     dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    progress.stage("SGLang radix cache: device alone (1 of 2 replays)")
     d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
+    progress.stage("SGLang radix cache: with the HiCache host pool (2 of 2 replays)")
     tiered_s = SglangRadixCache(dev_tok, host_bytes // bytes_per_token)
     d1, h1 = replay(trace, tiered_s)
     dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
@@ -292,6 +295,7 @@ def tier_device(trace: HashedTrace, *, bytes_per_token: int, device_blocks: int,
     """``kvgate tier --cache-model sglang`` with no host tier: the radix cache's own device
     hits (the answer's ``device`` keys: the pool in tokens, hits, share, the basis)."""
     dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    progress.stage("SGLang radix cache: device alone")
     d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
     dev = int(d0.sum())
     return {"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": dev / prompt if prompt else None,
