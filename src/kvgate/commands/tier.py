@@ -27,6 +27,7 @@ prefill saved by the host tier's hits against the bytes they load.
       --h2d-bandwidth 50GB --h2d-source "nvbandwidth host_to_device, H200"
   kvgate tier --trace t.jsonl --model m.gguf --cache-model llama.cpp -np 4 -c 65536 --cache-ram 8192
   kvgate tier --trace t.jsonl --model llama-3.1-8b --at-capacity-blocks 256,1024,16384 --json
+  kvgate tier --trace t.jsonl --model llama-3.1-8b --device-capacity 64GiB --host-capacity 1TiB --plot curve.png
 
 Cache models: lru (the plain reference: requests in file order; a request's hit is the
 longest leading run of its hash ids in the cache, min(run x block, input_length) tokens;
@@ -64,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--slot-prompt-similarity", "-sps", type=real(0.0, 1.0), default=0.1,
                    help="llama.cpp's, in [0, 1] (default 0.1)")
     c.add_argument("--at-capacity-blocks", default=None, help="report the curve at exactly these, e.g. 256,1024")
+    o = p.add_argument_group("output")
+    o.add_argument("--plot", default=None, metavar="PNG",
+                   help="write a PNG: hit share against capacity, the device pool and host tier marked")
+    o.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
     g = p.add_argument_group("gate (measured speeds, with their source)")
     g.add_argument("--prefill-tokens-per-s", type=real(0.0, 1e12, open_min=True), default=None, help="measured prefill speed")
     g.add_argument("--prefill-source", default=None, help="where the prefill speed was measured")
@@ -125,6 +130,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.device_capacity is not None and args.device_blocks is not None:
         raise KvgateError("--device-capacity and --device-blocks both given", hint="give one")
     at = _capacities(args.at_capacity_blocks)
+    if args.plot:
+        from kvgate.atomicio import check_writable
+
+        check_writable(args.plot, force=args.force)  # fail before the work
     progress.stage(f"loading {args.model}")
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
@@ -184,6 +193,11 @@ def _run(args: argparse.Namespace) -> int:
     ranks = max(engine.tp, 1) if args.cache_model != "llama.cpp" else 1
     if host is not None and host > 0 and ranks > 1:
         host = host // ranks  # the share of one GPU: the replay is of one rank's pool (kvgate/tier/run.py)
+    if curve is None and args.plot:  # the plot draws the curve itself: build it once, here
+        from kvgate.tier.stack import lru_curve
+
+        progress.stage("LRU curve (stack distances)")
+        curve = lru_curve(trace, sample_rate=args.sample_rate)
     rep = analyze(trace, bytes_per_token=bpt, cache_model=args.cache_model, device_blocks=device_blocks,
                   device_bytes=device_bytes, engine_block_size=args.block_size or 16, host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
                   prefill=Speed(args.prefill_tokens_per_s, args.prefill_source),
@@ -194,6 +208,13 @@ def _run(args: argparse.Namespace) -> int:
     if "host" in rep and host_node is not None and args.cache_model != "llama.cpp":
         rep["host"].update(host_share(host_node, ranks, "--kv-offloading-size" if args.kv_offloading_size is not None
                                       else "--hicache-ratio" if args.hicache_ratio is not None else "--host-capacity"))
+    rep["plot"] = None
+    if args.plot:
+        from kvgate.tier.plot import write_tier_plot
+
+        assert curve is not None
+        progress.stage("drawing the plot")
+        rep["plot"] = str(write_tier_plot(rep, curve, args.plot, force=args.force))
     emit(args.json, rep, _text(rep))
     return 0
 
