@@ -34,7 +34,7 @@ longest leading run of its hash ids in the cache, min(run x block, input_length)
 then each id is touched in order, the least recent evicted while over capacity; a host
 tier below the device pool is the same LRU with both capacities), vllm (block pool,
 reverse-order freeing, native CPU offload: --kv-offloading-size GiB), sglang (radix tree,
-HiCache host pool: --hicache-ratio), llama.cpp (llama-server's slots and its --cache-ram
+HiCache host pool: --hicache-ratio or --hicache-size GB per rank), llama.cpp (llama-server's slots and its --cache-ram
 prompt cache at the pinned commit). Unknown speeds are "not
 available" and the verdict is pays-if with its condition.
 """
@@ -59,7 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=real(0.0, 2.0**34, open_min=True),
                    default=None, metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
     c.add_argument("--hicache-ratio", type=real(0.0, 2.0**20, open_min=True), default=None,
-                   help="SGLang HiCache host pool as a multiple of the device pool (= --host-capacity)")
+                   help="SGLang HiCache host pool as a multiple of one rank's device pool (= --host-capacity)")
+    c.add_argument("--hicache-size", type=count(1, 2**40), default=None, metavar="GB",
+                   help="SGLang HiCache host pool per rank in GB (10^9 B); overrides --hicache-ratio, as in SGLang")
     c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=count(-1, 2**44), default=None, metavar="MiB",
                    help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
     c.add_argument("--slot-prompt-similarity", "-sps", type=real(0.0, 1.0), default=0.1,
@@ -152,20 +154,27 @@ def _run(args: argparse.Namespace) -> int:
     host: int | None = None
     given = [f for f, v in (("--host-capacity", args.host_capacity), ("--cache-ram", args.cache_ram),
                             ("--kv-offloading-size", args.kv_offloading_size),
-                            ("--hicache-ratio", args.hicache_ratio)) if v is not None]
+                            ("--hicache-ratio", args.hicache_ratio), ("--hicache-size", args.hicache_size))
+             if v is not None]
+    if given == ["--hicache-ratio", "--hicache-size"]:
+        given = ["--hicache-size"]  # SGLang: --hicache-size overrides --hicache-ratio
     if len(given) > 1:
         raise KvgateError(f"the host tier given twice: {', '.join(given)}", hint="give one")
-    for flag, model_name in (("--kv-offloading-size", "vllm"), ("--hicache-ratio", "sglang")):
+    for flag, model_name in (("--kv-offloading-size", "vllm"), ("--hicache-ratio", "sglang"),
+                             ("--hicache-size", "sglang")):
         if flag in given and args.cache_model != model_name:
             raise KvgateError(f"{flag} is {model_name}'s", hint=f"use --cache-model {model_name}, or --host-capacity")
     if args.host_capacity is not None:
         host = _flag_bytes('--host-capacity', args.host_capacity, allow_zero=True)
     elif args.kv_offloading_size is not None:
         host = round(args.kv_offloading_size * 2**30)  # vLLM's: summed across the TP ranks (kvgate/tier/run.py)
-    elif args.hicache_ratio is not None:
+    elif args.hicache_ratio is not None or args.hicache_size is not None:
+        from kvgate.engines.sglang.cache import host_pool_tokens
+
         if device_blocks is None:
-            raise KvgateError("--hicache-ratio needs the device pool", hint="give --device-capacity BYTES")
-        host = int(args.hicache_ratio * (device_bytes if device_bytes is not None else device_blocks * block_bytes))
+            raise KvgateError(f"{given[0]} needs the device pool", hint="give --device-capacity BYTES")
+        dev_tokens = device_bytes // bpt if device_bytes is not None else device_blocks * trace.block_tokens
+        host = bpt * host_pool_tokens(dev_tokens, bpt, ratio=args.hicache_ratio, size_gb=args.hicache_size or 0)
         if host > MAX_BYTES:
             raise KvgateError(f"--hicache-ratio {args.hicache_ratio:g}: a host pool of {host:,} bytes is more than "
                               "2**64 − 1 (16 EiB)", hint="check the ratio and the device pool")
@@ -190,7 +199,8 @@ def _run(args: argparse.Namespace) -> int:
                                "or --device-blocks N")
     bw = _flag_bytes('--h2d-bandwidth', args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
     host_node = host
-    ranks = max(engine.tp, 1) if args.cache_model != "llama.cpp" else 1
+    # a node's or the TP ranks' total is shared by the ranks; SGLang's pools are per rank already
+    ranks = max(engine.tp, 1) if args.host_capacity is not None or args.kv_offloading_size is not None else 1
     if host is not None and host > 0 and ranks > 1:
         host = host // ranks  # the share of one GPU: the replay is of one rank's pool (kvgate/tier/run.py)
     if curve is None and args.plot:  # the plot draws the curve itself: build it once, here
@@ -207,7 +217,11 @@ def _run(args: argparse.Namespace) -> int:
     rep["kv_format"] = geo.fmt_k.name
     if "host" in rep and host_node is not None and args.cache_model != "llama.cpp":
         rep["host"].update(host_share(host_node, ranks, "--kv-offloading-size" if args.kv_offloading_size is not None
-                                      else "--hicache-ratio" if args.hicache_ratio is not None else "--host-capacity"))
+                                      else given[0] if given and given[0].startswith("--hicache") else "--host-capacity",
+                                      size_gb=args.hicache_size))
+    elif "host" in rep and args.cache_model == "llama.cpp":
+        rep["host"]["capacity_basis"] = ("llama-server's --cache-ram: MiB (2^20 B) per server process, shared by its "
+                                         "slots (common/arg.cpp: 'set the maximum cache size in MiB')")
     rep["plot"] = None
     if args.plot:
         from kvgate.tier.plot import write_tier_plot

@@ -11,9 +11,10 @@ the ranks that share it:
   size summed across all TP ranks." One rank holds ``size / TP``.
 - ``--host-capacity``: the host memory of the node given to the tier; the GPUs of one
   replica (its TP ranks) share it evenly, and the output says the per-GPU share.
-- SGLang ``--hicache-ratio``: a multiple of the device pool, so already per rank
-  (python/sglang/srt/mem_cache/memory_pool_host.py sizes each rank's host pool as
-  ``ratio × device pool``).
+- SGLang ``--hicache-ratio`` / ``--hicache-size`` GB: per rank already (SGLang 0.5.23,
+  ``sglang/srt/mem_cache/pool_host/base.py`` sizes each rank's host pool as
+  ``int(host_size * 1e9 // size_per_token)`` tokens, else ``device tokens × ratio``:
+  :func:`kvgate.engines.sglang.cache.host_pool_tokens`); not divided by TP.
 - llama.cpp ``--cache-ram``: per server process (one per model; no TP ranks).
 """
 
@@ -45,13 +46,17 @@ def read_trace(path: str | Path, *, block_tokens: int | None, time_unit: str | N
     return trace, (None if builder is None else builder.result())
 
 
-def host_share(host_bytes: int, gpus: int, flag: str) -> dict[str, Any]:
+def host_share(host_bytes: int, gpus: int, flag: str, *, size_gb: int | None = None) -> dict[str, Any]:
     """What the output says of a host capacity shared by ``gpus`` ranks (module docstring)."""
     from kvgate.units import fmt_human
 
     if flag == "--hicache-ratio":
-        basis = "SGLang's --hicache-ratio: a multiple of one rank's device pool"
+        basis = "SGLang's --hicache-ratio: a multiple of one rank's device pool (each TP rank has its own)"
         return {"capacity_basis": basis, "gpus_sharing": 1, "capacity_bytes_given": host_bytes}
+    if flag == "--hicache-size":
+        basis = (f"SGLang's --hicache-size {size_gb} GB: per rank (each TP rank allocates it), "
+                 f"{fmt_human(host_bytes)} of whole tokens")
+        return {"capacity_basis": basis, "gpus_sharing": 1, "capacity_bytes_given": (size_gb or 0) * 10**9}
     what = ("vLLM's --kv-offloading-size is the TP ranks' total" if flag == "--kv-offloading-size"
             else "--host-capacity is per node")  # fmt: skip
     basis = f"{what}: {fmt_human(host_bytes)} for {gpus} GPU(s), {fmt_human(host_bytes // gpus)} per GPU replayed"

@@ -237,6 +237,38 @@ class SglangRadixCache:
         return dev, host
 
 
+DEFAULT_HICACHE_RATIO = 2.0  # arg_groups/hicache_hook.py (0.5.23): 2.0 in cache mode
+
+
+def host_pool_tokens(device_tokens: int, bytes_per_token: int, *, ratio: float | None = None,
+                     size_gb: int = 0, page_size: int = 1) -> int:
+    """Tokens of one rank's HiCache host pool, as SGLang 0.5.23 sizes it
+    (``sglang/srt/mem_cache/pool_host/base.py``, ``HostKVCache.__init__``)::
+
+        if host_size > 0:
+            self.size = sync_fixed_hicache_size(
+                int(host_size * 1e9 // self.size_per_token), host_size)
+        else:
+            self.size = int(device_capacity_tokens * host_to_device_ratio)
+        # Reserve the padding page only when sizing an independent pool.
+        self.page_num = self.size // self.page_size + 1
+        self.size = self.page_num * self.page_size
+
+    ``--hicache-size`` is "The size of host KV cache memory pool in gigabytes. Overrides
+    --hicache-ratio in either host memory mode." (``arg_groups/fields/memory.py``: an int,
+    default 0), so GB = 10^9 B over one rank's bytes per token (each TP rank builds its
+    own pool: the size is per rank); ``--hicache-ratio`` is "The ratio of the size of host
+    KV cache memory pool to the size of device pool" (default 2.0 in cache mode). The
+    padding page is not handed out, so the usable tokens are ``size // page × page``
+    (``sync_fixed_hicache_size`` only takes the minimum over pipeline stages: one stage here).
+    """
+    if size_gb > 0:
+        size = int(size_gb * 10**9 // bytes_per_token)
+    else:
+        size = int(device_tokens * (DEFAULT_HICACHE_RATIO if ratio is None else ratio))
+    return size // page_size * page_size
+
+
 def pool_geometry(geo: KVGeometry) -> KVGeometry:
     """``geo``'s model, KV formats and TP laid out as SGLang's token pool
     (:class:`kvgate.engines.sglang.pool.SGLang`): its ``bytes_per_token()`` is what one token
