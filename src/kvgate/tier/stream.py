@@ -70,6 +70,50 @@ class Batch:
     time: np.ndarray | None
 
 
+def _prefetched(batches: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:
+    """``batches`` read ahead by a worker thread (at most ``depth`` waiting), so that the
+    parse of the next block (pyarrow, without the GIL) runs while the caller's compiled
+    pass (numba ``nogil``) works on this one. An error of the reader is raised here, in
+    the caller's thread, where it would have been raised without the thread."""
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def work() -> None:
+        try:
+            for b in batches:
+                if not put(("batch", b)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the caller's thread
+            put(("error", exc))
+
+    t = threading.Thread(target=work, name="kvgate-trace-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, v = q.get()
+            if kind == "batch":
+                yield v
+            elif kind == "end":
+                return
+            else:
+                raise v
+    finally:
+        stop.set()
+
+
 class _NotClean(Exception):
     """A block the fast reader does not vouch for."""
 
@@ -449,7 +493,7 @@ class TraceStream:
         cnts: list[np.ndarray] = []
         tms: list[np.ndarray] = []
         codes: list[np.ndarray] = []
-        for b in self.batches(progress):
+        for b in _prefetched(self.batches(progress)):
             lens.append(b.length)
             cnts.append(np.diff(b.offsets))
             if b.time is not None:
