@@ -494,8 +494,8 @@ class TraceStream:
         tms: list[np.ndarray] = []
         codes: list[np.ndarray] = []
         for b in _prefetched(self.batches(progress)):
-            lens.append(b.length)
-            cnts.append(np.diff(b.offsets))
+            lens.append(b.length.astype(np.int32))  # input_length <= MAX_INPUT_TOKENS (10^9) < 2^31
+            cnts.append(np.diff(b.offsets).astype(np.int32))
             if b.time is not None:
                 tms.append(b.time)
             if interner is not None:
@@ -503,8 +503,10 @@ class TraceStream:
             if on_batch is not None:
                 on_batch(b.length, b.offsets, b.ids)
         p = self.path
-        length = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)
-        counts = np.concatenate(cnts) if cnts else np.zeros(0, dtype=np.int64)
+        length = np.concatenate(lens).astype(np.int64) if lens else np.zeros(0, dtype=np.int64)
+        lens.clear()
+        counts = np.concatenate(cnts).astype(np.int64) if cnts else np.zeros(0, dtype=np.int64)
+        cnts.clear()
         n = len(length)
         if n == 0:
             raise TraceError(f"trace {p} has no requests")
@@ -518,12 +520,16 @@ class TraceStream:
         warnings: list[str] = []
         if self.c_time is not None:
             times = np.concatenate(tms)
+            tms.clear()
             _, suffix = timeunits.split_unit_suffix(self.c_time)
             unit = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
             if unit is None:
                 unit, _why = timeunits.detect_time_unit(times, source=str(p), column=self.c_time)
-            arrival = (times - times[0]) * timeunits.UNIT_SECONDS[unit]
-            if n > 1 and np.any(np.diff(times) < 0):
+            unsorted = n > 1 and bool(np.any(times[1:] < times[:-1]))
+            times -= times[0]  # in place: the seconds after the first request
+            times *= timeunits.UNIT_SECONDS[unit]
+            arrival = times
+            if unsorted:
                 warnings.append("timestamps are not sorted: requests are replayed in file order, as published "
                                 "replays do")
         if self.block_tokens is None:
