@@ -505,7 +505,7 @@ class TraceStream:
         p = self.path
         length = np.concatenate(lens).astype(np.int64) if lens else np.zeros(0, dtype=np.int64)
         lens.clear()
-        counts = np.concatenate(cnts).astype(np.int64) if cnts else np.zeros(0, dtype=np.int64)
+        counts = np.concatenate(cnts) if cnts else np.zeros(0, dtype=np.int32)  # int32: 4 B a request
         cnts.clear()
         n = len(length)
         if n == 0:
@@ -533,7 +533,7 @@ class TraceStream:
                 warnings.append("timestamps are not sorted: requests are replayed in file order, as published "
                                 "replays do")
         if self.block_tokens is None:
-            fits = infer_block_tokens(length, counts)
+            fits = infer_block_tokens(length, counts.astype(np.int64))
             if len(fits) != 1:
                 raise TraceError(
                     f"trace {p}: the hash block size cannot be told from the data "
@@ -548,17 +548,27 @@ class TraceStream:
                         self.fmt.attribution if self.fmt is not None else None, warnings,
                         ids_kept=keep_ids)  # fmt: skip
         check(t)
-        short = counts * bt + bt <= length
-        if bool(short.any()):
-            i = int(np.argmax(short))
+        # in slices of 2^20 requests: whole-trace temporaries were several int64 arrays per request
+        n_short, first_short, first_over = 0, -1, -1
+        for lo in range(0, n, 1 << 20):
+            c, ln = counts[lo : lo + (1 << 20)].astype(np.int64), length[lo : lo + (1 << 20)]
+            short = c * bt + bt <= ln
+            k = int(short.sum())
+            if k and first_short < 0:
+                first_short = lo + int(np.argmax(short))
+            n_short += k
+            over = c * bt - ln >= bt
+            if first_over < 0 and bool(over.any()):
+                first_over = lo + int(np.argmax(over))
+        if n_short:
+            i = first_short
             t.warnings.append(
-                f"{int(short.sum()):,} of {n:,} requests carry fewer hash blocks than their input_length needs "
+                f"{n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
                 f"(first: request {i + 1}, {int(counts[i])} blocks of {bt} tokens for {int(length[i]):,} tokens): "
                 "their uncovered tokens can never hit, so the hit share is a lower bound"
             )
-        over = counts * bt - length
-        if int(over.max()) >= bt:
-            i = int(np.argmax(over >= bt))
+        if first_over >= 0:
+            i = first_over
             t.warnings.append(
                 f"request {i + 1}: {int(counts[i])} hash blocks of {bt} tokens exceed input_length "
                 f"{int(length[i])} by a whole block or more: is the block size right?"
