@@ -27,16 +27,18 @@ prefill saved by the host tier's hits against the bytes they load.
       --h2d-bandwidth 50GB --h2d-source "nvbandwidth host_to_device, H200"
   kvgate tier --trace t.jsonl --model m.gguf --cache-model llama.cpp -np 4 -c 65536 --cache-ram 8192
   kvgate tier --trace t.jsonl --model llama-3.1-8b --at-capacity-blocks 256,1024,16384 --json
-  kvgate tier --trace t.jsonl --model llama-3.1-8b --device-capacity 64GiB --host-capacity 1TiB --plot curve.png
+  kvgate tier --trace t.jsonl --model llama-3.1-8b --device-capacity 64GiB --host-capacity 1TiB \\
+      --plot curve.png
 
 Cache models: lru (the plain reference: requests in file order; a request's hit is the
 longest leading run of its hash ids in the cache, min(run x block, input_length) tokens;
 then each id is touched in order, the least recent evicted while over capacity; a host
 tier below the device pool is the same LRU with both capacities), vllm (block pool,
 reverse-order freeing, native CPU offload: --kv-offloading-size GiB), sglang (radix tree,
-HiCache host pool: --hicache-ratio or --hicache-size GB per rank), llama.cpp (llama-server's slots and its --cache-ram
-prompt cache at the pinned commit). Unknown speeds are "not
-available" and the verdict is pays-if with its condition.
+HiCache host pool: --hicache-ratio or --hicache-size GB per rank), llama.cpp
+(llama-server's slots and its --cache-ram prompt cache per server, at the pinned commit).
+Unknown speeds are "not available" and the verdict is pays-if with its condition.
+--plot writes a PNG of the curve; a run over 2 s shows a progress bar on a terminal.
 """
 
 
