@@ -170,7 +170,8 @@ def test_tier_sglang_counts_sglang_tokens(tmp_path, capsys):
                  "--device-capacity", str(1000 * 61_464 + 5), "--hicache-ratio", "2", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["bytes_per_token"] == 61_464 and r["device"]["device_tokens"] == 1000
-    assert r["host"]["capacity_bytes"] == 2 * (1000 * 61_464 + 5)
+    # SGLang 0.5.23 pool_host/base.py: int(device tokens × ratio) whole tokens (the 5 spare bytes hold none)
+    assert r["host"]["capacity_bytes"] == 2 * 1000 * 61_464
 
 
 def test_engine_log_gate_sizes_sglang_sequences():

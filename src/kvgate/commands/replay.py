@@ -248,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
     payload["geometry"] = {k: v for k, v in geo.items()}
     payload["trace"] = info
     payload["budget_source"] = budget_note
-    payload["timeline"] = {name: series(res, name, max_points=args.points) for name in ("contiguous", "paged")}
+    if args.json:  # the timeline is only printed in the JSON: the text answer does not build it
+        payload["timeline"] = {name: series(res, name, max_points=args.points) for name in ("contiguous", "paged")}
     payload["plot"] = plot_path
     emit(args.json, payload, render_text(res, info, budget_note, plot_path))
     return 0

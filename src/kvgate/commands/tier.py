@@ -27,15 +27,18 @@ prefill saved by the host tier's hits against the bytes they load.
       --h2d-bandwidth 50GB --h2d-source "nvbandwidth host_to_device, H200"
   kvgate tier --trace t.jsonl --model m.gguf --cache-model llama.cpp -np 4 -c 65536 --cache-ram 8192
   kvgate tier --trace t.jsonl --model llama-3.1-8b --at-capacity-blocks 256,1024,16384 --json
+  kvgate tier --trace t.jsonl --model llama-3.1-8b --device-capacity 64GiB --host-capacity 1TiB \\
+      --plot curve.png
 
 Cache models: lru (the plain reference: requests in file order; a request's hit is the
 longest leading run of its hash ids in the cache, min(run x block, input_length) tokens;
 then each id is touched in order, the least recent evicted while over capacity; a host
 tier below the device pool is the same LRU with both capacities), vllm (block pool,
 reverse-order freeing, native CPU offload: --kv-offloading-size GiB), sglang (radix tree,
-HiCache host pool: --hicache-ratio), llama.cpp (llama-server's slots and its --cache-ram
-prompt cache at the pinned commit). Unknown speeds are "not
-available" and the verdict is pays-if with its condition.
+HiCache host pool: --hicache-ratio or --hicache-size GB per rank), llama.cpp
+(llama-server's slots and its --cache-ram prompt cache per server, at the pinned commit).
+Unknown speeds are "not available" and the verdict is pays-if with its condition.
+--plot writes a PNG of the curve; a run over 2 s shows a progress bar on a terminal.
 """
 
 
@@ -58,12 +61,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=real(0.0, 2.0**34, open_min=True),
                    default=None, metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
     c.add_argument("--hicache-ratio", type=real(0.0, 2.0**20, open_min=True), default=None,
-                   help="SGLang HiCache host pool as a multiple of the device pool (= --host-capacity)")
+                   help="SGLang HiCache host pool as a multiple of one rank's device pool (= --host-capacity)")
+    c.add_argument("--hicache-size", type=count(1, 2**40), default=None, metavar="GB",
+                   help="SGLang HiCache host pool per rank in GB (10^9 B); overrides --hicache-ratio, as in SGLang")
     c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=count(-1, 2**44), default=None, metavar="MiB",
                    help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
     c.add_argument("--slot-prompt-similarity", "-sps", type=real(0.0, 1.0), default=0.1,
                    help="llama.cpp's, in [0, 1] (default 0.1)")
     c.add_argument("--at-capacity-blocks", default=None, help="report the curve at exactly these, e.g. 256,1024")
+    o = p.add_argument_group("output")
+    o.add_argument("--plot", default=None, metavar="PNG",
+                   help="write a PNG: hit share against capacity, the device pool and host tier marked")
+    o.add_argument("--force", action="store_true", help="overwrite an existing --plot file")
     g = p.add_argument_group("gate (measured speeds, with their source)")
     g.add_argument("--prefill-tokens-per-s", type=real(0.0, 1e12, open_min=True), default=None, help="measured prefill speed")
     g.add_argument("--prefill-source", default=None, help="where the prefill speed was measured")
@@ -100,8 +109,16 @@ def _flag_bytes(flag: str, text: str, *, allow_zero: bool = False) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvgate.tier.progress import run_progress
+
+    with run_progress(quiet=args.json):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from kvgate.model import load_model
     from kvgate.session import engine_geometry
+    from kvgate.tier import progress
     from kvgate.tier.analysis import LlamaCppSettings, analyze
     from kvgate.tier.gate import Speed
     from kvgate.tier.run import host_share, read_trace
@@ -117,6 +134,11 @@ def run(args: argparse.Namespace) -> int:
     if args.device_capacity is not None and args.device_blocks is not None:
         raise KvgateError("--device-capacity and --device-blocks both given", hint="give one")
     at = _capacities(args.at_capacity_blocks)
+    if args.plot:
+        from kvgate.atomicio import check_writable
+
+        check_writable(args.plot, force=args.force)  # fail before the work
+    progress.stage(f"loading {args.model}")
     model = load_model(args.model)
     geo = engine_geometry(engine, model)
     if args.cache_model != "lru":  # tokens of the engine's own pool (SGLang's: DSA rows and indexer keys)
@@ -125,8 +147,7 @@ def run(args: argparse.Namespace) -> int:
         geo = get_engine(args.cache_model).cache_geometry(geo)
     bpt = geo.bytes_per_token()
     trace, curve = read_trace(args.trace, block_tokens=args.trace_block_tokens, time_unit=args.time_unit,
-                              limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru",
-                              quiet=args.json)  # fmt: skip
+                              limit=args.limit, sample_rate=args.sample_rate, keep_ids=args.cache_model != "lru")
     block_bytes = trace.block_tokens * bpt
     device_blocks = args.device_blocks
     if args.device_capacity is not None:
@@ -135,20 +156,27 @@ def run(args: argparse.Namespace) -> int:
     host: int | None = None
     given = [f for f, v in (("--host-capacity", args.host_capacity), ("--cache-ram", args.cache_ram),
                             ("--kv-offloading-size", args.kv_offloading_size),
-                            ("--hicache-ratio", args.hicache_ratio)) if v is not None]
+                            ("--hicache-ratio", args.hicache_ratio), ("--hicache-size", args.hicache_size))
+             if v is not None]
+    if given == ["--hicache-ratio", "--hicache-size"]:
+        given = ["--hicache-size"]  # SGLang: --hicache-size overrides --hicache-ratio
     if len(given) > 1:
         raise KvgateError(f"the host tier given twice: {', '.join(given)}", hint="give one")
-    for flag, model_name in (("--kv-offloading-size", "vllm"), ("--hicache-ratio", "sglang")):
+    for flag, model_name in (("--kv-offloading-size", "vllm"), ("--hicache-ratio", "sglang"),
+                             ("--hicache-size", "sglang")):
         if flag in given and args.cache_model != model_name:
             raise KvgateError(f"{flag} is {model_name}'s", hint=f"use --cache-model {model_name}, or --host-capacity")
     if args.host_capacity is not None:
         host = _flag_bytes('--host-capacity', args.host_capacity, allow_zero=True)
     elif args.kv_offloading_size is not None:
         host = round(args.kv_offloading_size * 2**30)  # vLLM's: summed across the TP ranks (kvgate/tier/run.py)
-    elif args.hicache_ratio is not None:
+    elif args.hicache_ratio is not None or args.hicache_size is not None:
+        from kvgate.engines.sglang.cache import host_pool_tokens
+
         if device_blocks is None:
-            raise KvgateError("--hicache-ratio needs the device pool", hint="give --device-capacity BYTES")
-        host = int(args.hicache_ratio * (device_bytes if device_bytes is not None else device_blocks * block_bytes))
+            raise KvgateError(f"{given[0]} needs the device pool", hint="give --device-capacity BYTES")
+        dev_tokens = device_bytes // bpt if device_bytes is not None else device_blocks * trace.block_tokens
+        host = bpt * host_pool_tokens(dev_tokens, bpt, ratio=args.hicache_ratio, size_gb=args.hicache_size or 0)
         if host > MAX_BYTES:
             raise KvgateError(f"--hicache-ratio {args.hicache_ratio:g}: a host pool of {host:,} bytes is more than "
                               "2**64 − 1 (16 EiB)", hint="check the ratio and the device pool")
@@ -173,9 +201,15 @@ def run(args: argparse.Namespace) -> int:
                                "or --device-blocks N")
     bw = _flag_bytes('--h2d-bandwidth', args.h2d_bandwidth) if args.h2d_bandwidth is not None else None
     host_node = host
-    ranks = max(engine.tp, 1) if args.cache_model != "llama.cpp" else 1
+    # a node's or the TP ranks' total is shared by the ranks; SGLang's pools are per rank already
+    ranks = max(engine.tp, 1) if args.host_capacity is not None or args.kv_offloading_size is not None else 1
     if host is not None and host > 0 and ranks > 1:
         host = host // ranks  # the share of one GPU: the replay is of one rank's pool (kvgate/tier/run.py)
+    if curve is None and args.plot:  # the plot draws the curve itself: build it once, here
+        from kvgate.tier.stack import lru_curve
+
+        progress.stage("LRU curve (stack distances)")
+        curve = lru_curve(trace, sample_rate=args.sample_rate)
     rep = analyze(trace, bytes_per_token=bpt, cache_model=args.cache_model, device_blocks=device_blocks,
                   device_bytes=device_bytes, engine_block_size=args.block_size or 16, host_bytes=host, llamacpp=lcpp, at_capacity_blocks=at,
                   prefill=Speed(args.prefill_tokens_per_s, args.prefill_source),
@@ -185,7 +219,18 @@ def run(args: argparse.Namespace) -> int:
     rep["kv_format"] = geo.fmt_k.name
     if "host" in rep and host_node is not None and args.cache_model != "llama.cpp":
         rep["host"].update(host_share(host_node, ranks, "--kv-offloading-size" if args.kv_offloading_size is not None
-                                      else "--hicache-ratio" if args.hicache_ratio is not None else "--host-capacity"))
+                                      else given[0] if given and given[0].startswith("--hicache") else "--host-capacity",
+                                      size_gb=args.hicache_size))
+    elif "host" in rep and args.cache_model == "llama.cpp":
+        rep["host"]["capacity_basis"] = ("llama-server's --cache-ram: MiB (2^20 B) per server process, shared by its "
+                                         "slots (common/arg.cpp: 'set the maximum cache size in MiB')")
+    rep["plot"] = None
+    if args.plot:
+        from kvgate.tier.plot import write_tier_plot
+
+        assert curve is not None
+        progress.stage("drawing the plot")
+        rep["plot"] = str(write_tier_plot(rep, curve, args.plot, force=args.force))
     emit(args.json, rep, _text(rep))
     return 0
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from kvgate.engines.registry import ENGINES, get_engine
 from kvgate.errors import KvgateError
+from kvgate.tier import progress
 from kvgate.tier.gate import DEFAULT_MIN_GAIN, Speed, decide, first_capacity_reaching
 from kvgate.tier.stack import LruCurve, lru_curve
 from kvgate.tier.traces import HashedTrace
@@ -117,6 +118,7 @@ def analyze(
     B = trace.block_tokens
     block_bytes = B * bytes_per_token
     if curve is None:
+        progress.stage("LRU curve (stack distances)")
         curve = lru_curve(trace, sample_rate=sample_rate)
     how, points = curve_points(curve, block_bytes, at_capacity_blocks)
     prompt = curve.prompt_tokens

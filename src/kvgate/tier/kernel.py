@@ -105,41 +105,55 @@ def _fen_build(fen: Any, ones: Any) -> None:  # pragma: no cover - compiled
 
 @_njit
 def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: Any,
-          keys: Any, vals: Any, n: Any, last: Any, fen: Any, t0: Any, hist: Any, stats: Any) -> Any:
+          keys: Any, vals: Any, n: Any, last: Any, fen: Any, t0: Any, hist: Any, stats: Any,
+          ovf_m: Any, ovf_w: Any) -> Any:
     # pragma: no cover - compiled
     """One batch (module docstring). ``stats``: [live marks, all tokens, sampled tokens,
-    accesses followed]. Returns the next time, or -1 - i when request ``i``'s ids need a
-    direct index beyond ``last`` (the caller switches to interning and goes on from ``i``)."""
+    accesses followed, overflow entries]. A prefix distance beyond ``hist`` goes to
+    ``ovf_m``/``ovf_w`` (one slot per access of the batch; the caller grows ``hist`` and
+    adds them), so ``hist`` is as long as the largest distance seen, not the blocks.
+    Returns the next time, or -1 - i when request ``i``'s ids need a direct index beyond
+    ``last`` (the caller switches to interning and goes on from ``i``)."""
     t = t0
     size = len(fen)
+    nh = len(hist)
+    live = stats[0]
+    tok_all = stats[1]
+    tok_sampled = stats[2]
+    followed = stats[3]
+    no = stats[4]
     sampling = thr < (np.uint64(1) << np.uint64(24))
     for r in range(len(length)):
         L = length[r]
         a, b = off[r], off[r + 1]
         if direct:
+            bad = False
             for q in range(a, b):
                 if ids[q] >= len(last):
-                    return -1 - r
+                    bad = True
+            if bad:
+                stats[0], stats[1], stats[2], stats[3], stats[4] = live, tok_all, tok_sampled, followed, no
+                return -1 - r
         m = 0
         for q in range(a, b):
             j = q - a
             lo = j * B
             hi = lo + B
             delta = (hi if hi < L else L) - (lo if lo < L else L)
-            stats[1] += delta
+            tok_all += delta
             key = ids[q]
             if sampling:
                 if (_mix(key) >> np.uint64(40)) >= thr:
                     continue
                 w = np.int64(np.rint(delta / rate))
-                stats[2] += w
+                tok_sampled += w
             else:
                 w = delta
             c = key if direct else _intern(key, keys, vals, n)
             p = last[c]
             if p < 0:
                 d = _NEVER
-                stats[0] += 1
+                live += 1
             else:
                 # marks at times > p: all live marks minus those at times <= p
                 s = 0
@@ -147,7 +161,7 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
                 while i > 0:
                     s += fen[i]
                     i -= i & -i
-                d = stats[0] - s + 1
+                d = live - s + 1
                 i = p + 1
                 while i < size:
                     fen[i] -= 1
@@ -162,12 +176,35 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
                 i += i & -i
             last[c] = t
             t += 1
-            stats[3] += 1
+            followed += 1
             if d > m:
                 m = d
             if m < _NEVER:
-                hist[m] += w
+                if m < nh:
+                    hist[m] += w
+                else:
+                    ovf_m[no] = m
+                    ovf_w[no] = w
+                    no += 1
+    stats[0], stats[1], stats[2], stats[3], stats[4] = live, tok_all, tok_sampled, followed, no
     return t
+
+
+@_njit
+def _compact_times(last: Any, t: Any) -> Any:  # pragma: no cover - compiled
+    """Renumber the live marks (``last`` ≥ 0, distinct times below ``t``) 0, 1, ... in
+    their order, in O(len(last) + t); returns how many."""
+    inv = np.full(t, -1, dtype=np.int32)
+    for c in range(len(last)):
+        if last[c] >= 0:
+            inv[last[c]] = c
+    k = 0
+    for s in range(t):
+        c = inv[s]
+        if c >= 0:
+            last[c] = k
+            k += 1
+    return k
 
 
 @dataclass
@@ -184,7 +221,9 @@ class CompiledCurveBuilder:
     _last: np.ndarray = field(default_factory=lambda: np.full(1 << 10, -1, dtype=np.int32))
     _fen: np.ndarray = field(default_factory=lambda: np.zeros(1 << 12, dtype=np.int32))
     _hist: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int64))
-    _stats: np.ndarray = field(default_factory=lambda: np.zeros(4, dtype=np.int64))
+    _stats: np.ndarray = field(default_factory=lambda: np.zeros(5, dtype=np.int64))
+    _ovf_m: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _ovf_w: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _t: int = 0
     _requests: int = 0
     _prompt: int = 0
@@ -199,8 +238,8 @@ class CompiledCurveBuilder:
         return int(self._stats[0])
 
     def _ensure(self, k: int, max_id: int) -> None:
-        """Room for ``k`` more accesses: table, ``last``, the Fenwick tree and ``hist``."""
-        live = self._live()
+        """Room for ``k`` more accesses: table, ``last``, the Fenwick tree and the overflow
+        slots of ``hist``."""
         if self._direct:
             need_last = max_id + 1
         else:
@@ -210,28 +249,42 @@ class CompiledCurveBuilder:
                 new_cap = 1 << max(10, (4 * (int(self._n[0]) + k) - 1).bit_length())
                 self._keys, self._vals = _rehash(self._keys, self._vals, new_cap)
         if need_last > len(self._last):
-            grown = np.full(max(need_last, len(self._last) + len(self._last) // 2), -1, dtype=np.int32)
+            grown = np.full(max(need_last, len(self._last) + len(self._last) // 4), -1, dtype=np.int32)
             grown[: len(self._last)] = self._last
             self._last = grown
         if self._t + k + 1 >= len(self._fen):
             self._compact(k)
-        top = math.ceil((live + k) / self.sample_rate) + 2
-        if top > len(self._hist):
-            grown = np.zeros(max(top, 2 * len(self._hist)), dtype=np.int64)
-            grown[: len(self._hist)] = self._hist
-            self._hist = grown
+        if len(self._ovf_m) < k:
+            self._ovf_m = np.zeros(k, dtype=np.int64)
+            self._ovf_w = np.zeros(k, dtype=np.int64)
 
     def _compact(self, k: int) -> None:
         """Renumber the live marks 0 .. live-1 in their order; a Fenwick tree for them and
         ``k`` more accesses (with room to spare)."""
-        touched = np.flatnonzero(self._last >= 0)
-        order = touched[np.argsort(self._last[touched], kind="stable")]
-        self._last[order] = np.arange(len(order), dtype=np.int32)
-        self._t = len(order)
-        size = max(int(1.5 * (len(order) + k)), 1 << 12) + 1
-        if size != len(self._fen):
-            self._fen = np.zeros(size, dtype=np.int32)
-        _fen_build(self._fen, len(order))
+        old = len(self._fen)
+        self._fen = np.zeros(0, dtype=np.int32)  # rebuilt below: let it go before the renumbering's own array
+        live = int(_compact_times(self._last, self._t))
+        self._t = live
+        # room for as many accesses again as there are live blocks (and this batch), so
+        # compactions come at geometrically spaced times: their cost stays a few passes over
+        # the blocks in all
+        size = max(2 * live + k, old, 1 << 12) + 1
+        self._fen = np.zeros(size, dtype=np.int32)
+        _fen_build(self._fen, live)
+
+    def _merge_overflow(self) -> None:
+        """Grow ``hist`` to the largest distance the pass met beyond it (by half again at
+        least) and add those entries."""
+        no = int(self._stats[4])
+        if not no:
+            return
+        m, w = self._ovf_m[:no], self._ovf_w[:no]
+        top = int(m.max()) + 1
+        grown = np.zeros(max(top, len(self._hist) + len(self._hist) // 2), dtype=np.int64)
+        grown[: len(self._hist)] = self._hist
+        np.add.at(grown, m, w)
+        self._hist = grown
+        self._stats[4] = 0
 
     def _to_interned(self) -> None:
         """Leave direct indexing: the ids seen so far become the table's keys, with their
@@ -264,7 +317,9 @@ class CompiledCurveBuilder:
                 self._to_interned()
             self._ensure(k, max_id if self._direct else 0)
             t = _pass(sub_ids, sub_off, length[start:], self.block_tokens, self._thr, float(self.sample_rate), self._direct,
-                      self._keys, self._vals, self._n, self._last, self._fen, self._t, self._hist, self._stats)
+                      self._keys, self._vals, self._n, self._last, self._fen, self._t, self._hist, self._stats,
+                      self._ovf_m, self._ovf_w)
+            self._merge_overflow()
             if t >= 0:
                 self._t = int(t)
                 return

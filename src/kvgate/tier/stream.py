@@ -49,7 +49,8 @@ from kvgate.replay.readers.base import TraceError, norm_column, pick_column
 from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detect_format
 from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS
 
-BLOCK_BYTES = 1 << 24  # pyarrow's JSON block (a line must fit in one) and the line reader's longest line
+BLOCK_BYTES = 1 << 24  # pyarrow's largest JSON block (a line must fit in one) and the line reader's longest line
+FAST_BLOCK_BYTES = 1 << 20  # pyarrow's first block size: 1 MiB parses faster and holds less than 16 MiB
 MAX_JSON_LIST_BYTES = 1 << 28  # a ``.json`` list is parsed whole: above 256 MiB, JSONL is asked for
 _SLOW_CHUNK = 1 << 16  # requests per batch of the line reader
 _MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -67,6 +68,50 @@ class Batch:
     offsets: np.ndarray
     ids: np.ndarray
     time: np.ndarray | None
+
+
+def _prefetched(batches: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:
+    """``batches`` read ahead by a worker thread (at most ``depth`` waiting), so that the
+    parse of the next block (pyarrow, without the GIL) runs while the caller's compiled
+    pass (numba ``nogil``) works on this one. An error of the reader is raised here, in
+    the caller's thread, where it would have been raised without the thread."""
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def work() -> None:
+        try:
+            for b in batches:
+                if not put(("batch", b)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the caller's thread
+            put(("error", exc))
+
+    t = threading.Thread(target=work, name="kvgate-trace-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, v = q.get()
+            if kind == "batch":
+                yield v
+            elif kind == "end":
+                return
+            else:
+                raise v
+    finally:
+        stop.set()
 
 
 class _NotClean(Exception):
@@ -257,7 +302,7 @@ class TraceStream:
         return columns
 
     # -- batches -------------------------------------------------------------------------------------------------
-    def _fast_batches(self, progress: Progress | None) -> Iterator[Batch]:
+    def _fast_batches(self, progress: Progress | None, block: int = BLOCK_BYTES) -> Iterator[Batch]:
         import pyarrow as pa
         import pyarrow.json as pajson
 
@@ -268,7 +313,7 @@ class TraceStream:
         try:
             try:
                 reader = pajson.open_json(
-                    stream, read_options=pajson.ReadOptions(block_size=BLOCK_BYTES),
+                    stream, read_options=pajson.ReadOptions(block_size=block),
                     parse_options=pajson.ParseOptions(explicit_schema=pa.schema(fields),
                                                       unexpected_field_behavior="ignore"),
                 )  # fmt: skip
@@ -383,16 +428,23 @@ class TraceStream:
         agrees or names a line)."""
         done = 0
         if self.json_list is None:
-            try:
-                for b in self._fast_batches(progress):
-                    b = self._cut(b, done)
-                    done += len(b.length)
-                    yield b
-                    if self.limit is not None and done >= self.limit:
-                        return
-                return
-            except _NotClean:
-                pass
+            # 1 MiB blocks first; a line longer than that (or any block pyarrow does not vouch
+            # for) retries with 16 MiB blocks after the requests already handed on
+            for block in (FAST_BLOCK_BYTES, BLOCK_BYTES):
+                seen = 0
+                try:
+                    for b in self._fast_batches(progress, block):
+                        b = self._cut(b, seen)
+                        lo, seen = seen, seen + len(b.length)
+                        if seen > done:
+                            b = self._tail(b, done - lo) if lo < done else b
+                            done = seen
+                            yield b
+                        if self.limit is not None and seen >= self.limit:
+                            return
+                    return
+                except _NotClean:
+                    pass
         seen = 0
         for b in self._slow_batches(progress):
             b = self._cut(b, seen)
@@ -441,9 +493,9 @@ class TraceStream:
         cnts: list[np.ndarray] = []
         tms: list[np.ndarray] = []
         codes: list[np.ndarray] = []
-        for b in self.batches(progress):
-            lens.append(b.length)
-            cnts.append(np.diff(b.offsets))
+        for b in _prefetched(self.batches(progress)):
+            lens.append(b.length.astype(np.int32))  # input_length <= MAX_INPUT_TOKENS (10^9) < 2^31
+            cnts.append(np.diff(b.offsets).astype(np.int32))
             if b.time is not None:
                 tms.append(b.time)
             if interner is not None:
@@ -451,8 +503,10 @@ class TraceStream:
             if on_batch is not None:
                 on_batch(b.length, b.offsets, b.ids)
         p = self.path
-        length = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)
-        counts = np.concatenate(cnts) if cnts else np.zeros(0, dtype=np.int64)
+        length = np.concatenate(lens).astype(np.int64) if lens else np.zeros(0, dtype=np.int64)
+        lens.clear()
+        counts = np.concatenate(cnts) if cnts else np.zeros(0, dtype=np.int32)  # int32: 4 B a request
+        cnts.clear()
         n = len(length)
         if n == 0:
             raise TraceError(f"trace {p} has no requests")
@@ -466,16 +520,20 @@ class TraceStream:
         warnings: list[str] = []
         if self.c_time is not None:
             times = np.concatenate(tms)
+            tms.clear()
             _, suffix = timeunits.split_unit_suffix(self.c_time)
             unit = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
             if unit is None:
                 unit, _why = timeunits.detect_time_unit(times, source=str(p), column=self.c_time)
-            arrival = (times - times[0]) * timeunits.UNIT_SECONDS[unit]
-            if n > 1 and np.any(np.diff(times) < 0):
+            unsorted = n > 1 and bool(np.any(times[1:] < times[:-1]))
+            times -= times[0]  # in place: the seconds after the first request
+            times *= timeunits.UNIT_SECONDS[unit]
+            arrival = times
+            if unsorted:
                 warnings.append("timestamps are not sorted: requests are replayed in file order, as published "
                                 "replays do")
         if self.block_tokens is None:
-            fits = infer_block_tokens(length, counts)
+            fits = infer_block_tokens(length, counts.astype(np.int64))
             if len(fits) != 1:
                 raise TraceError(
                     f"trace {p}: the hash block size cannot be told from the data "
@@ -490,17 +548,27 @@ class TraceStream:
                         self.fmt.attribution if self.fmt is not None else None, warnings,
                         ids_kept=keep_ids)  # fmt: skip
         check(t)
-        short = counts * bt + bt <= length
-        if bool(short.any()):
-            i = int(np.argmax(short))
+        # in slices of 2^20 requests: whole-trace temporaries were several int64 arrays per request
+        n_short, first_short, first_over = 0, -1, -1
+        for lo in range(0, n, 1 << 20):
+            c, ln = counts[lo : lo + (1 << 20)].astype(np.int64), length[lo : lo + (1 << 20)]
+            short = c * bt + bt <= ln
+            k = int(short.sum())
+            if k and first_short < 0:
+                first_short = lo + int(np.argmax(short))
+            n_short += k
+            over = c * bt - ln >= bt
+            if first_over < 0 and bool(over.any()):
+                first_over = lo + int(np.argmax(over))
+        if n_short:
+            i = first_short
             t.warnings.append(
-                f"{int(short.sum()):,} of {n:,} requests carry fewer hash blocks than their input_length needs "
+                f"{n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
                 f"(first: request {i + 1}, {int(counts[i])} blocks of {bt} tokens for {int(length[i]):,} tokens): "
                 "their uncovered tokens can never hit, so the hit share is a lower bound"
             )
-        over = counts * bt - length
-        if int(over.max()) >= bt:
-            i = int(np.argmax(over >= bt))
+        if first_over >= 0:
+            i = first_over
             t.warnings.append(
                 f"request {i + 1}: {int(counts[i])} hash blocks of {bt} tokens exceed input_length "
                 f"{int(length[i])} by a whole block or more: is the block size right?"

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace
 
 _F = np.float32  # the server compares C++ floats
@@ -253,8 +254,17 @@ def prompts(trace: HashedTrace) -> list[Prompt]:
     return [Prompt(tuple(ids[off[i] : off[i + 1]]), int(trace.input_length[i])) for i in range(trace.n_requests)]
 
 
-def replay(trace: HashedTrace, server: LlamaCppServer) -> np.ndarray:
-    """Each request's cached tokens (int64 ``[n]``) served by ``server``."""
+def replay(trace: HashedTrace, server: LlamaCppServer, *, compiled: bool | None = None) -> np.ndarray:
+    """Each request's cached tokens (int64 ``[n]``) served by ``server``; on a fresh server
+    compiled (:mod:`kvgate.engines.llamacpp.cache_fast`) when numba imports, unless
+    ``compiled`` is False."""
+    from kvgate.tier import kernel
+
+    fresh = server._clock == 0 and not server.states and all(p is None for p in server.slots)
+    if compiled is not False and kernel.HAVE_NUMBA and fresh:
+        from kvgate.engines.llamacpp import cache_fast
+
+        return cache_fast.replay_compiled(trace, server)
     return np.array([server.serve(p) for p in prompts(trace)], dtype=np.int64)
 
 
@@ -285,9 +295,11 @@ def tier_server(trace: HashedTrace, out: dict[str, Any], settings: Any, *, bytes
                               slot_prompt_similarity=s.slot_prompt_similarity,
                               cache_idle_slots=s.cache_idle_slots, kv_unified=s.kv_unified)  # fmt: skip
 
+    progress.stage("llama-server: slots alone (--cache-ram 0)")
     dev = int(replay(trace, server(0)).sum())
     out["device"] = {"slots": s.n_slots, "n_ctx": s.n_ctx, "hit_tokens": dev, "hit_share": share(dev)}
     tiered = server(ram)
+    progress.stage("llama-server: slots and the --cache-ram prompt cache")
     per = replay(trace, tiered)
     both = int(per.sum())
     stored = tiered.saved_tokens
@@ -297,7 +309,9 @@ def tier_server(trace: HashedTrace, out: dict[str, Any], settings: Any, *, bytes
                    "per_request_cache_n_sum": both}  # fmt: skip
     # host capacity boundary on a doubling grid of --cache-ram (MiB), each one replay
     added_at = []
-    for mib in (2**k for k in range(0, 21)):
+    progress.stage("llama-server: the --cache-ram boundary (1, 2, 4, ... MiB)", 21, "replays")
+    for k, mib in enumerate(2**k for k in range(0, 21)):
+        progress.advance(k)
         a = int(replay(trace, server(mib * MiB)).sum()) - dev
         added_at.append((mib * MiB, a))
         if a >= need and a > 0:

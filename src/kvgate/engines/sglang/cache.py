@@ -40,6 +40,7 @@ import numpy as np
 
 from kvgate.engines.sglang.pool import SGLang
 from kvgate.geometry import KVGeometry
+from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace
 
 _ROOT = -1
@@ -83,7 +84,7 @@ class SglangRadixCache:
         if n.on_host and not n.on_device and n.children == 0:
             heapq.heappush(self._hheap, (n.last, key))
 
-    def _evict_device(self, need: int, locked: set[int]) -> None:
+    def _evict_device(self, need: int, locked: dict[int, None]) -> None:
         skipped = []
         while self.device_used + need > self.device_tokens and self._heap:
             last, key = heapq.heappop(self._heap)
@@ -167,7 +168,9 @@ class SglangRadixCache:
                     break
         if load and sum(self.nodes[x].tokens for x in load) < self.load_back_threshold:
             load, host = [], 0
-        locked = set(path)
+        # the locked nodes in the order they are locked (the path from the root): the order
+        # they are backed up in below (SGLang writes a request's nodes through along its path)
+        locked = dict.fromkeys(path)
         if load:
             need = sum(self.nodes[x].tokens for x in load)
             self._evict_device(need, locked)
@@ -181,7 +184,7 @@ class SglangRadixCache:
                     p = self.nodes.get(hit.parent)
                     if p is not None:
                         p.children_device += 1
-                    locked.add(x)
+                    locked[x] = None
                     path.append(x)
                 self.loaded_tokens += need
         for x in path:
@@ -216,7 +219,7 @@ class SglangRadixCache:
                     self.nodes[parent].children_device += 1
                     self.nodes[parent].children += 1
             self.nodes[key].hits += 1
-            locked.add(key)
+            locked[key] = None
             self._touch(key)
             parent = key
         for x in list(locked):
@@ -234,6 +237,38 @@ class SglangRadixCache:
         return dev, host
 
 
+DEFAULT_HICACHE_RATIO = 2.0  # arg_groups/hicache_hook.py (0.5.23): 2.0 in cache mode
+
+
+def host_pool_tokens(device_tokens: int, bytes_per_token: int, *, ratio: float | None = None,
+                     size_gb: int = 0, page_size: int = 1) -> int:
+    """Tokens of one rank's HiCache host pool, as SGLang 0.5.23 sizes it
+    (``sglang/srt/mem_cache/pool_host/base.py``, ``HostKVCache.__init__``)::
+
+        if host_size > 0:
+            self.size = sync_fixed_hicache_size(
+                int(host_size * 1e9 // self.size_per_token), host_size)
+        else:
+            self.size = int(device_capacity_tokens * host_to_device_ratio)
+        # Reserve the padding page only when sizing an independent pool.
+        self.page_num = self.size // self.page_size + 1
+        self.size = self.page_num * self.page_size
+
+    ``--hicache-size`` is "The size of host KV cache memory pool in gigabytes. Overrides
+    --hicache-ratio in either host memory mode." (``arg_groups/fields/memory.py``: an int,
+    default 0), so GB = 10^9 B over one rank's bytes per token (each TP rank builds its
+    own pool: the size is per rank); ``--hicache-ratio`` is "The ratio of the size of host
+    KV cache memory pool to the size of device pool" (default 2.0 in cache mode). The
+    padding page is not handed out, so the usable tokens are ``size // page × page``
+    (``sync_fixed_hicache_size`` only takes the minimum over pipeline stages: one stage here).
+    """
+    if size_gb > 0:
+        size = int(size_gb * 10**9 // bytes_per_token)
+    else:
+        size = int(device_tokens * (DEFAULT_HICACHE_RATIO if ratio is None else ratio))
+    return size // page_size * page_size
+
+
 def pool_geometry(geo: KVGeometry) -> KVGeometry:
     """``geo``'s model, KV formats and TP laid out as SGLang's token pool
     (:class:`kvgate.engines.sglang.pool.SGLang`): its ``bytes_per_token()`` is what one token
@@ -245,8 +280,16 @@ def pool_geometry(geo: KVGeometry) -> KVGeometry:
     return KVGeometry(geo.model, geo.fmt_k, kv_format_v=geo.fmt_v, tp=geo.tp, layout=SGLang())
 
 
-def replay(trace: HashedTrace, cache: SglangRadixCache) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request ``(device hit tokens, host hit tokens)`` (int64 ``[n]`` each)."""
+def replay(trace: HashedTrace, cache: SglangRadixCache, *, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request ``(device hit tokens, host hit tokens)`` (int64 ``[n]`` each); on a fresh
+    cache run compiled (:mod:`kvgate.engines.sglang.cache_fast`) when numba imports, unless
+    ``compiled`` is False."""
+    from kvgate.tier import kernel
+
+    if compiled is not False and kernel.HAVE_NUMBA and not cache.nodes and cache._clock == 0:
+        from kvgate.engines.sglang import cache_fast
+
+        return cache_fast.replay_compiled(trace, cache)
     ids = trace.ids.tolist()
     off = trace.offsets.tolist()
     dev = np.zeros(trace.n_requests, dtype=np.int64)
@@ -264,7 +307,9 @@ def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: in
     host, the basis of the host boundary); ``device`` (the answer's device part) gains the
     device pool in tokens (``device_bytes // bytes per token`` when given in bytes)."""
     dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    progress.stage("SGLang radix cache: device alone (1 of 2 replays)")
     d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
+    progress.stage("SGLang radix cache: with the HiCache host pool (2 of 2 replays)")
     tiered_s = SglangRadixCache(dev_tok, host_bytes // bytes_per_token)
     d1, h1 = replay(trace, tiered_s)
     dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_s.stored_tokens
@@ -282,6 +327,7 @@ def tier_device(trace: HashedTrace, *, bytes_per_token: int, device_blocks: int,
     """``kvgate tier --cache-model sglang`` with no host tier: the radix cache's own device
     hits (the answer's ``device`` keys: the pool in tokens, hits, share, the basis)."""
     dev_tok = device_blocks * trace.block_tokens if device_bytes is None else device_bytes // bytes_per_token
+    progress.stage("SGLang radix cache: device alone")
     d0, _ = replay(trace, SglangRadixCache(dev_tok, 0))
     dev = int(d0.sum())
     return {"device_tokens": dev_tok, "hit_tokens": dev, "hit_share": dev / prompt if prompt else None,

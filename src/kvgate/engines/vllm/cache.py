@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
+from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace, engine_blocks_per_trace_block
 
 _GEN = -1  # trace id of generated-token blocks (never named by a prompt)
@@ -172,7 +173,9 @@ def tier_hits(trace: HashedTrace, device: dict[str, Any], *, bytes_per_token: in
     B, bs = trace.block_tokens, DEFAULT_BLOCK_SIZE if engine_block_size is None else engine_block_size
     per_block = bs * bytes_per_token
     gpu_blocks = device_blocks * B // bs if device_bytes is None else device_bytes // per_block
+    progress.stage("vLLM prefix cache: device alone (1 of 2 replays)")
     d0, _ = replay(trace, VllmPrefixCache(B, bs, gpu_blocks, 0))
+    progress.stage("vLLM prefix cache: with the CPU offload tier (2 of 2 replays)")
     tiered_v = VllmPrefixCache(B, bs, gpu_blocks, host_bytes // per_block)
     d1, h1 = replay(trace, tiered_v)
     dev, both, stored = int(d0.sum()), int(d1.sum() + h1.sum()), tiered_v.stored_blocks * bs
@@ -195,6 +198,7 @@ def tier_device(trace: HashedTrace, *, bytes_per_token: int, device_blocks: int,
     per_block = bs * bytes_per_token
     gpu_blocks = device_blocks * trace.block_tokens // bs if device_bytes is None else device_bytes // per_block
     cache = VllmPrefixCache(trace.block_tokens, bs, gpu_blocks, 0)
+    progress.stage("vLLM prefix cache: device alone")
     d0, _ = replay(trace, cache)
     dev = int(d0.sum())
     return {"engine_blocks": gpu_blocks, "block_size": bs, "hit_tokens": dev,
