@@ -3,10 +3,10 @@ card, a whole TP size out at a time (issue 25, item 3; ../shared/DESIGN.md §9).
 
     PYTHONPATH=src python benchmarks/fit_logs_oos.py [tests/data/fit_logs]
 
-For every checkable vLLM log of the folder (``kvgate.fit.logcheck.check_logs``) and for each
+For every checkable vLLM log of the folder (``kvgate.engines.vllm.logcheck.check_logs``) and for each
 way of grouping the logs (release series, card, TP size), each group is checked with the
 non-KV bands calibrated on the other groups' printed terms only
-(``kvgate.fit.calibrate.calibrate``, the data rule without hand margins); what is not a band
+(``kvgate.engines.vllm.calibrate.calibrate``, the data rule without hand margins); what is not a band
 (the logits rule per release, the defaults per release, the NCCL/custom all-reduce term of
 ``kvgate.engines.vllm.comm``, the driver reserve band) is the same in every column.
 
@@ -27,8 +27,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from kvgate.fit.calibrate import calibrate, observations
-from kvgate.fit.logcheck import LogCase, check_logs, printed_bytes
+from kvgate.engines.vllm.calibrate import calibrate, observations
+from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
 
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import BANDS, using_bands

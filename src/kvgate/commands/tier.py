@@ -171,8 +171,9 @@ def _run(args: argparse.Namespace) -> int:
     elif args.kv_offloading_size is not None:
         host = round(args.kv_offloading_size * 2**30)  # vLLM's: summed across the TP ranks (kvgate/tier/run.py)
     elif args.hicache_ratio is not None or args.hicache_size is not None:
-        from kvgate.engines.sglang.cache import host_pool_tokens
+        from kvgate.engines.registry import get_engine
 
+        host_pool_tokens = get_engine(args.cache_model).host_pool_tokens  # SGLang's HiCache host pool
         if device_blocks is None:
             raise KvgateError(f"{given[0]} needs the device pool", hint="give --device-capacity BYTES")
         dev_tokens = device_bytes // bpt if device_bytes is not None else device_blocks * trace.block_tokens

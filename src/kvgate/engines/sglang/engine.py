@@ -31,6 +31,13 @@ class SglangEngine(EngineBase):
         s = "s" if slots != 1 else ""
         return f"one sequence at --context-length {max_seq:,}", f"{slots} sequence{s} (--max-running-requests {slots})"
 
+    def host_pool_tokens(self, device_tokens: int, bytes_per_token: int, *, ratio: float | None,
+                         size_gb: float) -> int:
+        """HiCache's host pool in tokens per rank (:func:`kvgate.engines.sglang.cache.host_pool_tokens`)."""
+        tokens: int = self.module("cache").host_pool_tokens(device_tokens, bytes_per_token, ratio=ratio,
+                                                            size_gb=size_gb)
+        return tokens
+
     def read_pool(self, lines: Sequence[Any]) -> EnginePool:
         from kvgate.engines.pool import _from_sglang  # noqa: PLC0415
 
