@@ -89,3 +89,50 @@ def vllm_int(text: str) -> int:
     if v is None or v <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return v
+
+
+def nonempty(convert: Callable[[str], T] | None = None, what: str = "the value") -> Callable[[str], T | str]:
+    """``convert`` (``str`` when None) that first refuses an empty or blank value: ``--release ""``
+    names no release, ``--gpu ""`` no card, ``--kv-format ""`` no format. An empty string is
+    never "not given" (a default or this machine's GPU chosen in its place would be a silent
+    wrong answer). The refusal is kvgate's own error (``--gpu is empty``), which
+    :func:`kvgate.cli.main` prints as ``ERROR:``/``HINT:``, exit 2, one JSON document under
+    ``--json``.
+
+    >>> nonempty()("0.11.0")
+    '0.11.0'
+    >>> nonempty(int, "--slots")(" ")
+    Traceback (most recent call last):
+    ...
+    kvgate.errors.KvgateError: --slots is empty
+    """
+    def parse(text: str) -> T | str:
+        if isinstance(text, str) and not text.strip():
+            raise KvgateError(f"{what} is empty", hint=f"give a value, or leave {what} out for its default"
+                              if what.startswith("-") else f"give {what}")
+        return text if convert is None else convert(text)
+    parse.__name__ = getattr(convert, "__name__", "str") if convert is not None else "str"
+    setattr(parse, "_kvgate_nonempty", True)  # noqa: B010 - marks a converter already wrapped
+    return parse
+
+
+def refuse_empty_values(parser: argparse.ArgumentParser) -> None:
+    """Every option and positional of ``parser`` (and of its subcommands) that takes a value
+    refuses an empty one (:func:`nonempty` around its own converter): one rule for every
+    string flag of every command, applied where the parser is built (:mod:`kvgate.cli`).
+
+    Left alone: flags that take no value, ``argparse.REMAINDER`` (the command ``kvgate run``
+    runs, whose ``""`` arguments are that command's business), and an option marked
+    ``empty_refused_later`` (a comma list whose reader refuses an empty list in its own words)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                refuse_empty_values(sub)
+            continue
+        if action.nargs == 0 or action.nargs == argparse.REMAINDER or getattr(action.type, "_kvgate_nonempty", False) \
+                or getattr(action, "empty_refused_later", False):
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        what = (longs or action.option_strings or [str(action.metavar or action.dest).upper()])[0]
+        convert = action.type
+        action.type = nonempty(convert if callable(convert) else None, what)
