@@ -67,6 +67,32 @@ nonneg_int = count(0)
 positive_float = real(0.0, open_min=True)
 
 
+def count_list(text: str, flag: str, *, minimum: int = 0, maximum: int = MAX_COUNT, example: str = "256,1024") -> list[int]:
+    """A comma list of whole numbers (``--at-capacity-blocks 256,1024``, ``--concurrency 1,2,4``),
+    each item by :func:`kvgate.units.parse_count`. An empty item (``1,,2``) or one with a
+    leading zero (``1,000``: a thousands comma, not the items 1 and 0) is refused, never
+    skipped or split silently.
+
+    >>> count_list("256, 1_024", "--at-capacity-blocks")
+    [256, 1024]
+
+    Raises:
+        KvgateError: an empty item, a leading zero, not a whole number, outside the range.
+    """
+    hint = f"a comma separates the items: {flag} {example} (write 1000 or 1_000, not 1,000)"
+    out = []
+    for item in text.split(","):
+        s = item.strip()
+        if not s or len(s) > 1 and s.startswith("0"):
+            what = "an empty item" if not s else f"{s!r:.40} has a leading zero"
+            raise KvgateError(f"{flag}: {what} in {text!r:.80}", hint=hint)
+        try:
+            out.append(parse_count(s, what=flag, minimum=minimum, maximum=maximum))
+        except KvgateError as exc:
+            raise KvgateError(exc.message, hint=hint) from None
+    return out
+
+
 def parse_fraction(text: str) -> Fraction:
     """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10), any sign or size up to 10**60
     (the caller checks its own range; :func:`share` for a flag's range).
