@@ -107,6 +107,8 @@ def main() -> int:
         print(f"{r['target']:<11} {r['cases']:>7,} {r['faults']:>16,} {r['seconds']:>8}", flush=True)
         for k, v in sorted(r["distinct"].items(), key=lambda kv: -kv[1]):
             print(f"    {v:>6,}  {k}", flush=True)
+    if th.EXITS:  # the whole-command targets: how many answered (0, 4) and refused (2), by command
+        print("exit codes by command: " + "; ".join(f"{c} {dict(sorted(e.items()))}" for c, e in sorted(th.EXITS.items())))
     return 1 if bad else 0
 
 
