@@ -149,25 +149,3 @@ def resolve_sglang_flags(flags: SglangFlags, *, multimodal: bool, max_position_e
     return SglangSettings(mem_fraction_static=f, context_length=L, max_running_requests=flags.max_running_requests,
                           tp_size=flags.tp_size, kv_cache_dtype=kv, page_size=page,
                           chunked_prefill_size=flags.chunked_prefill_size, defaults=d)
-
-
-#: ``--kv-cache-dtype`` as SGLang's own parser takes it (``python/sglang/srt/server_args.py``):
-#: ``choices=["auto", "fp8_e5m2", "fp8_e4m3"]`` in the 0.3/0.4 series, then ``"bf16"``,
-#: ``"bfloat16"`` and ``"fp4_e2m1"`` added; never vLLM's plain ``fp8``.
-KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
-
-
-def check_kv_cache_dtype_flag(value: str) -> None:
-    """Refuse a typed ``--kv-cache-dtype`` that SGLang's argparse refuses at launch (``fp8``
-    is vLLM's spelling: an answer for it would be one for a server that never starts).
-
-    Raises:
-        KvgateError: not one of :data:`KV_CACHE_DTYPE_CHOICES`.
-    """
-    if value in KV_CACHE_DTYPE_CHOICES:
-        return
-    hint = "SGLang takes " + ", ".join(KV_CACHE_DTYPE_CHOICES)
-    if value.lower() == "fp8":
-        raise KvgateError("--kv-cache-dtype fp8 is vLLM's spelling: SGLang's parser refuses it "
-                          "(its choices: fp8_e4m3, fp8_e5m2)", hint="--kv-cache-dtype fp8_e4m3 (what vLLM's fp8 means)")
-    raise KvgateError(f"--kv-cache-dtype {value!r} is not one of SGLang's", hint=hint)
