@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/fuzz.py [--cases 10000] [--only configs,records]
     .venv/bin/python benchmarks/fuzz.py --only safetensors,specconfig,jsonl-huge,metrics,replies
     .venv/bin/python benchmarks/fuzz.py --cases 2000 --only fit-flags,fit-configs,fit-gguf,engine-logs,request-csvs,tier-traces
+    .venv/bin/python benchmarks/fuzz.py --cases 500 --only fit-every-flag,gate-flags,engine-log-flags,other-flags,tier-files
 
 The properties are those of ``tests/test_fuzz.py`` (same strategies, more cases). Unlike
 the test, a run does not stop at the first failure: every exception that is not a
@@ -28,6 +29,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import test_fuzz as tf  # noqa: E402
 import test_properties_commands as tp  # noqa: E402
+import test_properties_hostile as th  # noqa: E402
 from kvgate.errors import KvgateError  # noqa: E402
 
 TARGETS = {
@@ -52,6 +54,13 @@ TARGETS = {
                     lambda a: _call(tp.check_engine_log, *a)),
     "request-csvs": (tp.request_csvs(), lambda d: _call(tp.check_request_csv, d)),
     "tier-traces": (st.tuples(tp.hashed_traces(), tp._tier_flags), lambda a: _call(tp.check_tier_trace, *a)),
+    # second break-it pass (issue 28): every option of the commands, read from their parsers, with
+    # hostile values; trace files as the published formats allow or nearly allow (CSV, gzip, zstd)
+    "fit-every-flag": (th.fit_every_flag(), lambda argv: _call(th.check_fit_argv, argv)),
+    "gate-flags": (th.gate_argv(), lambda argv: _call(th.check_argv, argv)),
+    "engine-log-flags": (th.engine_log_argv(), lambda argv: _call(th.check_argv, argv)),
+    "other-flags": (st.one_of(th.other_argv(), th.tier_argv()), lambda argv: _call(th.check_argv, argv)),
+    "tier-files": (st.tuples(th.tier_trace_file(), th.TIER_FLAGS), lambda a: _call(th.check_tier_file, *a[0], a[1])),
 }
 
 _stats: Counter = Counter()
@@ -98,6 +107,8 @@ def main() -> int:
         print(f"{r['target']:<11} {r['cases']:>7,} {r['faults']:>16,} {r['seconds']:>8}", flush=True)
         for k, v in sorted(r["distinct"].items(), key=lambda kv: -kv[1]):
             print(f"    {v:>6,}  {k}", flush=True)
+    if th.EXITS:  # the whole-command targets: how many answered (0, 4) and refused (2), by command
+        print("exit codes by command: " + "; ".join(f"{c} {dict(sorted(e.items()))}" for c, e in sorted(th.EXITS.items())))
     return 1 if bad else 0
 
 

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hypothesis_profiles import load_for_suite
+
+load_for_suite()  # a fixed hypothesis seed in CI (KVGATE_HYPOTHESIS_PROFILE, tests/hypothesis_profiles.py)
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 

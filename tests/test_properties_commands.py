@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import tempfile
 import threading
@@ -22,15 +21,12 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from hypothesis_profiles import PROFILE  # kvgate-ci / kvgate-long (tests/hypothesis_profiles.py)
+
 HERE = Path(__file__).resolve().parent
-settings.register_profile("kvgate-ci", max_examples=25, deadline=None, database=None, derandomize=True,
-                          suppress_health_check=list(HealthCheck))
-settings.register_profile("kvgate-long", max_examples=2000, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck))
-PROFILE = settings.get_profile(os.environ.get("KVGATE_HYPOTHESIS_PROFILE", "kvgate-ci"))
 
 #: A command that runs longer than this in-process is a hang.
 HANG_S = 60.0

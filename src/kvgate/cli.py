@@ -190,7 +190,10 @@ def build_parser(only: str | None = None, *, names_only: bool = False) -> argpar
         )
         if names_only:
             continue
+        from kvgate.commands._types import refuse_empty_values  # noqa: PLC0415 - a command's, not --help's
+
         mod.add_arguments(p)
+        refuse_empty_values(p)  # "" is never "not given": every value-taking flag refuses it
         if mod.NAME != "fit":
             compact_engine_groups(p)
         if not any("--json" in a.option_strings for a in p._actions):

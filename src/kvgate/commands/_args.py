@@ -274,8 +274,9 @@ def add_gate_flags(p: argparse.ArgumentParser) -> None:
     from kvgate.gate.weights_policy import POLICIES
 
     g = p.add_argument_group("gate")
-    g.add_argument("--candidates", default=None,
-                   help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
+    cand = g.add_argument("--candidates", default=None,
+                          help=f"comma list of {', '.join(CANDIDATES)} (default paging,tiering)")
+    cand.empty_refused_later = True  # "" and "," are refused as "no candidates to judge" (kvgate.gate.decision)
     g.add_argument("--quant-to", default=None, help="target KV format for kv-quant (default fp8)")
     g.add_argument("--margin", default=pct(DEFAULT_MARGIN), help="safety margin as a share of total (default %(default)s)")
     g.add_argument("--sensitivity", default=pct(DEFAULT_SENSITIVITY), help="flag when N·S / headroom exceeds this (default %(default)s)")

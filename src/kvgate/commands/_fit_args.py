@@ -164,7 +164,9 @@ def _tp_for_sglang(args: argparse.Namespace, given: dict[str, list[str]]) -> int
     if given["vllm"] != ["-tp"] or not (args.engine == "sglang" or (args.engine is None and given["sglang"])):
         return None
     if args.sglang_tp is not None and args.sglang_tp != args.tp:
-        raise KvgateError(f"--tensor-parallel-size {args.tp} and --tp-size {args.sglang_tp}: SGLang's TP given twice",
+        shown = {-1: "auto"}  # -1 is how the converter hands on "auto" (_tp_or_auto)
+        raise KvgateError(f"--tensor-parallel-size {shown.get(args.tp, args.tp)} and --tp-size "
+                          f"{shown.get(args.sglang_tp, args.sglang_tp)}: SGLang's TP given twice",
                           hint="give one of them")
     given["vllm"] = []
     if "--tp-size" not in given["sglang"]:
@@ -250,6 +252,9 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                             ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
                             ("batch_size", args.batch_size), ("fit", args.fit)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
+    if engine == "llama.cpp" and args.kv_cache_dtype.strip().lower() != "auto":  # else sized f16, the flag dropped
+        raise KvgateError(f"--kv-cache-dtype {args.kv_cache_dtype} is vLLM's and SGLang's flag: llama.cpp does not read it",
+                          hint="llama.cpp's KV types are -ctk / -ctv (e.g. -ctk q8_0 -ctv q8_0); or --engine vllm")
     if engine == "llama.cpp" and args.dtype is not None:
         raise KvgateError("--dtype is vLLM's and SGLang's flag: llama.cpp runs the GGUF's tensor types",
                           hint="leave --dtype out for llama.cpp (its KV types are -ctk / -ctv)")

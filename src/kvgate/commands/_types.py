@@ -67,6 +67,32 @@ nonneg_int = count(0)
 positive_float = real(0.0, open_min=True)
 
 
+def count_list(text: str, flag: str, *, minimum: int = 0, maximum: int = MAX_COUNT, example: str = "256,1024") -> list[int]:
+    """A comma list of whole numbers (``--at-capacity-blocks 256,1024``, ``--concurrency 1,2,4``),
+    each item by :func:`kvgate.units.parse_count`. An empty item (``1,,2``) or one with a
+    leading zero (``1,000``: a thousands comma, not the items 1 and 0) is refused, never
+    skipped or split silently.
+
+    >>> count_list("256, 1_024", "--at-capacity-blocks")
+    [256, 1024]
+
+    Raises:
+        KvgateError: an empty item, a leading zero, not a whole number, outside the range.
+    """
+    hint = f"a comma separates the items: {flag} {example} (write 1000 or 1_000, not 1,000)"
+    out = []
+    for item in text.split(","):
+        s = item.strip()
+        if not s or len(s) > 1 and s.startswith("0"):
+            what = "an empty item" if not s else f"{s!r:.40} has a leading zero"
+            raise KvgateError(f"{flag}: {what} in {text!r:.80}", hint=hint)
+        try:
+            out.append(parse_count(s, what=flag, minimum=minimum, maximum=maximum))
+        except KvgateError as exc:
+            raise KvgateError(exc.message, hint=hint) from None
+    return out
+
+
 def parse_fraction(text: str) -> Fraction:
     """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10), any sign or size up to 10**60
     (the caller checks its own range; :func:`share` for a flag's range).
@@ -89,3 +115,50 @@ def vllm_int(text: str) -> int:
     if v is None or v <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return v
+
+
+def nonempty(convert: Callable[[str], T] | None = None, what: str = "the value") -> Callable[[str], T | str]:
+    """``convert`` (``str`` when None) that first refuses an empty or blank value: ``--release ""``
+    names no release, ``--gpu ""`` no card, ``--kv-format ""`` no format. An empty string is
+    never "not given" (a default or this machine's GPU chosen in its place would be a silent
+    wrong answer). The refusal is kvgate's own error (``--gpu is empty``), which
+    :func:`kvgate.cli.main` prints as ``ERROR:``/``HINT:``, exit 2, one JSON document under
+    ``--json``.
+
+    >>> nonempty()("0.11.0")
+    '0.11.0'
+    >>> nonempty(int, "--slots")(" ")
+    Traceback (most recent call last):
+    ...
+    kvgate.errors.KvgateError: --slots is empty
+    """
+    def parse(text: str) -> T | str:
+        if isinstance(text, str) and not text.strip():
+            raise KvgateError(f"{what} is empty", hint=f"give a value, or leave {what} out for its default"
+                              if what.startswith("-") else f"give {what}")
+        return text if convert is None else convert(text)
+    parse.__name__ = getattr(convert, "__name__", "str") if convert is not None else "str"
+    setattr(parse, "_kvgate_nonempty", True)  # noqa: B010 - marks a converter already wrapped
+    return parse
+
+
+def refuse_empty_values(parser: argparse.ArgumentParser) -> None:
+    """Every option and positional of ``parser`` (and of its subcommands) that takes a value
+    refuses an empty one (:func:`nonempty` around its own converter): one rule for every
+    string flag of every command, applied where the parser is built (:mod:`kvgate.cli`).
+
+    Left alone: flags that take no value, ``argparse.REMAINDER`` (the command ``kvgate run``
+    runs, whose ``""`` arguments are that command's business), and an option marked
+    ``empty_refused_later`` (a comma list whose reader refuses an empty list in its own words)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                refuse_empty_values(sub)
+            continue
+        if action.nargs == 0 or action.nargs == argparse.REMAINDER or getattr(action.type, "_kvgate_nonempty", False) \
+                or getattr(action, "empty_refused_later", False):
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        what = (longs or action.option_strings or [str(action.metavar or action.dest).upper()])[0]
+        convert = action.type
+        action.type = nonempty(convert if callable(convert) else None, what)

@@ -79,10 +79,9 @@ def levels_of(concurrency: str | None, cmd: list[str]) -> list[int] | None:
     """
     if not concurrency:
         return None
-    try:
-        levels = sorted({int(x) for x in concurrency.split(",") if x.strip()})
-    except ValueError:
-        raise KvgateError(f"--concurrency must be a comma list of integers, got {concurrency!r}") from None
+    from kvgate.commands._types import count_list  # noqa: PLC0415
+
+    levels = sorted(set(count_list(concurrency, "--concurrency", minimum=0, example="1,2,4")))  # 1,,2 and 1,000 refused
     if not levels or levels[0] <= 0:
         raise KvgateError(f"--concurrency levels must be positive, got {concurrency!r}")
     if not any("{n}" in a for a in cmd):

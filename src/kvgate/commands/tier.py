@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.commands._args import add_engine_flags, engine_options_from_args
-from kvgate.commands._types import count, nonneg_int, positive_int, real, share
+from kvgate.commands._types import count, count_list, nonneg_int, positive_int, real, share
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
 from kvgate.units import MAX_BYTES, fmt_bytes, fmt_human, parse_bytes
@@ -83,16 +83,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _capacities(text: str | None) -> list[int] | None:
+    """``--at-capacity-blocks 256,1024`` (:func:`kvgate.commands._types.count_list`: ``1,,2``
+    and ``1,000`` refused, never read as ``[1, 2]`` or ``[1, 0]``)."""
     if text is None:
         return None
-    try:
-        caps = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise KvgateError(f"--at-capacity-blocks: not a list of whole numbers: {text!r}",
-                          hint="e.g. --at-capacity-blocks 256,1024,16384") from None
-    if not caps or min(caps) < 0 or max(caps) > 2**40:
-        raise KvgateError(f"--at-capacity-blocks: give capacities from 0 to 2^40 blocks, got {text!r:.80}")
-    return caps
+    return count_list(text, "--at-capacity-blocks", minimum=0, maximum=2**40, example="256,1024,16384")
 
 
 def _pct(x: float | None) -> str:

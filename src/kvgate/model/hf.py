@@ -318,7 +318,8 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
     except ConfigError:
         raise
     except Exception as exc:  # transformers' own validation: keep its words
-        raise ConfigError(f"transformers' {cls.__name__} rejects this config: {type(exc).__name__}: {exc}",
+        words = " ".join(str(exc).split())[:400]  # one ERROR line: transformers' validators print several
+        raise ConfigError(f"transformers' {cls.__name__} rejects this config: {type(exc).__name__}: {words}",
                           hint="the config must load with transformers.AutoConfig") from exc
     types = layer_types_of(text)
     if n is None:  # NemotronHConfig: deprecated, the layer list decides

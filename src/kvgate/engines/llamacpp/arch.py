@@ -253,7 +253,7 @@ def arch_for_config(config: dict[str, Any], model_type: str | None) -> str | Non
     for a in archs if isinstance(archs, list) else []:
         if isinstance(a, str) and a in HF_ARCHITECTURES:
             return HF_ARCHITECTURES[a]
-    return MODEL_TYPES.get(model_type or "")
+    return MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None  # a list or dict names no type
 
 
 @dataclass(frozen=True)
