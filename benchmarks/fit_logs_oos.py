@@ -27,12 +27,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from kvgate.engines.vllm.calibrate import calibrate, observations
-from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
-
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import BANDS, using_bands
+from kvgate.engines.vllm.calibrate import calibrate, observations
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
+from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
 from kvgate.fit.interval import Interval
 
 GiB = 2**30

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kvgate.engines.vllm.comm import CUSTOM_AR, NCCL_NVLINK, NCCL_PCIE, card_class, tp_comm_term
+from kvgate.engines.vllm.logcheck import check_logs, printed_bytes
 from kvgate.errors import KvgateError
 from kvgate.fit.gpus import RESERVED_LOW, gpu_from_cuda_total, lookup_gpu, wsl_gpu
-from kvgate.engines.vllm.logcheck import check_logs, printed_bytes
 
 DATA = Path(__file__).parent / "data"
 RECORDS = json.loads((DATA / "logs" / "nontorch_terms.json").read_text(encoding="utf-8"))["records"]
