@@ -269,7 +269,8 @@ def _vllm_flips(a: FitAnswer) -> list[str]:
 
 
 def _ngl(cpu: int | None, f: dict[str, Any]) -> str:
-    """``k layer(s) on the CPU: pass -ngl N`` (``N = layers − k``; all layers and the output: layers + 1)."""
+    """``k layer(s) on the CPU: pass -ngl N`` (``N = layers − k + 1``: llama.cpp counts the output layer,
+    ``i_gpu_start = max(n_layer + 1 - ngl, 0)`` in src/llama-model.cpp at 0c1e57098bba)."""
     n = f.get("n_layers")
     if cpu is None:
         return "not even with every layer on the CPU"
@@ -277,7 +278,7 @@ def _ngl(cpu: int | None, f: dict[str, Any]) -> str:
         return f"{cpu} layer(s) on the CPU"
     if cpu == 0:
         return f"every layer on the GPU (-ngl {n + 1} or more: the layers and the output)"
-    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu})"
+    return f"{cpu} layer(s) on the CPU (pass -ngl {n - cpu + (1 if f.get('ngl_counts_output', True) else 0)})"
 
 
 def _n(v: int | None) -> str:
