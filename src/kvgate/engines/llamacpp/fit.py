@@ -597,7 +597,7 @@ def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
     kv_gpu, kv_whole = _kv_on_gpu(g, ctx, f.parallel, ngl, release)
     terms = [
         Term("model buffer (weights on the GPU)", w, f"{src}: {layers}/{n} layers"
-             f"{' and the output layer' if out_on else ''} offloaded (-ngl {ngl}); {how}"),
+             f"{' and the output layer' if out_on and layers < n else ''} offloaded (-ngl {ngl}); {how}"),
         Term("KV buffer", Interval.point(kv_gpu), "kvgate.geometry LlamaCpp (exact)"),
         Term("compute buffer", compute_buffer(model, f, ctx, release=release, ngl=ngl, weights_bytes=wb),
              "graph reserve phases (FA " + ("on" if flash_attn_on(f, release) else "off") + ") × [0.9, 1.15]; "
