@@ -125,3 +125,20 @@ def test_fit_target_flag_moves_more_layers(run_cli):
     a = json.loads(run_cli(*base))["settings"]["n_gpu_layers"]
     b = json.loads(run_cli(*base, "-fitt", "4096"))["settings"]["n_gpu_layers"]
     assert b < a < 81
+
+
+def test_no_np_runs_four_slots_with_a_unified_cache(run_cli):
+    """llama-server with no -np (tools/server/server.cpp at 0c1e57098bba: n_parallel auto → 4,
+    kv_unified = true; the H100 runs logged "n_slots = 4, n_ctx_slot = 32768, kv_unified =
+    'true'"): 4 sequences share one cache of -c cells, so the bytes are -np 1's; b5489 ran one."""
+    import json
+
+    args = ["fit", "qwen3-4b", "-c", "32768", "--gpu", "RTX 4090", "--json"]
+    d = json.loads(run_cli(*args))
+    one = json.loads(run_cli(*args, "-np", "1"))
+    assert d["settings"]["parallel"] == 4 and d["settings"]["kv_unified"] is True
+    assert d["tokens_per_sequence"] == {"low": 32768, "high": 32768}
+    assert d["kv_pool_bytes"] == one["kv_pool_bytes"]
+    assert any("-np not given" in n for n in d["notes"])
+    old = json.loads(run_cli(*args, "--release", "b5489"))
+    assert old["settings"]["parallel"] == 1

@@ -113,7 +113,8 @@ def test_wording_no_c_fits_and_singular_np() -> None:
     text = _fit(*REPRO).stdout
     assert "-c: no -c fits with every layer on the GPU" in text
     assert "up to none" not in text
-    one = _fit("qwen3-4b", "-c", "32768", "--gpu", "RTX 4090").stdout
+    # -np 1 given: without it llama-server runs 4 slots (tools/server/server.cpp, n_parallel auto)
+    one = _fit("qwen3-4b", "-c", "32768", "-np", "1", "--gpu", "RTX 4090").stdout
     assert "-np 1 sequences" not in one
     assert "(-np 1 sequence has it)" in one
 

@@ -142,6 +142,21 @@ FIT_TARGET = 1024 * MiB
 FIT_MIN_CTX = 4096
 
 
+#: first build taken to run 4 slots with one unified KV cache when ``-np`` is not given
+#: (``tools/server/server.cpp`` at 0c1e57098bba: ``if (params.n_parallel < 0) { … n_parallel = 4;
+#: kv_unified = true; }``, ``common/common.h`` ``n_parallel`` default -1 there). The build that
+#: brought it is not known exactly (late 2025): taken as b7000; earlier builds ran 1 slot.
+AUTO_SLOTS_FROM = (7000,)
+AUTO_SLOTS = 4
+
+
+def default_slots(release: Release | None = None) -> tuple[int, bool]:
+    """``(slots, kv_unified)`` llama-server runs with when ``-np`` is not given (:data:`AUTO_SLOTS_FROM`)."""
+    if release is None or release.version >= AUTO_SLOTS_FROM:
+        return AUTO_SLOTS, True
+    return 1, False
+
+
 def fit_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
     """Whether llama.cpp's ``--fit`` runs: ``-fit on|off`` as given, else on from
     :data:`FIT_FROM` (unknown release: on, as the newest modelled)."""
