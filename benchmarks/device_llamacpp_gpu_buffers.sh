@@ -6,7 +6,7 @@
 # gguf/ (headers + SIZES.txt from `llamacpp_gpu_buffers.py headers`), llamacpp_gpu_buffers.py.
 # Usage on the device, from the repo root: bash build/h6/run.sh   (OUT set by the device tool)
 T0=$(date +%s)
-TOTAL=${TOTAL:-570}
+TOTAL=${TOTAL:-585}
 C=${C:-$(pwd)/build/h6}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 S="$OUT/summary.txt"

@@ -53,28 +53,35 @@ CASES = [
     ("l16-ngl20", "llama8b-f16", "-c 32768 -ngl 20"),
     ("l16-ngl0", "llama8b-f16", "-c 32768 -ngl 0"),
     ("l16-ngl1", "llama8b-f16", "-c 32768 -ngl 1"),
-    ("l16-ngl99", "llama8b-f16", "-c 32768 -ngl 99"),
-    ("l16-np2-q8kv", "llama8b-f16", "-c 65536 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99"),
+    ("l16-ngl33", "llama8b-f16", "-c 32768 -ngl 33"),
+    ("l16-ngl32", "llama8b-f16", "-c 32768 -ngl 32"),
     ("g12q8-ngl99", "gemma3_12b-q8_0", "-c 32768 -ngl 99"),
     ("g12q8-ngl20", "gemma3_12b-q8_0", "-c 32768 -ngl 20"),
+    ("l16-np2-q8kv", "llama8b-f16", "-c 65536 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99"),
     ("l8-ngl20", "llama8b-q8_0", "-c 32768 -ngl 20"),
     ("l4-ngl20", "llama8b-q4_0", "-c 32768 -ngl 20"),
-    ("q3q8-ngl99", "qwen3_8b-q8_0", "-c 32768 -ngl 99"),
-    ("q3q8-ngl10", "qwen3_8b-q8_0", "-c 32768 -ngl 10"),
-    ("l16-np2", "llama8b-f16", "-c 32768 -np 2 -ngl 99"),
-    ("l16-ngl32", "llama8b-f16", "-c 32768 -ngl 32"),
-    ("l16-ngl33", "llama8b-f16", "-c 32768 -ngl 33"),
-    ("l16-ngl20-ub256", "llama8b-f16", "-c 32768 -ngl 20 -ub 256"),
-    ("l16-ngl20-fa-off", "llama8b-f16", "-c 8192 -ngl 20 -fa off"),
-    ("l16-ngl20-np2-q8kv", "llama8b-f16", "-c 65536 -np 2 -ctk q8_0 -ctv q8_0 -ngl 20"),
+    ("l8-ngl0", "llama8b-q8_0", "-c 32768 -ngl 0"),
     ("l4-ngl0", "llama8b-q4_0", "-c 32768 -ngl 0"),
-    ("g12q8-ngl0", "gemma3_12b-q8_0", "-c 32768 -ngl 0"),
-    ("g12q4-ngl99", "gemma3_12b-q4_0", "-c 32768 -ngl 99"),
-    ("g12q4-ngl30", "gemma3_12b-q4_0", "-c 32768 -ngl 30"),
-    ("q3q8-ngl0", "qwen3_8b-q8_0", "-c 32768 -ngl 0"),
+    ("q3q8-ngl10", "qwen3_8b-q8_0", "-c 32768 -ngl 10"),
     ("l16-fit-c512k", "llama8b-f16", "-c 524288"),
     ("l16-fit-c512k-np4", "llama8b-f16", "-c 524288 -np 4"),
     ("q3q8-fit-default", "qwen3_8b-q8_0", ""),
+    ("l16-ngl2", "llama8b-f16", "-c 32768 -ngl 2"),
+    ("l16-ngl20-ub256", "llama8b-f16", "-c 32768 -ngl 20 -ub 256"),
+    ("l16-ngl20-fa-off", "llama8b-f16", "-c 8192 -ngl 20 -fa off"),
+    ("l16-ngl20-np2-q8kv", "llama8b-f16", "-c 65536 -np 2 -ctk q8_0 -ctv q8_0 -ngl 20"),
+    ("g12q8-ngl0", "gemma3_12b-q8_0", "-c 32768 -ngl 0"),
+    ("g12q4-ngl99", "gemma3_12b-q4_0", "-c 32768 -ngl 99"),
+    ("g12q4-ngl30", "gemma3_12b-q4_0", "-c 32768 -ngl 30"),
+    ("l16-fitt4096-c512k", "llama8b-f16", "-c 524288 -fitt 4096"),
+    ("l16-fit-default", "llama8b-f16", ""),
+    ("q3q8-ngl99", "qwen3_8b-q8_0", "-c 32768 -ngl 99"),
+    ("l16-ngl99", "llama8b-f16", "-c 32768 -ngl 99"),
+    ("l16-np2", "llama8b-f16", "-c 32768 -np 2 -ngl 99"),
+    ("l8-ngl10", "llama8b-q8_0", "-c 32768 -ngl 10"),
+    ("g12q8-fit-c512k", "gemma3_12b-q8_0", "-c 524288"),
+    ("q3q8-ngl0", "qwen3_8b-q8_0", "-c 32768 -ngl 0"),
+    ("l16-ngl1-ub2048", "llama8b-f16", "-c 32768 -ngl 1 -ub 2048"),
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -194,21 +201,50 @@ def gpu_used_by(pid: int) -> int | None:
     return None
 
 
+def host_rss(pid: int) -> dict:
+    """The process's host memory from ``/proc/PID/status`` (VmRSS, RssAnon, RssFile), MiB."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            k = line.split(":")[0]
+            if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[k] = round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def healthy(port: int) -> bool:
+    """Whether llama-server answers ``GET /health`` with 200 (the model is loaded)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:  # noqa: S310
+            return r.status == 200
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def run_case(server: str, gguf_path: Path, flags: str, log: Path, port: int, timeout: float) -> dict:
     cmd = [server, "-m", str(gguf_path), "--host", "127.0.0.1", "--port", str(port), "--no-warmup", "-t", "8", "-lv", "4"]  # -lv 4: the buffer lines are INFO of llama.cpp itself
     cmd += flags.split()
     t0 = time.monotonic()
     with open(log, "w") as lf:
-        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)  # noqa: S603
-        ready, used = False, None
+        # stdbuf: llama.cpp's log goes through stdio, fully buffered into a file otherwise
+        import shutil
+
+        pre = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
+        proc = subprocess.Popen([*pre, *cmd], stdout=lf, stderr=subprocess.STDOUT,  # noqa: S603
+                                start_new_session=True)
+        ready, used, rss = False, None, {}
         while time.monotonic() - t0 < timeout:
             if proc.poll() is not None:
                 break
-            txt = log.read_text(errors="replace")
-            if "llama_server: listening on" in txt or "server is listening" in txt:
+            if healthy(port):
                 ready = True
                 time.sleep(0.3)
                 used = gpu_used_by(proc.pid)
+                rss = host_rss(proc.pid)
                 break
             time.sleep(0.25)
         if proc.poll() is None:
@@ -218,7 +254,8 @@ def run_case(server: str, gguf_path: Path, flags: str, log: Path, port: int, tim
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    return {"ready": ready, "rc": proc.returncode, "gpu_used_mib": used, "seconds": round(time.monotonic() - t0, 1),
+    return {"ready": ready, "rc": proc.returncode, "gpu_used_mib": used, "host_rss_mib": rss,
+            "seconds": round(time.monotonic() - t0, 1),
             "command": " ".join(["llama-server", "-m", gguf_path.name] + flags.split())}
 
 
@@ -233,7 +270,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         if left < 20:
             res[cid] = {"skipped": "out of time"}
             continue
-        r = run_case(a.server, d / f"{model}.gguf", flags, out / f"{cid}.log", 18000 + i, min(90.0, left - 5))
+        r = run_case(a.server, d / f"{model}.gguf", flags, out / f"{cid}.log", 18000 + i, min(60.0, left - 5))
         res[cid] = r
         print(cid, json.dumps(r), flush=True)
         (out / "runs.json").write_text(json.dumps(res, indent=1))

@@ -302,9 +302,12 @@ def test_llamacpp_offload_flip_points():
     cpu = a.flip_points["layers_on_cpu_at_ctx_size"]
     assert 0 < cpu["possible"] <= cpu["sure"] < 80
     assert a.flip_points["ctx_size_all_layers_on_gpu"] == {"sure": None, "possible": None}
-    # with its CPU layers, it fits: the same answer at -ngl 80 − sure
+    # with its CPU layers, it fits: the same answer at the -ngl flip (80 − sure + 1: -ngl counts
+    # the output layer, llama-model.cpp i_gpu_start = n_layer + 1 − ngl), host RAM given
+    ngl = a.flip_points["n_gpu_layers_at_ctx_size"]["sure"]
+    assert ngl == 80 - cpu["sure"] + 1
     b = _lcpp(load_preset("llama-3.1-70b"), 40 * GiB, "RTX 4090", ctx_size=8192, flash_attn="on",
-              n_gpu_layers=80 - cpu["sure"])
+              n_gpu_layers=ngl, host_memory=2**40)
     assert b.fits == "yes"
     # an 8B model fits whole; the largest -c with every layer on the GPU is a multiple of 256
     c = _lcpp(load_preset("llama-3.1-8b"), LLAMA_CKPT, "RTX 4090", ctx_size=8192, flash_attn="on")

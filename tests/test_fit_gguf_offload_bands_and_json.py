@@ -29,29 +29,39 @@ def _without(model, *keys):
 # ------------------------------------------------------------------ 1. -ngl split of a GGUF
 def test_partial_offload_of_a_gguf_reads_its_own_keys(run_cli):
     """Qwen3-8B GGUF (36 layers, no tensor infos), 8.7 GB given, -ngl 20: no config.json field
-    is needed. KV: 20 layers × 32,768 cells × 8 heads × 128 × 2 B × 2 (K, V) = 2,560 MiB;
-    the model buffer the 20 layers' share 8,700,000,000 × 20 // 36 = 4,833,333,333 B × [0.70, 1.00]."""
+    is needed. llama.cpp counts the output layer as a layer (``i_gpu_start = max(n_layer + 1 -
+    ngl, 0)``, src/llama-model.cpp at 0c1e57098bba; an H100 run of Llama-3.1-8B F16 -ngl 20
+    logged 19 layers' KV, 2,432 MiB): 19 repeating layers and the output on the GPU.
+    KV: 19 layers × 32,768 cells × 8 heads × 128 × 2 B × 2 (K, V) = 2,432 MiB; the model
+    buffer the 19 layers' share 8,700,000,000 × 19 // 36 = 4,591,666,666 B × [0.70, 1.00]
+    plus the output matrix (this GGUF states qwen3.vocab_size = 128): 128 × 4,096 at q6_K's
+    0.8203 B = 430,073 B at the low end."""
     m = load_model(str(CONF / "qwen3-8b.gguf"))
     a = fit_llamacpp(m, 8_700_000_000, True, "given", lookup_gpu("RTX 4090"),
                      LlamaCppFlags(ctx_size=32768, parallel=4, n_gpu_layers=20), resolve_release("llama.cpp", None))
-    assert a.kv_pool == Interval.point(20 * 32768 * 8 * 128 * 2 * 2) == Interval.point(2560 * MiB)
+    assert a.kv_pool == Interval.point(19 * 32768 * 8 * 128 * 2 * 2) == Interval.point(2432 * MiB)
     w = a.terms[0].value
-    assert w.high == 4_833_333_333 and w.low == 3_383_333_333
+    out_lo = 128 * 4096 * 8203 // 10000
+    assert w.low == 3_214_166_666 + out_lo == 3_214_596_739
+    assert w.high > 4_591_666_666 + out_lo
     out = run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
                   "--weights-bytes", "8.7GB", "-ngl", "20")
-    assert "CUDA0 KV buffer size = 2560.00 MiB" in out
+    assert "CUDA0 KV buffer size = 2432.00 MiB" in out
 
 
 def test_partial_offload_keeps_the_last_layers_kv():
-    """llama.cpp offloads the LAST -ngl layers (llama-model.cpp load_tensors, i_gpu_start =
-    n_layer − ngl). Gemma-3-1B: 26 layers, 5, 11, 17, 23 full attention, the others sliding
-    (window 512 + ubatch 512 = 1,024 cells). -ngl 3 at -c 8192 puts layers 23–25 on the GPU:
-    (8,192 + 1,024 + 1,024) cells × 1 head × 256 × 2 B × 2 (K, V) = 10 MiB (the first three,
-    all sliding, would be 3 MiB)."""
+    """llama.cpp offloads the LAST layers, the output layer counting as one (llama-model.cpp
+    load_tensors at 0c1e57098bba, i_gpu_start = max(n_layer + 1 − ngl, 0)). Gemma-3-1B: 26
+    layers, 5, 11, 17, 23 full attention, the others sliding (window 512 + ubatch 512 = 1,024
+    cells). -ngl 4 at -c 8192 puts layers 23–25 and the output on the GPU: (8,192 + 1,024 +
+    1,024) cells × 1 head × 256 × 2 B × 2 (K, V) = 10 MiB (the first three, all sliding, would
+    be 3 MiB); -ngl 3 layers 24–25: 2 MiB."""
     m = load_model(str(CONF / "gemma-3-1b.gguf"))
-    a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"),
-                     LlamaCppFlags(ctx_size=8192, n_gpu_layers=3), resolve_release("llama.cpp", None))
+    rel = resolve_release("llama.cpp", None)
+    a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"), LlamaCppFlags(ctx_size=8192, n_gpu_layers=4), rel)
     assert a.kv_pool == Interval.point((8192 + 1024 + 1024) * 256 * 2 * 2) == Interval.point(10 * MiB)
+    a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"), LlamaCppFlags(ctx_size=8192, n_gpu_layers=3), rel)
+    assert a.kv_pool == Interval.point(2 * 1024 * 256 * 2 * 2) == Interval.point(2 * MiB)
 
 
 # ------------------------------------------------------------------ 2. compute buffer from GGUF keys
@@ -99,13 +109,15 @@ def test_model_buffer_band_says_why(run_cli):
 
 # ------------------------------------------------------------------ 6. -ngl to pass
 def test_ngl_flip_gives_the_value_to_pass(run_cli):
+    """-ngl counts the output layer (llama-model.cpp i_gpu_start = max(n_layer + 1 - ngl, 0)):
+    with ``cpu`` of 36 repeating layers on the CPU, the -ngl to pass is 36 - cpu + 1."""
     out = run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
                   "--weights-bytes", "8.7GB")
     d = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "-c", "32768", "-np", "4", "--total", "12GiB",
                            "--weights-bytes", "8.7GB", "--json"))
     cpu = d["flip_points"]["layers_on_cpu_at_ctx_size"]["sure"]
-    assert cpu > 0 and d["flip_points"]["n_gpu_layers_at_ctx_size"]["sure"] == 36 - cpu
-    assert f"{cpu} layer(s) on the CPU (pass -ngl {36 - cpu})" in out
+    assert cpu > 0 and d["flip_points"]["n_gpu_layers_at_ctx_size"]["sure"] == 36 - cpu + 1
+    assert f"{cpu} layer(s) on the CPU (pass -ngl {36 - cpu + 1})" in out
 
 
 # ------------------------------------------------------------------ 4. no pool: no negative log line, words
@@ -270,13 +282,16 @@ def _gguf_with_tensors(path):
 
 
 def test_model_buffer_exact_from_tensor_infos(tmp_path):
-    """llama.cpp places the last -ngl layers on the GPU, the output layer only above the
-    layer count, token embeddings never: -ngl 1 → blk.1 = 600 B; -ngl 3 → 200 + 600 + 256 +
-    64 = 1,120 B; the --weights-bytes given does not override the file's tensor infos.
+    """llama.cpp places the last layers on the GPU, the output layer counting as one
+    (i_gpu_start = max(n_layer + 1 - ngl, 0), llama-model.cpp at 0c1e57098bba), token
+    embeddings never; each tensor takes a multiple of 128 B in a CUDA buffer (ggml-alloc.c
+    GGML_PAD(alloc_size, 128)): blk.0 200 → 256, blk.1 600 → 640, output 256, output_norm
+    64 → 128. -ngl 1 → the output layer: 384 B; -ngl 2 → + blk.1: 1,024 B; -ngl 3 → 1,280 B;
+    the --weights-bytes given does not override the file's tensor infos.
     Vocabulary from the output tensor (ne = [32, 4]): 4 tokens, no FFN key needed."""
     m = load_model(str(_gguf_with_tensors(tmp_path / "t.gguf")))
     assert graph_widths(m).vocab == 4
-    for ngl, want in ((1, 600), (3, 1120), (0, 0)):
+    for ngl, want in ((1, 384), (2, 1024), (3, 1280), (0, 0)):
         a = fit_llamacpp(m, 10**9, True, "given", lookup_gpu("RTX 4090"), LlamaCppFlags(ctx_size=256, n_gpu_layers=ngl),
                          resolve_release("llama.cpp", None))
         assert a.terms[0].value == Interval.point(want), ngl

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 PRESET = "tests/data/llamacpp/conformance/preset-llama-3.1-70b.gguf"
-REPRO = [PRESET, "--weights-bytes", "40GB", "-c", "16384", "-np", "2", "--gpu", "RTX 4090"]
+REPRO = [PRESET, "--weights-bytes", "40GB", "-c", "16384", "-np", "2", "--gpu", "RTX 4090", "--host-memory", "1TiB"]
 
 
 def _kvgate(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -33,17 +33,20 @@ def _fit(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_fit_on_by_default_keeps_40_of_80_layers() -> None:
     """Hand-worked: 40 GB over 80 layers = 0.5 GB a layer (high end), KV 64 MiB a layer
-    (2 × 8 KV heads × 128 × 2 B × 8192 cells × 2 seqs); at -ngl 40 the high end uses
-    20e9 B + 2560 MiB + compute 0.27 GiB + context 0.68 GiB = 22.08 GiB, 1.30 GiB under the
-    RTX 4090's 23.38 GiB (≥ the 1024 MiB --fit leaves); -ngl 41 adds 0.5e9 B + 64 MiB
-    = 0.53 GiB: 0.77 GiB left < 1 GiB. So --fit keeps 40 layers for sure."""
+    (2 × 8 KV heads × 128 × 2 B × 8192 cells × 2 seqs). llama.cpp's --fit (common/fit.cpp at
+    0c1e57098bba) projects model + KV + compute, no CUDA context, against the free memory it
+    reads: the RTX 4090's 23.38 GiB less 593 MiB of context = 22.80 GiB, less the 1024 MiB
+    target = 21.80 GiB. -ngl counts the output layer (llama-model.cpp i_gpu_start = n_layer
+    + 1 − ngl): -ngl 41 is 40 layers + the output (128 × 8,192 here, a few KB): 20e9 B +
+    2560 MiB + compute 0.27 GiB = 21.40 GiB ≤ 21.80; -ngl 42 adds 0.5e9 B + 64 MiB = 21.93 GiB
+    > 21.80. So --fit keeps 40 layers and the output for sure."""
     r = _fit(*REPRO, "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["fits"] == "yes"
-    assert d["settings"]["n_gpu_layers"] == 40
+    assert d["settings"]["n_gpu_layers"] == 41
     assert d["engine_error"] is None
-    assert any("--fit" in n and "40 of 80 layers on the GPU" in n for n in d["notes"])
+    assert any("--fit" in n and "40 of 80 layers and the output on the GPU (-ngl 41)" in n for n in d["notes"])
 
 
 def test_fit_off_and_old_builds_keep_the_oom() -> None:
@@ -124,7 +127,8 @@ def test_wording_no_c_fits_and_singular_np() -> None:
     text = _fit(*REPRO).stdout
     assert "-c: no -c fits with every layer on the GPU" in text
     assert "up to none" not in text
-    one = _fit("qwen3-4b", "-c", "32768", "--gpu", "RTX 4090").stdout
+    # -np 1 given: without it llama-server runs 4 slots (tools/server/server.cpp, n_parallel auto)
+    one = _fit("qwen3-4b", "-c", "32768", "-np", "1", "--gpu", "RTX 4090").stdout
     assert "-np 1 sequences" not in one
     assert "(-np 1 sequence has it)" in one
 
@@ -202,11 +206,26 @@ def test_v100_alone_is_ambiguous() -> None:
 
 def test_fit_without_c_reduces_the_context_by_the_1024_mib_target() -> None:
     """llama-3.1-8b, 8.5 GB weights, RTX 4090, no -c: the whole n_ctx_train 131,072 does not
-    leave 1024 MiB. KV is 131,072 B a token (32 layers × 8 heads × 128 × 2 B × K and V), so the
-    1024 MiB target costs 8,192 tokens: --fit's -c is the all-on-GPU flip point less 8,192."""
+    leave 1024 MiB. llama.cpp's --fit (common/fit.cpp at 0c1e57098bba) projects model + KV +
+    compute (no CUDA context) against the free memory it reads (the CUDA total less the context
+    already made: 520–593 MiB on an H100) less the 1024 MiB target, and interpolates linearly
+    between -fitc 4096 and 131,072: n_ctx = 4096 + (131072 − 4096) × (target − used(4096)) /
+    (used(131072) − used(4096)), rounded down to 256. KV is 131,072 B a token (32 layers × 8
+    heads × 128 × 2 B × K and V); the sure pick takes the high end of the projection."""
+    from kvgate.engines.llamacpp.fit import LlamaCppFlags, compute_buffer
+    from kvgate.fit import lookup_gpu, resolve_release
+    from kvgate.model import load_model
+
     d = json.loads(_fit("llama-3.1-8b", "-np", "1", "--gpu", "RTX 4090", "--weights-bytes", "8.5GB", "--json").stdout)
-    flip = d["flip_points"]["ctx_size_all_layers_on_gpu"]["sure"]
+    m = load_model("llama-3.1-8b")
+    rel = resolve_release("llama.cpp", None)
+
+    def used(c: int) -> int:
+        return 8_500_000_000 + 131_072 * c + compute_buffer(m, LlamaCppFlags(), c, release=rel).high
+
+    target = lookup_gpu("RTX 4090").cuda_total.low - 593 * 2**20 - 1024 * 2**20
+    n_ctx = 4096 + (131072 - 4096) * (target - used(4096)) // (used(131072) - used(4096))
     assert d["fits"] == "yes"
-    assert d["settings"]["ctx_size"] == flip - 8192
+    assert d["settings"]["ctx_size"] == n_ctx - n_ctx % 256
     assert d["settings"]["n_gpu_layers"] == 999
     assert not any("run slower" in n for n in d["notes"])

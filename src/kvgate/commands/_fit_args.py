@@ -146,6 +146,10 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                     help="logical batch (default 2048)")
     lc.add_argument("-fit", "--fit", dest="fit", choices=("on", "off"), default=None,
                     help="llama.cpp's --fit: move layers to the CPU / shrink an unset -c to fit (default on from ~b7400)")
+    lc.add_argument("-fitt", "--fit-target", dest="fit_target", metavar="MiB", type=_count, default=None,
+                    help="free memory --fit leaves on the GPU, MiB (default 1024)")
+    lc.add_argument("--host-memory", dest="host_memory", metavar="BYTES", type=_bytes, default=None,
+                    help="host RAM for the layers and KV off the GPU (default: this machine's)")
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
@@ -221,7 +225,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     given["llama.cpp"] = [f for f, v in (("-c", args.ctx_size), ("-np", args.parallel), ("-ctk", args.cache_type_k),
                                          ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
                                          ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
-                                         ("-kvu", args.kv_unified or None), ("-fit", args.fit)) if v is not None]
+                                         ("-kvu", args.kv_unified or None), ("-fit", args.fit),
+                                         ("-fitt", args.fit_target), ("--host-memory", args.host_memory)) if v is not None]
     shared_tp = _tp_for_sglang(args, given)
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
@@ -250,7 +255,9 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     lc = {k: v for k, v in (("ctx_size", args.ctx_size), ("parallel", args.parallel), ("cache_type_k", args.cache_type_k),
                             ("cache_type_v", args.cache_type_v), ("n_gpu_layers", args.n_gpu_layers),
                             ("flash_attn", args.flash_attn), ("ubatch_size", args.ubatch_size),
-                            ("batch_size", args.batch_size), ("fit", args.fit)) if v is not None}
+                            ("batch_size", args.batch_size), ("fit", args.fit),
+                            ("fit_target", None if args.fit_target is None else args.fit_target * 2**20),
+                            ("host_memory", args.host_memory)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
     if engine == "llama.cpp" and args.kv_cache_dtype.strip().lower() != "auto":  # else sized f16, the flag dropped
         raise KvgateError(f"--kv-cache-dtype {args.kv_cache_dtype} is vLLM's and SGLang's flag: llama.cpp does not read it",

@@ -320,7 +320,8 @@ def _ngl(cpu: int | None, f: dict[str, Any], ngl: int | None = None, output: boo
     if n is None:
         return f"{cpu} layer(s) on the CPU"
     if ngl is None:
-        ngl, output = (n + 1, True) if cpu == 0 else (n - cpu, False)
+        extra = 1 if f.get("ngl_counts_output", True) else 0  # -ngl counts the output layer (i_gpu_start)
+        ngl, output = (n + 1, True) if cpu == 0 else (n - cpu + extra, bool(extra))
     if cpu == 0 and output is not False:
         return f"every layer on the GPU (-ngl {ngl} or more: the layers and the output)"
     if cpu == 0:

@@ -97,23 +97,57 @@ def load_gguf(path: Path) -> ModelSpec:
     return spec
 
 
+#: ggml types that are not block-quantized (``ggml_is_quantized`` is false for them)
+_PLAIN_TYPES = frozenset({"F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64"})
+#: ``ggml/src/ggml-cuda/common.cuh`` ``MATRIX_ROW_PADDING`` (llama.cpp 0c1e57098bba)
+CUDA_MATRIX_ROW_PADDING = 512
+#: ``ggml-cuda.cu`` ``ggml_backend_cuda_buffer_type_get_alignment``: 128 B
+CUDA_ALIGNMENT = 128
+
+
+def cuda_alloc_bytes(type_name: str, ne: list[int], nbytes: int) -> int:
+    """Bytes a tensor takes in a CUDA model buffer at llama.cpp 0c1e57098bba: ``ggml-cuda.cu``
+    ``ggml_backend_cuda_buffer_type_get_alloc_size`` pads a quantized tensor whose row
+    ``ne[0]`` is not a multiple of ``MATRIX_ROW_PADDING`` (512) by ``ggml_row_size(type,
+    512 - ne0 % 512)``, and ``ggml-alloc.c`` ``ggml_backend_alloc_ctx_tensors_from_buft_impl``
+    rounds each tensor up to the buffer type's alignment (``GGML_PAD(size, 128)``)."""
+    size = nbytes
+    ne0 = int(ne[0]) if ne else 0
+    if type_name not in _PLAIN_TYPES and ne0 % CUDA_MATRIX_ROW_PADDING:
+        import gguf  # noqa: PLC0415
+
+        block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[type_name]]
+        size += (CUDA_MATRIX_ROW_PADDING - ne0 % CUDA_MATRIX_ROW_PADDING) // block * type_size
+    return -(-size // CUDA_ALIGNMENT) * CUDA_ALIGNMENT
+
+
 def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
     """The tensor-info table grouped as llama.cpp places it (``src/llama-model.cpp``
     ``load_tensors``): ``layer_bytes`` (``blk.N.*`` bytes per layer N), ``token_embd`` and
-    ``output`` (``{"bytes", "shape"}``, shape as ggml's ``ne``: ``[n_embd, n_vocab]``; no
-    ``output`` when the head is tied to ``token_embd``), ``other_bytes`` (output_norm …).
-    Bytes are ``ggml_nbytes`` (:func:`gguf_weight_bytes`); no tensor data is read."""
+    ``output`` (``{"bytes", "shape", "cuda_bytes"}``, shape as ggml's ``ne``: ``[n_embd,
+    n_vocab]``; no ``output`` when the head is tied to ``token_embd``), ``other_bytes``
+    (output_norm …); ``layer_cuda_bytes`` / ``other_cuda_bytes`` the same in a CUDA buffer
+    (:func:`cuda_alloc_bytes`: row padding and 128 B alignment). Bytes are ``ggml_nbytes``
+    (:func:`gguf_weight_bytes`); no tensor data is read."""
     layers: dict[int, int] = {}
-    out: dict[str, Any] = {"layer_bytes": layers, "other_bytes": 0}
+    cuda: dict[int, int] = {}
+    out: dict[str, Any] = {"layer_bytes": layers, "other_bytes": 0, "layer_cuda_bytes": cuda, "other_cuda_bytes": 0}
     for t in reader.tensors:
         name, nb = str(t.name), int(t.n_bytes)
+        shape = [int(x) for x in t.shape]
+        try:
+            cb = cuda_alloc_bytes(str(t.tensor_type.name), shape, nb)
+        except (AttributeError, KeyError, ImportError):
+            cb = -(-nb // CUDA_ALIGNMENT) * CUDA_ALIGNMENT
         if name.startswith("blk."):
             i = int(name.split(".")[1])
             layers[i] = layers.get(i, 0) + nb
+            cuda[i] = cuda.get(i, 0) + cb
         elif name in ("token_embd.weight", "output.weight"):
-            out[name.split(".")[0]] = {"bytes": nb, "shape": [int(x) for x in t.shape]}
+            out[name.split(".")[0]] = {"bytes": nb, "shape": shape, "cuda_bytes": cb}
         else:
             out["other_bytes"] += nb
+            out["other_cuda_bytes"] += cb
     return out
 
 

@@ -59,9 +59,19 @@ class LlamaCppEngine(EngineBase):
         else:
             w = weight_bytes(inputs.model)
             wb, exact, src = w.bytes, w.exact, (w.source if w.exact else f"estimate from {inputs.model}'s config")
-        flags = LlamaCppFlags(**inputs.llamacpp, ngl_given="n_gpu_layers" in inputs.llamacpp)
-        answer = fit_llamacpp(model, wb, exact, src, gpu, flags, resolve_release(self.name, inputs.release))
-        if inputs.weights_bytes is None and not exact and w.params:
+        from kvgate.engines.llamacpp.fit import default_slots  # noqa: PLC0415
+
+        lc = dict(inputs.llamacpp)
+        release = resolve_release(self.name, inputs.release)
+        auto = "parallel" not in lc and default_slots(release)[0] > 1
+        if auto:  # llama-server's -np auto: 4 slots sharing one unified KV cache
+            lc["parallel"], lc["kv_unified"] = default_slots(release)
+        flags = LlamaCppFlags(**lc, ngl_given="n_gpu_layers" in lc)
+        answer = fit_llamacpp(model, wb, exact, src, gpu, flags, release)
+        if auto:
+            answer.notes.append(f"-np not given: llama-server runs {flags.parallel} slots sharing one unified KV cache "
+                                "of -c cells (tools/server/server.cpp: n_parallel auto → 4, kv_unified = true)")
+        if inputs.weights_bytes is None and not exact and getattr(w, "params", None):
             per = w.bytes / w.params
             dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
             answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "

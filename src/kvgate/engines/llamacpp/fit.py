@@ -75,6 +75,8 @@ class LlamaCppFlags:
     n_outputs_max: int | None = None
     ngl_given: bool = True
     fit: str | None = None
+    fit_target: int | None = None
+    host_memory: int | None = None
 
     def __post_init__(self) -> None:
         if self.flash_attn not in ("auto", "on", "off"):
@@ -86,6 +88,10 @@ class LlamaCppFlags:
             raise KvgateError("n_outputs_max must be positive")
         if self.fit not in (None, "on", "off"):
             raise KvgateError(f"-fit {self.fit!r}: one of on, off")
+        if self.fit_target is not None and self.fit_target < 0:
+            raise KvgateError("-fitt must not be negative")
+        if self.host_memory is not None and self.host_memory <= 0:
+            raise KvgateError("--host-memory must be positive")
         if self.n_gpu_layers < 0 or (self.ctx_size is not None and self.ctx_size < 0):
             raise KvgateError("-ngl and -c must not be negative")
 
@@ -102,17 +108,18 @@ def _per_seq(ctx: int, n_seq: int) -> int:
     return max(1, -(-ctx // n_seq))
 
 
-def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int) -> tuple[int, int]:
+def _kv_on_gpu(g: KVGeometry, ctx: int, n_seq: int, ngl: int, release: Release | None = None) -> tuple[int, int]:
     """(KV bytes on the GPU, whole KV bytes) for ``-c ctx`` with the first ``ngl`` layers offloaded."""
     lay: LlamaCpp = g.layout  # type: ignore[assignment]
     L = _per_seq(ctx, n_seq)
     whole = lay.cache_bytes(g, L)
     n = g.model.num_layers
-    if ngl >= n:
+    if gpu_placement(n, ngl, release)[0] >= n:
         return whole, whole
     # per layer: what the layout says it holds (its K + V cells, or its recurrent state);
-    # the offloaded layers are the last -ngl (:data:`PLACEMENT`)
-    on = sum(lay.layer_cache_bytes(g, i, L) for i in range(n - ngl, n))
+    # the offloaded layers are the last -ngl - 1, the output layer counting as one (:data:`PLACEMENT`)
+    k, _ = gpu_placement(n, ngl, release)
+    on = sum(lay.layer_cache_bytes(g, i, L) for i in range(n - k, n))
     return on, whole
 
 
@@ -133,6 +140,21 @@ FIT_FROM = (7400,)
 #: reduces ``-c`` to (``fit_params_min_ctx`` = 4096).
 FIT_TARGET = 1024 * MiB
 FIT_MIN_CTX = 4096
+
+
+#: first build taken to run 4 slots with one unified KV cache when ``-np`` is not given
+#: (``tools/server/server.cpp`` at 0c1e57098bba: ``if (params.n_parallel < 0) { … n_parallel = 4;
+#: kv_unified = true; }``, ``common/common.h`` ``n_parallel`` default -1 there). The build that
+#: brought it is not known exactly (late 2025): taken as b7000; earlier builds ran 1 slot.
+AUTO_SLOTS_FROM = (7000,)
+AUTO_SLOTS = 4
+
+
+def default_slots(release: Release | None = None) -> tuple[int, bool]:
+    """``(slots, kv_unified)`` llama-server runs with when ``-np`` is not given (:data:`AUTO_SLOTS_FROM`)."""
+    if release is None or release.version >= AUTO_SLOTS_FROM:
+        return AUTO_SLOTS, True
+    return 1, False
 
 
 def fit_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
@@ -309,7 +331,7 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
         a = n * n_kv * n_head * 4
         lo.append(a + mask + e * 11 // 2)
         hi.append(a + mask + 7 * e)
-    if ngl <= model.num_layers:  # output layer on the CPU: its matrix is copied in for the matmul
+    if not gpu_placement(model.num_layers, ngl, release)[1]:  # output layer on the CPU (:data:`PLACEMENT`): its matrix is copied in for the matmul
         w_lo, w_hi, _ = _output_matrix_bytes(model, w, weights_bytes)
         lo.append(int(w_lo) + r_lo * v_lo * 4 + e)
         hi.append(int(w_hi) + r_hi * v_hi * 4 + e)
@@ -361,6 +383,14 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     elif fitted is None and not flags.ngl_given and fits == "no":
         notes.append("this build has no --fit (llama.cpp adds it, on by default, near b7400): give -ngl to keep "
                      "layers on the CPU")
+    host = host_need(model, flags, weights_bytes, kv_whole - kv_gpu, release)
+    if host["verdict"] == "no" and fits != "no":
+        fits, reason = "no", host["said"]
+        err = "std::bad_alloc / the kernel's out-of-memory killer (host RAM)"
+    elif host["verdict"] == "unknown" and fits == "yes":
+        fits, reason = "unknown", host["said"]
+    if host["cpu_layers"] or host["kv_bytes"]:
+        notes.append(host["said"])
     # while --fit moves layers, the -ngl flip point is its pick (1024 MiB left free): one -ngl figure;
     # where --fit finds nothing, the flip point is the edge a given -ngl may still reach
     acts = fitted is not None and fitted["changed"] and (fitted["sure"] or fitted["possible"]) is not None
@@ -385,7 +415,8 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         settings={"ctx_size": ctx, "parallel": flags.parallel, "cache_type_k": flags.cache_type_k,
                   "cache_type_v": flags.cache_type_v, "n_gpu_layers": flags.n_gpu_layers, "flash_attn": flags.flash_attn,
                   "ubatch_size": flags.ubatch_size, "batch_size": flags.batch_size, "kv_unified": flags.kv_unified,
-                  "n_ctx_seq": n_ctx_seq, "fit": "on" if fitted is not None else "off", "defaults": {} if flags.ctx_size else {"ctx_size": "-c 0: the model's"}},
+                  "n_ctx_seq": n_ctx_seq, "fit": "on" if fitted is not None else "off",
+                  "host_memory": {k: v for k, v in host.items() if k != "said"}, "defaults": {} if flags.ctx_size else {"ctx_size": "-c 0: the model's"}},
         terms=terms, budget=budget, kv_pool=Interval.point(kv_gpu), tokens={"low": n_ctx, "high": n_ctx},
         tokens_per_sequence={"low": n_ctx_seq, "high": n_ctx_seq},
         max_concurrency={"low": float(flags.parallel), "high": float(flags.parallel)},
@@ -398,20 +429,47 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     )
 
 
+#: CUDA memory already taken when ``--fit`` reads the device's free memory
+#: (``common/fit.cpp`` ``common_get_device_memory_data_impl``: ``ggml_backend_dev_memory`` →
+#: ``cudaMemGetInfo`` after the CUDA context exists): llama-server on an H100 at 0c1e57098bba
+#: used 520–593 MiB beyond its CUDA0 buffers (issue 26's 40 runs), the band taken here.
+FIT_CONTEXT = Interval(520 * MiB, 593 * MiB)
+
+
+def fit_free(gpu: Gpu) -> Interval:
+    """The free device memory ``--fit`` sees: the CUDA total less :data:`FIT_CONTEXT`."""
+    free: Interval = gpu.cuda_total - FIT_CONTEXT
+    return free
+
+
 def auto_fit(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
              gpu: Gpu, release: Release | None = None) -> dict[str, Any]:
-    """What llama.cpp's ``--fit`` sets on one GPU (``common/fit.cpp`` ``common_params_fit_impl``,
-    0c1e57098bba): nothing when the projected use leaves :data:`FIT_TARGET` free; else, with
-    no ``-c``, the context is reduced (between ``-fitc`` 4096 × streams and ``n_ctx_train`` ×
-    streams, a multiple of 256 × streams; llama.cpp interpolates linearly, kvgate takes the
-    largest that leaves the target: the pick may differ by a step); then, unless ``-ngl`` was
-    given (``n_gpu_layers already set by user … abort``), layers move to the CPU, whole layers
-    here (for MoE models llama.cpp may move only expert tensors and keep more on the GPU).
+    """What llama.cpp's ``--fit`` sets on one GPU, as ``common/fit.cpp``
+    ``common_params_fit_impl`` (0c1e57098bba) decides it. Its projection is the device's
+    model + context (KV) + compute buffers (``llama_get_memory_breakdown`` of a no-alloc
+    load; no CUDA context, no cuBLAS), against the free memory (:func:`fit_free`) less the
+    margin ``fit_params_target`` (``-fitt``, default 1024 MiB):
+
+    1. ``projected_free >= margin``: no change;
+    2. ``-c`` not given (``n_ctx_auto``): the context is set between ``n_ctx_min_total`` (``-fitc``
+       4096 × streams) and ``n_ctx_max`` (n_ctx_train × streams) by linear interpolation,
+       ``n_ctx_min + (n_ctx_max - n_ctx_min) × (target - used_min) / (used_max - used_min)``,
+       rounded down to 256 × streams; if ``target > used_min`` that is the answer (one device),
+       else ``n_ctx`` stays at the minimum and layers move;
+    3. ``-ngl`` given: ``"n_gpu_layers already set by user … abort"`` (nothing changes);
+    4. else whole layers from the back (the output layer first, it counts as one), the most
+       whose projection stays under the target (false position ends on the largest that
+       fits); kvgate moves whole layers also for MoE models, where llama.cpp may move only
+       the expert tensors.
+
+    Nothing here looks at host memory: layers and KV moved off the GPU go to host RAM however
+    large (:func:`host_need`).
 
     Returns:
-        ``{"sure", "possible", "changed", "ctx_in", "ctx_auto"}``: ``sure`` / ``possible`` the
-        ``(ctx, n_gpu_layers)`` chosen at the low / high end of the buffers' bands (``None``:
-        nothing fits, llama.cpp goes on with the given settings); ``changed`` whether either
+        ``{"sure", "possible", "changed", "ctx_in", "ctx_auto", "n_gpu_layers_in", "margin"}``:
+        ``sure`` / ``possible`` the ``(ctx, n_gpu_layers)`` chosen at the high / low end of the
+        projection and the low / high end of the free memory (``None``: no layer count meets
+        the target; llama.cpp then goes on with ``-ngl 0``); ``changed`` whether either
         differs from the input.
     """
     n = model.num_layers
@@ -420,36 +478,99 @@ def auto_fit(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: in
     align = 256 * streams
     c_max = ctx if not ctx_auto else (model.max_position_embeddings or ctx) * streams
     c_min = min(FIT_MIN_CTX * streams, c_max)
+    margin = FIT_TARGET if f.fit_target is None else f.fit_target
+    free = fit_free(gpu)
 
-    def ok(c: int, ngl: int, end: str) -> bool:
+    def used(c: int, ngl: int, end: str) -> int:
         terms, _, _ = _terms(model, g, f, c, wb, exact, src, ngl, release)
-        li = gpu.cuda_total - total(terms)
-        return (li.low if end == "low" else li.high) >= FIT_TARGET
+        p = total(terms[:3])  # model, KV, compute: the breakdown --fit measures
+        return p.high if end == "low" else p.low
 
     def pick(end: str) -> tuple[int, int] | None:
+        target = (free.low if end == "low" else free.high) - margin
         ngl0 = f.n_gpu_layers
-        if ok(c_max, ngl0, end):
+        u_max = used(c_max, ngl0, end)
+        if u_max <= target:
             return c_max, ngl0
         c = c_max
         if ctx_auto and c_max > c_min:
-            lo, hi = c_min // align, c_max // align
-            if ok(lo * align, ngl0, end):
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    lo, hi = (mid, hi) if ok(mid * align, ngl0, end) else (lo, mid - 1)
-                return max(lo * align, c_min), ngl0
+            u_min = used(c_min, ngl0, end)
             c = c_min
+            if target > u_min:
+                n_ctx = c_min + (c_max - c_min) * (target - u_min) // max(1, u_max - u_min)
+                return max(n_ctx - n_ctx % align, c_min), ngl0
         if f.ngl_given:
             return None
         for ngl in range(min(ngl0, n + 1), -1, -1):
-            if ok(c, ngl, end):
+            if used(c, ngl, end) <= target:
                 return c, ngl
         return None
 
     sure, possible = pick("low"), pick("high")
     same = (c_max, f.n_gpu_layers)
     return {"sure": sure, "possible": possible, "changed": sure != same or possible != same,
-            "ctx_in": c_max, "ctx_auto": ctx_auto, "n_gpu_layers_in": f.n_gpu_layers}
+            "ctx_in": c_max, "ctx_auto": ctx_auto, "n_gpu_layers_in": f.n_gpu_layers, "margin": margin}
+
+
+def host_need(model: ModelSpec, f: LlamaCppFlags, weights_bytes: int, kv_host: int,
+              release: Release | None = None) -> dict[str, Any]:
+    """Host RAM for what llama.cpp keeps off the GPU under ``f`` (after ``--fit``): the weights of
+    :func:`host_weights` (mapped from the file: page cache, needed resident to run at speed) and
+    ``kv_host``, the KV of the CPU layers (allocated, ``CPU KV buffer``), against
+    :func:`host_memory_total`. ``verdict``: ``no`` when even the low end exceeds the host's
+    memory, ``unknown`` when the interval straddles it, ``yes`` otherwise (and when unknown)."""
+    w = host_weights(model, weights_bytes, f.n_gpu_layers, release)
+    need = Interval(w.low + kv_host, w.high + kv_host)
+    have, src = host_memory_total(f.host_memory)
+    layers, _ = gpu_placement(model.num_layers, f.n_gpu_layers, release)
+    cpu = model.num_layers - layers
+    what = (f"host RAM: {_gib(need.low)}" + (f" … {_gib(need.high)}" if need.high != need.low else "")
+            + f" (weights of {cpu} CPU layer(s) and the token embeddings, {_gib(kv_host)} KV)")
+    if have is None:
+        verdict, said = "yes", what + "; the host's memory is not available (give --host-memory)"
+    elif need.low > have:
+        verdict, said = "no", what + f" is more than the host's {_gib(have)} ({src})"
+    elif need.high > have:
+        verdict, said = "unknown", what + f" may be more than the host's {_gib(have)} ({src})"
+    else:
+        verdict, said = "yes", what + f" of the host's {_gib(have)} ({src})"
+    return {"weights_low": w.low, "weights_high": w.high, "kv_bytes": kv_host, "need_low": need.low,
+            "need_high": need.high, "host_bytes": have, "host_source": src, "verdict": verdict, "said": said, "cpu_layers": cpu}
+
+
+def host_memory_total(given: int | None = None) -> tuple[int | None, str]:
+    """``(bytes, source)`` of the host's memory: ``--host-memory`` when given, else psutil's
+    ``virtual_memory().total`` of this machine, else ``os.sysconf`` pages × page size."""
+    if given is not None:
+        return given, "--host-memory"
+    try:
+        import psutil  # noqa: PLC0415
+
+        return int(psutil.virtual_memory().total), "this machine's memory (psutil)"
+    except (ImportError, OSError):
+        import os  # noqa: PLC0415
+
+        try:
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine's memory (sysconf)"
+        except (ValueError, OSError, AttributeError):
+            return None, "not available"
+
+
+def host_weights(model: ModelSpec, weights_bytes: int, ngl: int, release: Release | None = None) -> Interval:
+    """Weights llama.cpp keeps in host memory under ``-ngl ngl`` (:data:`PLACEMENT`): the token
+    embeddings always, the CPU layers' ``blk.N``, and the output layer when it stays on the CPU;
+    exact from the GGUF's tensor infos, else the file's bytes less :func:`model_buffer`."""
+    n = model.num_layers
+    layers, out_on = gpu_placement(n, ngl, release)
+    t = (model.config or {}).get("gguf_tensors") or {}
+    if t.get("layer_bytes"):
+        per = t["layer_bytes"]
+        b = sum(per.get(i, 0) for i in range(0, n - layers)) + t.get("token_embd", {}).get("bytes", 0)
+        if not out_on:
+            b += t.get("output", {}).get("bytes", 0) + t.get("other_bytes", 0)
+        return Interval.point(b)
+    w, _ = model_buffer(model, weights_bytes, ngl, release)
+    return Interval(max(0, weights_bytes - w.high), max(0, weights_bytes - w.low))
 
 
 def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: str,
@@ -470,13 +591,14 @@ def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: st
 
     what = said(sure) if sure == possible else f"{said(sure)} for sure, {said(possible)} at best"
     moved = any(p is not None and p[1] != fitted["n_gpu_layers_in"] for p in (sure, possible))
-    note = (f"llama.cpp's --fit (on by default; -fit off to stop it) leaves {FIT_TARGET // MiB} MiB free: {what}"
+    note = (f"llama.cpp's --fit (on by default; -fit off to stop it) leaves {fitted['margin'] // MiB} MiB free: {what}"
             + ("; layers on the CPU run slower" if moved else ""))
     if sure is not None:
         return "yes", f"--fit sets {said(sure)}", None, note
     if possible is not None:
         return "unknown", f"--fit may set {said(possible)}; the buffers' interval straddles the GPU's memory", None, note
-    return ("no", "--fit finds nothing that fits and llama.cpp goes on with the settings given",
+    return ("no", "--fit finds no layer count that meets its target and llama.cpp goes on with -ngl 0 or the "
+            "settings given",
             "common_fit_params: failed to fit params to free device memory; then cudaMalloc failed: out of memory",
             note)
 
@@ -485,14 +607,15 @@ def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
            ngl: int | None = None, release: Release | None = None) -> tuple[list[Term], int, int]:
     n = model.num_layers
     ngl = f.n_gpu_layers if ngl is None else ngl
-    layers = min(ngl, n)
-    w, how = model_buffer(model, wb, ngl)
+    layers, out_on = gpu_placement(n, ngl, release)
+    w, how = model_buffer(model, wb, ngl, release)
     if not exact:
         w = Interval(w.low * 85 // 100, -(-w.high * 115 // 100))
         how += ", ESTIMATE ×[0.85, 1.15]"
-    kv_gpu, kv_whole = _kv_on_gpu(g, ctx, f.parallel, ngl)
+    kv_gpu, kv_whole = _kv_on_gpu(g, ctx, f.parallel, ngl, release)
     terms = [
-        Term("model buffer (weights on the GPU)", w, f"{src}: {layers}/{n} layers offloaded (-ngl {ngl}); {how}"),
+        Term("model buffer (weights on the GPU)", w, f"{src}: {layers}/{n} layers"
+             f"{' and the output layer' if out_on and layers < n else ''} offloaded (-ngl {ngl}); {how}"),
         Term("KV buffer", Interval.point(kv_gpu), "kvgate.geometry LlamaCpp (exact)"),
         Term("compute buffer", compute_buffer(model, f, ctx, release=release, ngl=ngl, weights_bytes=wb),
              "graph reserve phases (FA " + ("on" if flash_attn_on(f, release) else "off") + ") × [0.9, 1.15]; "
@@ -503,36 +626,75 @@ def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
 
 
 #: ``src/llama-model.cpp`` ``load_tensors`` (llama.cpp 0c1e57098bba): the input layer (token
-#: embeddings) always gets the CPU's buffer type; layer ``il`` is on the GPU when
-#: ``il >= i_gpu_start = max(n_layer - n_gpu_layers, 0)``; the output layer (``il = n_layer``)
-#: only when ``-ngl`` exceeds ``n_layer``.
+#: embeddings) always gets the CPU's buffer type; with ``i_gpu_start = std::max(n_layer_all + 1 -
+#: n_gpu_layers, 0)`` and ``act_gpu_layers = std::min(n_gpu_layers, n_layer_all + 1)``, layer
+#: ``il`` (the output layer is ``il = n_layer``) is on the GPU when ``il >= i_gpu_start``: the
+#: output layer counts as a layer, so ``-ngl k`` puts the last ``k - 1`` repeating layers and the
+#: output layer on the GPU (``-ngl 20`` of 32: 19 + output; ``-ngl 1``: the output alone).
+#: A model without ``output.weight`` (tied head: Gemma 3) loads ``token_embd`` again as the output
+#: (``src/models/gemma3.cpp``: ``output = create_tensor(tn(LLM_TENSOR_TOKEN_EMBD, "weight"), …,
+#: TENSOR_DUPLICATED)``) into the output layer's buffer: a second copy on the GPU.
 PLACEMENT = "llama.cpp src/llama-model.cpp load_tensors"
 
 
-def model_buffer(model: ModelSpec, weights_bytes: int, ngl: int) -> tuple[Interval, str]:
-    """``(bytes on the GPU, how)`` of the model buffer with ``-ngl ngl`` (:data:`PLACEMENT`).
+#: last build whose ``load_tensors`` had ``i_gpu_start = std::max((int) hparams.n_layer -
+#: n_gpu_layers, (int) 0)`` and the output on the GPU only for ``-ngl`` > layers: a b4459 log
+#: (tests/data/fit_logs, Pythia-2.8B -ngl 10) holds 10 layers' KV. At b11312 (0c1e57098bba)
+#: the output layer counts (:data:`PLACEMENT`); the build in between where it changed is not
+#: known: kvgate switches after b4459.
+OUTPUT_NOT_COUNTED_UP_TO = (4459,)
 
-    From the GGUF's tensor infos when the file has them (exact: ``blk.N`` of the offloaded
-    layers, + ``output``/``output_norm`` when ``-ngl`` > layers); else ``weights_bytes``
-    spread over the layers: all layers and the output × [0.85, 1.00] (the token embeddings,
+
+def counts_output(release: Release | None = None) -> bool:
+    """Whether ``-ngl`` counts the output layer as one (:data:`OUTPUT_NOT_COUNTED_UP_TO`)."""
+    return not (release is not None and release.version <= OUTPUT_NOT_COUNTED_UP_TO)
+
+
+def gpu_placement(n_layer: int, ngl: int, release: Release | None = None) -> tuple[int, bool]:
+    """``(repeating layers on the GPU, output layer on the GPU)`` for ``-ngl ngl`` (:data:`PLACEMENT`):
+    layers ``max(n_layer + 1 - ngl, 0) … n_layer - 1`` and the output layer when ``ngl ≥ 1``; up
+    to b4459 the last ``ngl`` layers and the output when ``ngl > n_layer``."""
+    if not counts_output(release):
+        return max(0, min(ngl, n_layer)), ngl > n_layer
+    act = max(0, min(ngl, n_layer + 1))
+    return max(0, act - 1), act >= 1
+
+
+def model_buffer(model: ModelSpec, weights_bytes: int, ngl: int,
+                 release: Release | None = None) -> tuple[Interval, str]:
+    """``(bytes on the GPU, how)`` of the ``CUDA0 model buffer`` with ``-ngl ngl`` (:data:`PLACEMENT`).
+
+    From the GGUF's tensor infos when the file has them (exact): the CUDA sizes
+    (:func:`kvgate.model.gguf.cuda_alloc_bytes`: quantized rows padded to 512, each tensor to
+    128 B) of ``blk.N`` of the offloaded layers, plus, with the output layer on the GPU,
+    ``output`` (or the tied ``token_embd``'s copy) and ``output_norm``. Else ``weights_bytes``
+    spread over the layers: every layer and the output × [0.85, 1.00] (the token embeddings,
     up to 15% of the file, stay on the CPU: Pythia-2.8B f16 puts 5049.71 MiB of its file on
-    the GPU), or the offloaded layers' share ``weights × ngl / n_layer`` × [0.70, 1.00]
-    (embeddings and output, up to 30% of a small model, are not in the layers).
+    the GPU); or the offloaded layers' share ``weights × layers / n_layer`` × [0.70, 1.00], plus
+    the output matrix (:func:`_output_matrix_bytes`) when the output layer is on the GPU.
     """
     n = model.num_layers
-    layers = min(ngl, n)
+    layers, out_on = gpu_placement(n, ngl, release)
     t = (model.config or {}).get("gguf_tensors") or {}
     if t.get("layer_bytes"):
-        per = t["layer_bytes"]
+        per = t.get("layer_cuda_bytes") or t["layer_bytes"]
         b = sum(per.get(i, 0) for i in range(n - layers, n))
-        if ngl > n:
-            b += t.get("output", {}).get("bytes", 0) + t.get("other_bytes", 0)
-        return Interval.point(b), f"exact from the GGUF's tensor infos, token embeddings on the CPU ({PLACEMENT})"
-    if ngl > n:
+        how = f"exact from the GGUF's tensor infos, token embeddings on the CPU ({PLACEMENT})"
+        if out_on:
+            head = t.get("output") or t.get("token_embd") or {}
+            b += head.get("cuda_bytes", head.get("bytes", 0)) + t.get("other_cuda_bytes", t.get("other_bytes", 0))
+            if "output" not in t and "token_embd" in t:
+                how += "; tied output: token_embd copied to the GPU as output"
+        return Interval.point(b), how
+    if layers >= n and out_on:
         return (Interval.scaled(weights_bytes, Fraction(85, 100), Fraction(1)),
                 f"×[0.85, 1.00]: the token embeddings stay on the CPU ({PLACEMENT})")
-    return (Interval.scaled(weights_bytes * layers // n, Fraction(70, 100), Fraction(1)),
-            f"the layers' share ×[0.70, 1.00]: embeddings and output are not in the layers ({PLACEMENT})")
+    share = Interval.scaled(weights_bytes * layers // n, Fraction(70, 100), Fraction(1))
+    if not out_on:
+        return share, f"the layers' share ×[0.70, 1.00]: embeddings and output are not in the layers ({PLACEMENT})"
+    w_lo, w_hi, how = _output_matrix_bytes(model, graph_widths(model), weights_bytes)
+    return (Interval(share.low + int(w_lo), share.high + int(w_hi)),
+            f"the layers' share ×[0.70, 1.00] + the output matrix ({how}) ({PLACEMENT})")
 
 
 def _vocab_said(model: ModelSpec) -> str:
@@ -586,28 +748,28 @@ def _flips(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int,
 
     ngl = {"sure": ngl_at("low"), "possible": ngl_at("high")}
     return {"ctx_size_all_layers_on_gpu": {"sure": largest("low"), "possible": largest("high")},
-            "layers_on_cpu_at_ctx_size": {k: None if v is None else n - gpu_layers(v, n)[0] for k, v in ngl.items()},
+            "layers_on_cpu_at_ctx_size": {k: None if v is None else n - gpu_layers(v, n, release)[0] for k, v in ngl.items()},
             "n_gpu_layers_at_ctx_size": ngl,
-            "output_on_gpu_at_ctx_size": {k: None if v is None else gpu_layers(v, n)[1] for k, v in ngl.items()},
-            "n_gpu_layers_margin_bytes": margin,
+            "output_on_gpu_at_ctx_size": {k: None if v is None else gpu_layers(v, n, release)[1] for k, v in ngl.items()},
+            "n_gpu_layers_margin_bytes": margin, "ngl_counts_output": counts_output(release),
             "n_layers": n, "ctx_size_cap": limit}
 
 
-def gpu_layers(ngl: int, n_layer: int) -> tuple[int, bool]:
-    """``(repeating layers on the GPU, output layer on the GPU)`` at ``-ngl ngl``, as
-    :func:`model_buffer` and :func:`_kv_on_gpu` place them (:data:`PLACEMENT`): the words of
-    the verdict and of the flip points come from here, so they say one ``-ngl`` the same way.
+def gpu_layers(ngl: int, n_layer: int, release: Release | None = None) -> tuple[int, bool]:
+    """``(repeating layers on the GPU, output layer on the GPU)`` at ``-ngl ngl``
+    (:func:`gpu_placement`, :data:`PLACEMENT`): the words of the verdict and of the flip
+    points come from here, so they say one ``-ngl`` the same way.
 
     >>> gpu_layers(24, 32), gpu_layers(33, 32), gpu_layers(999, 32)
-    ((24, False), (32, True), (32, True))
+    ((23, True), (32, True), (32, True))
     """
-    return min(ngl, n_layer), ngl > n_layer
+    return gpu_placement(n_layer, ngl, release)
 
 
-def ngl_words(ngl: int, n_layer: int) -> str:
+def ngl_words(ngl: int, n_layer: int, release: Release | None = None) -> str:
     """``-ngl N`` with what it puts on the GPU (:func:`gpu_layers`): ``24 of 32 layers on the
     GPU (-ngl 24)``, ``every layer and the output on the GPU (-ngl 33)``."""
-    on, out = gpu_layers(ngl, n_layer)
+    on, out = gpu_layers(ngl, n_layer, release)
     if on == n_layer:
         return f"every layer {'and the output ' if out else ''}on the GPU{'' if out else ', the output on the CPU'} " \
                f"(-ngl {ngl})"
