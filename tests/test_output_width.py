@@ -171,7 +171,7 @@ def test_llamacpp_verdict_and_flip_name_one_ngl(ctx, capsys):
     d = json.loads(_run(capsys, [*argv, "--json"]))
     f = d["flip_points"]
     assert f["n_gpu_layers_at_ctx_size"]["sure"] == d["settings"]["n_gpu_layers"] == verdict
-    assert f["layers_on_cpu_at_ctx_size"]["sure"] == 32 - verdict and f["n_gpu_layers_margin_bytes"] == 2**30
+    assert f["layers_on_cpu_at_ctx_size"]["sure"] == 32 + 1 - verdict  # i_gpu_start = n_layer + 1 - ngl and f["n_gpu_layers_margin_bytes"] == 2**30
 
 
 def test_llamacpp_given_ngl_flip_is_the_edge(capsys):

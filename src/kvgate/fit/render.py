@@ -57,7 +57,7 @@ def render_llamacpp(a: FitAnswer, *, sources: bool = False) -> str:
     """The text answer for a llama.cpp :class:`FitAnswer`."""
     s = a.settings
     cuda = a.gpu.cuda_total
-    out = [_header(a, "llama.cpp")]
+    out = [_header(a, a.engine)]
     out.append(pack("flags: ", [f"-c {s['ctx_size']}", f"-np {s['parallel']}", f"-ctk {s['cache_type_k']}",
                                 f"-ctv {s['cache_type_v']}", f"-ngl {s['n_gpu_layers']}", f"-fa {s['flash_attn']}",
                                 f"-ub {s['ubatch_size']}", f"-b {s['batch_size']}"] + (["-kvu"] if s["kv_unified"] else [])))
@@ -85,7 +85,7 @@ def render_llamacpp(a: FitAnswer, *, sources: bool = False) -> str:
         flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                      f"{share}")
     flips.append(_ngl_flip(s["ctx_size"], f))
-    return "\n".join(out + _closing(a, "llama.cpp", flips))
+    return "\n".join(out + _closing(a, a.engine, flips))
 
 
 def _ngl_flip(ctx: int, f: dict[str, Any]) -> str:
