@@ -25,7 +25,12 @@ from kvgate.atomicio import write_atomic
 from kvgate.tier.stack import LruCurve
 from kvgate.units import GiB, fmt_human
 
-_NAMES = {"lru": "LRU", "vllm": "vLLM model", "sglang": "SGLang model", "llama.cpp": "llama-server model"}
+
+def _engine(model: str) -> Any:
+    """The engine whose cache model ``model`` is (``None`` for plain LRU)."""
+    from kvgate.engines.registry import get_engine
+
+    return None if model == "lru" else get_engine(model)
 
 
 def _pct(x: float | None) -> str:
@@ -56,7 +61,9 @@ def render_tier_png(rep: dict[str, Any], curve: LruCurve) -> bytes:
                label=f"unbounded: {_pct(rep['unbounded_hit_share'])} "
                      f"(saturates at {fmt_human(rep['saturation_bytes'])})")
     model = rep["cache_model"]
-    name = _NAMES.get(model, model)
+    engine = _engine(model)
+    name = "LRU" if engine is None else f"{engine.display} model"
+    own_curve = engine is not None and not engine.tier_on_lru_curve  # llama-server: slots, not a capacity
     d, h = rep.get("device"), rep.get("host")
     dev_x = d["capacity_bytes"] / GiB if d and d.get("capacity_bytes") else None
     if d is not None and dev_x:
@@ -78,7 +85,7 @@ def render_tier_png(rep: dict[str, Any], curve: LruCurve) -> bytes:
             cap = "no limit" if h.get("capacity_bytes") is None else fmt_human(h["capacity_bytes"])
             ax.plot([], [], " ", label=f"+ host tier {cap}: {name} {_pct(h['hit_share'])}")
         hb = rep.get("boundaries", {}).get("host_capacity_bytes_from_which_it_pays")
-        if hb is not None and dev_x and model != "llama.cpp":
+        if hb is not None and dev_x and not own_curve:
             ax.axvline(dev_x + hb / GiB, color="C3", ls=":", lw=1.2,
                        label=f"boundary: a host tier of {fmt_human(hb)} or more adds >= "
                              f"{100 * rep['min_gain_share']:.3g}% of tokens")
@@ -91,7 +98,7 @@ def render_tier_png(rep: dict[str, Any], curve: LruCurve) -> bytes:
     ax.set_title(f"{os.path.basename(str(rep['trace']))}: {rep['requests']:,} requests, "
                  f"{rep['prompt_tokens']:,} prompt tokens — {rep['model']}, {rep['kv_format']}", fontsize=10)
     caption = f"kvgate tier, cache model {model}. "
-    if model == "llama.cpp":
+    if own_curve:
         caption += ("llama-server's device tier is its slots (whole prompts, not a capacity on this axis) and "
                     "--cache-ram holds whole prompts: its figures are in the legend, the curve is plain LRU. ")
     elif model != "lru":
