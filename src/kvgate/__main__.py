@@ -3,9 +3,9 @@
 import sys
 
 try:
-    from kvgate.cli import main
+    from kvgate.cli import console_main
 except KeyboardInterrupt:
     sys.stderr.write("ERROR: interrupted\n")
     sys.exit(130)
 
-sys.exit(main())
+console_main()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -253,6 +254,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", None, exit_signal(signal.SIGINT), as_json)
 
 
+def console_main() -> None:
+    """The ``kvgate`` console script: :func:`main`, then exit with its status.
+
+    Once :func:`main` returns, its answer is out: a Ctrl-C during the interpreter's shutdown
+    (where Python puts back the default handler, and the signal would end the process as
+    ``-2`` with no line) is ignored, so the status stays the answer's. Interrupted (130),
+    the process ends at once after its one line."""
+    try:
+        code = main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # in the instant between main's return and the line above
+        sys.stderr.write("ERROR: interrupted\n")
+        code = exit_signal(signal.SIGINT)
+    if code == exit_signal(signal.SIGINT):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["--version"]:
         print(f"kvgate {version()}")
@@ -288,7 +309,22 @@ def _main(argv: list[str]) -> int:
         return _fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), None, EXIT_INPUT,
                      as_json)
     except Exception as exc:
+        if _caused_by_interrupt(exc):  # Ctrl-C inside an import or a class body, re-raised as another error
+            raise KeyboardInterrupt from exc
         return _internal(exc, as_json)
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` wraps a :class:`KeyboardInterrupt` (Python turns one raised while a class
+    is built into ``RuntimeError: Error calling __set_name__ …`` with it as the cause)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _internal(exc: Exception, as_json: bool) -> int:
