@@ -71,10 +71,11 @@ class LlamaCppEngine(EngineBase):
         if auto:
             answer.notes.append(f"-np not given: llama-server runs {flags.parallel} slots sharing one unified KV cache "
                                 "of -c cells (tools/server/server.cpp: n_parallel auto → 4, kv_unified = true)")
-        if inputs.weights_bytes is None and not exact and getattr(w, "params", None):
-            per = w.bytes / w.params
+        params: int | None = getattr(w, "params", None)
+        if inputs.weights_bytes is None and not exact and params:
+            per = w.bytes / params
             dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
-            answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({w.params:,} parameters × {per:g} B, "
+            answer.notes.append(f"no GGUF: the weights are taken as {dtype} ({params:,} parameters × {per:g} B, "
                                 "the config's dtype); a quantized GGUF (Q8_0, Q4_K_M) is 2-4× smaller: give the "
                                 ".gguf file or --weights-bytes")
         elif inputs.weights_bytes is None and w.source.startswith("preset "):
