@@ -71,7 +71,7 @@ class LlamaCppEngine(EngineBase):
         if auto:
             answer.notes.append(f"-np not given: llama-server runs {flags.parallel} slots sharing one unified KV cache "
                                 "of -c cells (tools/server/server.cpp: n_parallel auto → 4, kv_unified = true)")
-        params: int | None = getattr(w, "params", None)
+        params: int | None = None if inputs.weights_bytes is not None else getattr(w, "params", None)
         if inputs.weights_bytes is None and not exact and params:
             per = w.bytes / params
             dtype = {2: "bf16", 4: "f32", 1: "8-bit"}.get(round(per), f"{per:g} B a parameter")
