@@ -434,3 +434,52 @@ def test_llamacpp_flags_np_ub_and_cache_types_as_llamacpp_takes_them(tmp_path, c
     assert got == 32768 * per_cell + 3072 * per_cell
     assert main(["geometry", str(p), "-c", "32768", "-ub", "4096", "-b", "4096", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["engine_cache_bytes"] == 32768 * per_cell + 5120 * per_cell
+
+
+def _plain_and_header_readers(path):
+    import gguf
+
+    from kvgate.model.gguf import read_gguf
+
+    return gguf.GGUFReader(str(path), "r"), read_gguf(path)
+
+
+@pytest.mark.slow  # gguf-py's own reader takes ~16 s on this vocabulary: scripts/test skips it, .ci/run runs it
+def test_header_reader_keeps_long_tokenizer_arrays_as_counts(tmp_path):
+    """A 262,208-token Gemma-3 vocabulary (the shape's own count, written as a real string
+    array): the header reader gives the same metadata, token count, tensors and weight bytes
+    as gguf-py's reader, without one numpy view per token."""
+    import os
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("gguf")
+    from kvgate.model.gguf import LONG_ARRAY, gguf_metadata, gguf_weight_bytes, load_gguf
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from llamacpp_gpu_buffers import write_header
+    finally:
+        sys.path.pop(0)
+    p = tmp_path / "g12.gguf"
+    os.truncate(p, write_header(p, "gemma3_12b", "Q8_0"))
+    plain, fast = _plain_and_header_readers(p)
+    n = len(plain.fields["tokenizer.ggml.tokens"].data)
+    assert n >= LONG_ARRAY and len(fast.fields["tokenizer.ggml.tokens"].data) == n
+    assert len(fast.fields["tokenizer.ggml.tokens"].parts) < 10 < len(plain.fields["tokenizer.ggml.tokens"].parts)
+    assert gguf_metadata(fast) == gguf_metadata(plain)
+    assert [(t.name, t.n_bytes, list(t.shape)) for t in fast.tensors] == \
+        [(t.name, t.n_bytes, list(t.shape)) for t in plain.tensors]
+    assert gguf_weight_bytes(fast) == gguf_weight_bytes(plain)
+    assert load_gguf(p).config["tokenizer_tokens"] == n
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parent / "data" / "llamacpp" /
+                                                         "conformance").glob("*.gguf"))[:12])
+def test_header_reader_reads_the_conformance_ggufs_as_gguf_py_does(name):
+    pytest.importorskip("gguf")
+    from kvgate.model.gguf import gguf_metadata
+
+    plain, fast = _plain_and_header_readers(Path(__file__).parent / "data" / "llamacpp" / "conformance" / name)
+    assert gguf_metadata(fast) == gguf_metadata(plain)
+    assert {k: len(f.data) for k, f in fast.fields.items()} == {k: len(f.data) for k, f in plain.fields.items()}

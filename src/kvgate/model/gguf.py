@@ -8,6 +8,7 @@ asked through :func:`kvgate.engines.registry.engine_of_file_format`).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def read_gguf(path: str | Path) -> Any:
     except ImportError as exc:  # pragma: no cover - dependency
         raise GGUFError("reading GGUF needs the 'gguf' package", hint="pip install gguf") from exc
     try:
-        return gguf.GGUFReader(str(p), "r")
+        return _header_reader_class(gguf)(str(p), "r")
     except (ValueError, IndexError, KeyError, OverflowError, TypeError) as exc:
         raise GGUFError(
             f"{p} is a truncated or corrupt GGUF file ({type(exc).__name__}: {exc})",
@@ -50,11 +51,55 @@ def read_gguf(path: str | Path) -> Any:
         ) from exc
 
 
+#: arrays this long are tokenizer tables (tokens, scores, types, merges), never model geometry
+LONG_ARRAY = 65_536
+
+
+def _header_reader_class(gguf: Any) -> Any:
+    """``gguf.GGUFReader`` that keeps an array of at least :data:`LONG_ARRAY` elements as one
+    view of its bytes instead of one numpy view per element (gguf-py 0.19
+    ``GGUFReader._get_field_parts``): a 262,144-token vocabulary took 786,646 views and 16 s
+    to open; now the field keeps its element count (``len(field.data)``) and its bytes, and
+    :func:`gguf_metadata` never reads its elements. Arrays of arrays take gguf-py's path."""
+    base = gguf.GGUFReader
+    if not hasattr(base, "_get_field_parts"):  # a gguf-py without the private hook: plain reader
+        return base
+    vtype = gguf.GGUFValueType
+    import numpy as np  # noqa: PLC0415
+
+    class HeaderReader(base):  # type: ignore[misc, valid-type]
+        def _get_field_parts(self, orig_offs: int, raw_type: int) -> Any:
+            if raw_type != vtype.ARRAY:
+                return super()._get_field_parts(orig_offs, raw_type)
+            raw_itype = self._get(orig_offs, np.uint32)
+            alen = self._get(orig_offs + 4, np.uint64)
+            n, itype = int(alen[0]), int(raw_itype[0])
+            scalar = self.gguf_scalar_to_np.get(vtype(itype))
+            if n < LONG_ARRAY or not (scalar is not None or itype == vtype.STRING):
+                return super()._get_field_parts(orig_offs, raw_type)
+            start = end = orig_offs + 12
+            if scalar is not None:
+                end += n * np.dtype(scalar).itemsize
+            else:  # strings: a uint64 length, then the bytes
+                order = sys.byteorder if self.byte_order == "I" else ("big" if sys.byteorder == "little" else "little")
+                buf = memoryview(self.data)
+                for _ in range(n):
+                    end += 8 + int.from_bytes(buf[end:end + 8], order)
+                if end > len(self.data):
+                    raise IndexError(f"array of {n} strings runs past the end of the file")
+            body = self._get(start, np.uint8, end - start)
+            return end - orig_offs, [raw_itype, alen, body], list(range(n)), [vtype.ARRAY, vtype(itype)]
+
+    return HeaderReader
+
+
 def gguf_metadata(reader: Any) -> dict[str, Any]:
     """All key/value metadata as Python values (arrays as lists; tokenizer arrays skipped)."""
     out: dict[str, Any] = {}
     for name, field in reader.fields.items():
         if name.startswith("tokenizer.ggml.") or name.startswith("GGUF."):
+            continue
+        if len(field.data) >= LONG_ARRAY and len(field.parts) <= 6:  # kept as bytes: a table, not geometry
             continue
         try:
             v = field.contents()
