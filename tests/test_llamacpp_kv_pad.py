@@ -1,5 +1,5 @@
 """llama.cpp's context padding by build (:func:`kvgate.engines.llamacpp.fit.kv_pad`), against
-the Apple M4 CI run of b4846 in tests/data/fit_logs: ``llama-perplexity -c 128 -b 128``
+the Apple M4 CI runs of b4556 and b4846 in tests/data/fit_logs: ``llama-perplexity -c 128 -b 128``
 without flash attention prints ``kv_size = 128`` and ``Metal KV buffer size = 24.00 MiB``
 (Pythia-1.4B: 24 layers × 2048 K + 2048 V f16 per cell = 192 KiB per cell)."""
 
@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kvgate.engines.llamacpp.fit import LlamaCppFlags, _kv_on_gpu, kv_geometry, kv_pad
 from kvgate.fit.release import Release, parse_version
 from kvgate.model import load_model
 
 LOGS = Path(__file__).parent / "data" / "fit_logs"
-LOG = LOGS / "llamacpp_b4846_pythia-1.4b-q4_k_apple-m4_ppl-c128_1.log"
+LOGS_C128 = {"b4556": "llamacpp_b4556_pythia-1.4b-q4_0_apple-m4_ppl-c128_1.log",
+             "b4846": "llamacpp_b4846_pythia-1.4b-q4_k_apple-m4_ppl-c128_1.log"}
 MiB = 2**20
 
 
@@ -26,10 +29,12 @@ def _kv(release: Release | None, fa: str = "off", ctx: int = 128) -> int:
     return _kv_on_gpu(g, ctx, 1, 999, release)[0]
 
 
-def test_b4846_without_flash_attention_pads_to_32_cells_as_its_log_prints():
-    text = LOG.read_text(encoding="utf-8")
+@pytest.mark.parametrize("build", sorted(LOGS_C128))
+def test_without_flash_attention_pads_to_32_cells_as_the_logs_print(build):
+    text = (LOGS / LOGS_C128[build]).read_text(encoding="utf-8")
+    assert f"build: {build[1:]} " in text
     assert "kv_size = 128," in text and "Metal KV buffer size =    24.00 MiB" in text
-    assert _kv(_rel("b4846")) == 24 * MiB
+    assert _kv(_rel(build)) == 24 * MiB
 
 
 def test_flash_attention_and_newest_builds_pad_to_256_cells():
