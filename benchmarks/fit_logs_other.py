@@ -219,10 +219,15 @@ def _flags(inp: dict[str, Any]) -> LlamaCppFlags:
                          ubatch_size=inp["ubatch"], batch_size=inp["batch"], n_gpu_layers=inp["ngl"])
 
 
+_GPU_BUFFER = re.compile(r"(CUDA|ROCm|MTL|Vulkan)\d|Metal ")
+
+
 def _gpu_buffers(lines: Any, kind: str) -> Interval | None:
-    """The first GPU (CUDA0/ROCm0/MTL0) ``… {kind} buffer size = X MiB`` line."""
+    """The first GPU ``… {kind} buffer size = X MiB`` line: CUDA0, ROCm0, Vulkan0, MTL0, or
+    ``Metal``, the name the Metal backend's buffers carry in builds before per-device names
+    (``Metal KV buffer size =   384.00 MiB`` in the ggml-org/ci Apple M4 runs of b4846)."""
     for line in [lines] if isinstance(lines, str) else (lines or []):
-        if re.match(r"(CUDA|ROCm|MTL|Vulkan)\d", line) and f"{kind} buffer size" in line:
+        if _GPU_BUFFER.match(line) and f"{kind} buffer size" in line:
             return _mib_line(line)
     return None
 
@@ -273,7 +278,7 @@ def llamacpp_checks(folder: Path = FOLDER) -> list[Check]:
         model = _model(inp["model"], folder)
         f = _flags(inp)
         rel = Release("llama.cpp", inp["release"], parse_version(inp["release"]), "given")
-        g = kv_geometry(model, f)
+        g = kv_geometry(model, f, rel)
         on_gpu, _ = _kv_on_gpu(g, inp["ctx"], f.parallel, inp["ngl"], rel)
         kv.printed = _gpu_buffers(e["llamacpp_kv_buffer"], "KV")
         kv.predicted = Interval.point(on_gpu)

@@ -51,6 +51,17 @@ def _share(checks: list[fit_logs_other.Check], loo: bool = False) -> Fraction:
 # ------------------------------------------------------------------ llama.cpp
 
 
+def test_gpu_buffer_reader_takes_each_backend_name_and_no_host_buffer():
+    """The first device buffer of a kind: CUDA0, ROCm0, Vulkan0, MTL0 and the pre-device
+    ``Metal`` name (Apple M4 CI run of b4846); CPU and CUDA_Host lines are not the GPU's."""
+    read = fit_logs_other._gpu_buffers
+    assert read(["Metal KV buffer size =   384.00 MiB"], "KV").low // MiB == 383
+    assert read(["CPU KV buffer size =   448.00 MiB", "Vulkan0 KV buffer size =   10.00 MiB"], "KV").high < 11 * MiB
+    assert read(["CUDA_Host compute buffer size =    12.01 MiB"], "compute") is None
+    assert read(["Metal_Mapped model buffer size =   871.83 MiB"], "KV") is None
+    assert read(["MTL0 compute buffer size =   102.25 MiB"], "compute") is not None
+
+
 def test_llamacpp_kv_buffer_exact_on_every_log(llamacpp):
     kv = [c for c in llamacpp if c.quantity == "KV buffer" and c.printed is not None]
     assert len(kv) >= 7

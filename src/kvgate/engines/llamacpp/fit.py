@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from kvgate.engines.llamacpp.pool import LlamaCpp, pad256
+from kvgate.engines.llamacpp.pool import PAD, LlamaCpp
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
@@ -96,11 +96,11 @@ class LlamaCppFlags:
             raise KvgateError("-ngl and -c must not be negative")
 
 
-def kv_geometry(model: ModelSpec, f: LlamaCppFlags) -> KVGeometry:
+def kv_geometry(model: ModelSpec, f: LlamaCppFlags, release: Release | None = None) -> KVGeometry:
     """The llama.cpp KV geometry of ``model`` under ``f`` (``-np``, ``-kvu``, ``-ub``, ``-fa``,
-    ``-b``, ``-ctk``/``-ctv``)."""
+    ``-b``, ``-ctk``/``-ctv``) in ``release`` (the context's padding, :func:`kv_pad`)."""
     lay = LlamaCpp(n_seq=f.parallel, unified=f.kv_unified, n_ubatch=f.ubatch_size, flash_attn=f.flash_attn,
-                   n_batch=f.batch_size)
+                   n_batch=f.batch_size, pad=kv_pad(f, release))
     return KVGeometry(model, f.cache_type_k, kv_format_v=f.cache_type_v, layout=lay)
 
 
@@ -172,6 +172,28 @@ def flash_attn_on(f: LlamaCppFlags, release: Release | None = None) -> bool:
     if f.flash_attn == "auto":
         return not (release is not None and release.version <= FA_SWITCH_UP_TO)
     return f.flash_attn == "on"
+
+
+#: builds that padded the context to 32 cells without flash attention, approximate ends:
+#: from PR #7257 "llama : less KV padding when FA is off" (merged 2024-05-13, near b2860)
+#: up to PR #16812 "memory : remove KV cache size padding" (merged 2025-10-28, near b6870)
+PAD32_FROM, PAD32_BEFORE = (2860,), (6870,)
+
+
+def kv_pad(f: LlamaCppFlags, release: Release | None = None) -> int:
+    """Cells the context is rounded up to. From PR #7257 the padding was
+    ``llama_kv_cache_get_padding`` (``llama.cpp``, later ``llama_kv_cache_unified::get_padding``
+    in ``src/llama-kv-cache-unified.cpp``): ``return cparams.flash_attn ? 256u : 32u;``
+    ("the FA kernels require padding to avoid extra runtime boundary checks"), applied as
+    ``cparams.n_ctx = GGML_PAD(cparams.n_ctx, padding)``. PR #16812 removed the padding and
+    PR #17046 (2025-11-06, "kv-cache : pad the cache size to 256") restored 256 whatever
+    ``-fa`` says, as at 0c1e57098bba (:mod:`kvgate.engines.llamacpp.pool`). Seen in
+    ``tests/data/fit_logs/llamacpp_b4846_pythia-1.4b-q4_k_apple-m4_ppl-c128_1.log``:
+    ``-c 128`` without flash attention gives ``kv_size = 128``. 256 for an unknown build and
+    for the weeks between #16812 and #17046 (no padding; not modelled)."""
+    if release is None or flash_attn_on(f, release):
+        return PAD
+    return 32 if PAD32_FROM <= release.version < PAD32_BEFORE else PAD
 
 
 def logits_rows(f: LlamaCppFlags, release: Release | None = None) -> tuple[int, int]:
@@ -319,7 +341,8 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     v_lo, v_hi = (w.vocab, w.vocab) if w.vocab else (0, VOCAB_HIGH)  # not available: 0 … the largest
     n_seq = _per_seq(ctx, f.parallel) if not f.kv_unified else ctx
     n = min(f.ubatch_size, f.batch_size, ctx)
-    n_kv = pad256(n_seq)  # the cache's cells, padded to 256 (llama-kv-cache.cpp)
+    pad = kv_pad(f, release)
+    n_kv = -(-n_seq // pad) * pad  # the cache's cells, padded (:func:`kv_pad`)
     fa = flash_attn_on(f, release)
     e = n * n_embd * 4
     mask = n * n_kv * (2 if fa else 4)
@@ -353,7 +376,7 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     ctx = flags.ctx_size or model.max_position_embeddings
     if not ctx:
         raise KvgateError("-c 0 (the model's context) but the model states no context length", hint="give -c N")
-    g = kv_geometry(model, flags)
+    g = kv_geometry(model, flags, release)
     fitted = None
     if fit_on(flags, release):
         fitted = auto_fit(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)

@@ -88,6 +88,11 @@ CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
 FLASH_ATTN = ("auto", "on", "off")
 
 
+def _pad_to(n: int, pad: int) -> int:
+    """``GGML_PAD(n, pad)``: ``n`` rounded up to a multiple of ``pad``."""
+    return -(-n // pad) * pad
+
+
 @dataclass
 class LlamaCpp(Layout):
     """llama.cpp's layout.
@@ -104,6 +109,9 @@ class LlamaCpp(Layout):
         n_batch: logical batch (``-b``, default 2048). llama.cpp clamps
             ``n_batch = min(n_ctx, n_batch)`` and ``n_ubatch = min(n_batch, n_ubatch)``
             (``llama_context`` constructor) before the iSWA size uses ``n_ubatch``.
+        pad: cells the context is rounded up to (default 256, the newest builds); 32 in
+            the builds that padded by ``llama_kv_cache_get_padding`` without flash attention
+            (:func:`kvgate.engines.llamacpp.fit.kv_pad`).
 
     Raises:
         GeometryError: a bad value (named).
@@ -116,6 +124,7 @@ class LlamaCpp(Layout):
     flash_attn: str = "auto"
     n_rs_seq: int = 0
     n_batch: int = 2048
+    pad: int = PAD
     name = "llama.cpp"
     # fitted by bind() on a copy: n_embd_v_gqa_max, the V width of -fa off
     _v_pad: int | None = field(default=None, init=False, repr=False, compare=False)
@@ -123,7 +132,7 @@ class LlamaCpp(Layout):
     _swa: ConfigSwa = field(default_factory=ConfigSwa, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for k in ("n_seq", "n_ubatch", "n_batch"):
+        for k in ("n_seq", "n_ubatch", "n_batch", "pad"):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise GeometryError(f"llama.cpp layout: {k} must be a positive integer, got {v!r}")
@@ -216,10 +225,10 @@ class LlamaCpp(Layout):
     # -- context arithmetic
     def contexts(self, max_seq: int) -> tuple[int, int, int]:
         """``(n_ctx, n_ctx_seq, n_stream)`` for sequences of ``max_seq`` tokens."""
-        n_ctx = pad256(max_seq * self.n_seq)
+        n_ctx = _pad_to(max_seq * self.n_seq, self.pad)
         if self.unified:
             return n_ctx, n_ctx, 1
-        n_ctx_seq = pad256(n_ctx // self.n_seq)
+        n_ctx_seq = _pad_to(n_ctx // self.n_seq, self.pad)
         return n_ctx_seq * self.n_seq, n_ctx_seq, self.n_seq
 
     def kv_size(self, layer: LayerSpec | LayerKind, max_seq: int) -> int:
