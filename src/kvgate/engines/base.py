@@ -109,6 +109,18 @@ class Engine(Protocol):
         (:func:`kvgate.fit.dtype.resolve_dtype`)."""
         ...
 
+    def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:
+        """kvgate's KV format of its cache under its KV dtype flag ``kv_dtype`` (``None``: the
+        flag's default), the model run in ``model_dtype`` (:meth:`run_dtype`'s answer, or the
+        dtype a log states); ``None`` when the default follows a model dtype not known."""
+        ...
+
+    def auto_kv_format(self, model: Any, gpu_name: str | None = None) -> str:
+        """kvgate's KV format of its default KV cache for ``model`` run under ``--dtype auto``
+        on ``gpu_name`` (:meth:`run_dtype` then :meth:`kv_format`): vLLM and SGLang cache in
+        the dtype they run the model in, float32 models downcast each its own way."""
+        ...
+
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
         ...
@@ -184,6 +196,15 @@ class EngineBase:
     def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
         dtype: tuple[str, str] = self.module("dtype").run_dtype(given, config, gpu_name)
         return dtype
+
+    def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:
+        fmt: str | None = self.module("dtype").kv_format(kv_dtype, model_dtype)
+        return fmt
+
+    def auto_kv_format(self, model: Any, gpu_name: str | None = None) -> str:
+        from kvgate.fit.dtype import model_config  # noqa: PLC0415
+
+        return str(self.kv_format(None, self.run_dtype("auto", model_config(model), gpu_name)[0]))
 
     def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
                budget: Any = None) -> Any:

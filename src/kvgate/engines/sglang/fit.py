@@ -30,11 +30,11 @@ from dataclasses import replace
 from fractions import Fraction
 
 from kvgate.engines.sglang.budget import default_mem_fraction
+from kvgate.engines.sglang.dtype import kv_format
 from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.engines.sglang.startup import check_sglang_encoder_decoder, check_sglang_tp
 from kvgate.engines.sglang.swa import SwaSplit, swa_plan, swa_settings
-from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
@@ -48,28 +48,6 @@ from kvgate.units import GiB, MiB
 
 INIT_TP1 = Interval(230 * MiB, 1230 * MiB)
 INIT_TP = Interval(230 * MiB, 2048 * MiB)
-
-
-def _kv_format(flag: str, model: ModelSpec) -> str:
-    """SGLang's ``--kv-cache-dtype`` as a kvgate KV format. SGLang's choices
-    (``python/sglang/srt/server_args.py``): ``auto``, ``fp8_e5m2``, ``fp8_e4m3`` (0.4), and
-    ``bf16``, ``bfloat16``, ``fp4_e2m1`` (0.5; fp4 not modelled); ``fp8`` is read as fp8.
-
-    Raises:
-        KvgateError: a dtype SGLang does not take, or fp4_e2m1.
-    """
-    f = flag.lower()
-    if f == "auto":  # the model's dtype as SGLang runs it (--dtype, kvgate.fit.dtype)
-        d = str(model.dtype or "").lower()
-        return "fp16" if d in ("float16", "half") else "fp32" if d in ("float32", "float") else "bf16"
-    if f in ("fp8", "fp8_e5m2", "fp8_e4m3"):
-        return "fp8"
-    if f in ("bf16", "bfloat16"):
-        return "bf16"
-    if f == "fp4_e2m1":
-        raise KvgateError("--kv-cache-dtype fp4_e2m1 (SGLang's mxfp4 KV cache) is not modelled by kvgate",
-                          hint="auto, fp8_e4m3, fp8_e5m2, bf16")
-    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of SGLang's", hint="auto, fp8_e4m3, fp8_e5m2, bf16, bfloat16")
 
 
 def init_band(tp: int) -> Interval:
@@ -131,7 +109,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     terms = [weights, Term("CUDA context and NCCL at start (free = total − this)", init,
                            "band over the SGLang logs of tests/data/fit_logs", counted=False)]
     pool = budget - weights.value
-    geo = KVGeometry(model, _kv_format(s.kv_cache_dtype, model), tp=s.tp_size,
+    geo = KVGeometry(model, str(kv_format(s.kv_cache_dtype, run_dtype)), tp=s.tp_size,
                      layout=SGLang(page_size=s.page_size, version=release.text))
     cell = cell_bytes(geo)
     L = s.context_length

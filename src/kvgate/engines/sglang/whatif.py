@@ -14,6 +14,7 @@ from kvgate.fit.whatif import (
     WhatIfAnswer,
     given_flags,
     gpu_change,
+    log_kv_dtype,
     log_kv_shown,
     log_release,
     model_weights,
@@ -31,7 +32,6 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
     from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
     from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
     from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
-    from kvgate.engines.vllm.whatif import log_kv_dtype  # noqa: PLC0415  (vLLM's reading of the log's dtype)
 
     gpu = need_gpu(w, "SGLang")
     fl = pool.flags

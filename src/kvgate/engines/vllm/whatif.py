@@ -22,6 +22,7 @@ from kvgate.fit.whatif import (
     WhatIfAnswer,
     given_flags,
     gpu_change,
+    log_kv_dtype,
     log_kv_shown,
     log_release,
     model_weights,
@@ -266,24 +267,6 @@ class VllmFromLog:
             out.append("likely cause: another GPU than the one named, or a non-KV term outside kvgate's band")
         return out
 
-
-
-def log_kv_dtype(pool: EnginePool, model: ModelSpec) -> str:
-    """The log's ``--kv-cache-dtype`` as the what-if's starting point: the logged flag, else
-    the KV format the log part resolved (``--kv-format`` or an engine spelling taken as the
-    log's own, :func:`kvgate.commands._engine_log.resolve_log_settings`) when it is not the
-    model's dtype, else ``auto`` (vLLM's / SGLang's default)."""
-    from kvgate.engines.vllm.fit import kv_format_for  # noqa: PLC0415
-
-    if pool.flags.get("kv_cache_dtype"):
-        return str(pool.flags["kv_cache_dtype"])
-    if pool.kv_format is None:
-        return "auto"
-    try:
-        fmt = kv_format_for(str(pool.kv_format), model)
-    except KvgateError:  # a kvgate-only name: the engine's default
-        return "auto"
-    return "auto" if fmt == kv_format_for("auto", model) else fmt
 
 
 def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu, *, log_kv: str | None = None) -> list[str]:
