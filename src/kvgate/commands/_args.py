@@ -32,8 +32,6 @@ from kvgate.options import (
 
 LAYOUT_NAMES = ("contiguous", "vllm", "llama.cpp")
 VLLM, LLAMACPP = "vllm", "llama.cpp"
-# llama.cpp's own default cache type (common_params.cache_type_k/v = GGML_TYPE_F16)
-LLAMACPP_DEFAULT_KV = "fp16"
 # = kvgate.measure.runner.DEFAULT_SETTLE_S (0.25 s: 250 idle samples at 1 ms), spelled here so
 # that building a parser does not import the measurement stack.
 DEFAULT_SETTLE = "0.25s"
@@ -226,10 +224,13 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))])
     given = {"model": a.get("model"), "kv_format": k, "kv_format_v": v, "tp": tp, "layout": a.get("layout") or engine,
              "max_seq": max_seq, "slots": slots}
-    if layout == LLAMACPP:  # llama.cpp's default for the side not given is f16
-        k = k or LLAMACPP_DEFAULT_KV
+    if layout == LLAMACPP:  # the side not given takes llama.cpp's own default (-ctk/-ctv f16)
+        from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+        default = str(get_engine(LLAMACPP).kv_format(None, None))
+        k = k or default
         if v is None and (ctk or ctv):
-            v = LLAMACPP_DEFAULT_KV
+            v = default
     k = k or DEFAULT_KV_FORMAT
     if v is not None and _same_format(k, v):
         v = None

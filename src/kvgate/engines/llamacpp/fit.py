@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
 from kvgate.engines.llamacpp.pool import LlamaCpp, pad256
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
@@ -65,8 +66,8 @@ class LlamaCppFlags:
 
     ctx_size: int | None = None
     parallel: int = 1
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
+    cache_type_k: str = DEFAULT_CACHE_TYPE
+    cache_type_v: str = DEFAULT_CACHE_TYPE
     n_gpu_layers: int = 999
     flash_attn: str = "auto"
     ubatch_size: int = 512

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
 from kvgate.engines.logtext import Line
 from kvgate.engines.pool import EnginePool
 from kvgate.errors import KvgateError
@@ -40,7 +41,8 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
     fa = fl.get("flash_attn")
     base = LlamaCppFlags(
         ctx_size=int(fl["n_ctx"]) if fl.get("n_ctx") else None, parallel=int(fl.get("n_seq_max") or 1),
-        cache_type_k=str(fl.get("cache_type_k") or "f16"), cache_type_v=str(fl.get("cache_type_v") or "f16"),
+        cache_type_k=str(fl.get("cache_type_k") or DEFAULT_CACHE_TYPE),
+        cache_type_v=str(fl.get("cache_type_v") or DEFAULT_CACHE_TYPE),
         flash_attn=fa if fa in ("on", "off", "auto") else ("on" if fa in (1, "1", True, "true") else
                                                         "off" if fa in (0, "0", False, "false") else "auto"),
         ubatch_size=int(fl.get("n_ubatch") or 512), batch_size=int(fl.get("n_batch") or 2048),
