@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
@@ -159,14 +160,14 @@ class LogSettings:
     engine_tp: int | None = None  # the engine-spelled TP taken as the log's own
 
 
-def _fmt_name(fmt: str, model: Any) -> str:
-    """A KV format's kvgate name; vLLM/SGLang ``auto`` is the model's dtype
-    (:meth:`kvgate.options.EngineOptions.formats_for`)."""
+def _fmt_name(fmt: str, model: Any, engine: str) -> str:
+    """A KV format's kvgate name; ``auto`` is the log's ``engine``'s default for ``model``
+    (:meth:`kvgate.engines.base.Engine.auto_kv_format`)."""
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
     from kvgate.geometry.formats import get_format  # noqa: PLC0415
-    from kvgate.options import EngineOptions  # noqa: PLC0415
 
     if fmt.strip().lower() == "auto" and model is not None:
-        fmt = EngineOptions(kv_format="auto").formats_for(model)[0]
+        return get_engine(engine).auto_kv_format(model)
     try:
         return get_format(fmt).name
     except Exception:  # noqa: BLE001  an engine-only name (llama.cpp's iq4_nl ...): kept as given
@@ -258,7 +259,7 @@ def _log_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: LogSett
     own_kv = getattr(args, "kv_format", None)
     log_kv = pool.kv_format
     if log_kv is None and pool.engine != "llama.cpp" and str(pool.flags.get("kv_cache_dtype") or "") == "auto":
-        log_kv = _fmt_name("auto", model)  # the log states auto: the model's dtype (vLLM/SGLang rule)
+        log_kv = _fmt_name("auto", model, pool.engine)  # the log states auto: the engine's default
     if own_kv is not None:
         out.kv_format = own_kv
         log_kv = log_kv or own_kv
@@ -272,16 +273,17 @@ def _resolve_llamacpp_kv(args: argparse.Namespace, pool: EnginePool, model: Any,
     own_kv = getattr(args, "kv_format", None)
     ctk, ctv = getattr(args, "lcpp_cache_type_k", None), getattr(args, "lcpp_cache_type_v", None)
     log_kv = _log_kv(args, pool, model, out)
+    name = partial(_fmt_name, model=model, engine=pool.engine)
     caches = pool.parsed.get("caches") or []
     stated_k = caches[0].get("k_type") if caches else None
-    if own_kv is not None and stated_k is not None and _fmt_name(own_kv, model) != _fmt_name(str(stated_k), model):
+    if own_kv is not None and stated_k is not None and name(own_kv) != name(str(stated_k)):
         raise KvgateError(f"--kv-format {own_kv}: the log states its cache types (K {stated_k}); --kv-format "
                           "names the log's own when it does not say", hint="ask the what-if with -ctk/-ctv")
     log_k = stated_k or log_kv
     log_v = (caches[0].get("v_type") if caches else None) or log_kv
-    if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
+    if ctk is not None and (log_k is None or name(ctk) != name(str(log_k))):
         out.whatif_kv = ctk
-    if ctv is not None and (log_v is None or _fmt_name(ctv, model) != _fmt_name(str(log_v), model)):
+    if ctv is not None and (log_v is None or name(ctv) != name(str(log_v))):
         out.whatif_ctv = ctv
 
 
@@ -293,12 +295,12 @@ def _resolve_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: Log
     if eng_kv is None:
         return
     if log_kv is None:
-        out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
+        out.kv_format = out.engine_kv = _fmt_name(eng_kv, model, pool.engine)
         spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
         out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
                          "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
                          "log's)")
-    elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
+    elif _fmt_name(eng_kv, model, pool.engine) != _fmt_name(log_kv, model, pool.engine):
         out.whatif_kv = eng_kv
 
 
@@ -595,7 +597,7 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     pool = apply_log_settings(pool, ls)
     auto_kv = None
     if pool.kv_format is None and pool.engine != "llama.cpp":  # vLLM's / SGLang's --kv-cache-dtype auto
-        auto_kv = _fmt_name("auto", model)
+        auto_kv = _fmt_name("auto", model, pool.engine)
     record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=ls.tp,
                        block_size=engine.layout_options.get("block_size"), pp=ls.pp)

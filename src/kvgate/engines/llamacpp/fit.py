@@ -42,7 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
-from kvgate.engines.llamacpp.pool import LlamaCpp, pad256
+from kvgate.engines.llamacpp.pool import FLASH_ATTN, FLASH_ATTN_DEFAULT, N_BATCH, N_UBATCH, LlamaCpp, pad256
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
@@ -69,9 +69,9 @@ class LlamaCppFlags:
     cache_type_k: str = DEFAULT_CACHE_TYPE
     cache_type_v: str = DEFAULT_CACHE_TYPE
     n_gpu_layers: int = 999
-    flash_attn: str = "auto"
-    ubatch_size: int = 512
-    batch_size: int = 2048
+    flash_attn: str = FLASH_ATTN_DEFAULT
+    ubatch_size: int = N_UBATCH
+    batch_size: int = N_BATCH
     kv_unified: bool = False
     n_outputs_max: int | None = None
     ngl_given: bool = True
@@ -80,7 +80,7 @@ class LlamaCppFlags:
     host_memory: int | None = None
 
     def __post_init__(self) -> None:
-        if self.flash_attn not in ("auto", "on", "off"):
+        if self.flash_attn not in FLASH_ATTN:
             raise KvgateError(f"-fa {self.flash_attn!r}: one of on, off, auto")
         for k in ("parallel", "ubatch_size", "batch_size"):
             if getattr(self, k) <= 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
+from kvgate.engines.llamacpp.pool import N_BATCH, N_UBATCH
 from kvgate.engines.logtext import Line
 from kvgate.engines.pool import EnginePool
 from kvgate.errors import KvgateError
@@ -45,7 +46,7 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
         cache_type_v=str(fl.get("cache_type_v") or DEFAULT_CACHE_TYPE),
         flash_attn=fa if fa in ("on", "off", "auto") else ("on" if fa in (1, "1", True, "true") else
                                                         "off" if fa in (0, "0", False, "false") else "auto"),
-        ubatch_size=int(fl.get("n_ubatch") or 512), batch_size=int(fl.get("n_batch") or 2048),
+        ubatch_size=int(fl.get("n_ubatch") or N_UBATCH), batch_size=int(fl.get("n_batch") or N_BATCH),
         kv_unified=str(fl.get("kv_unified")).lower() in ("1", "true"),
         n_gpu_layers=_log_ngl(t, model) if t.model_buffer is not None else 999)
     new = replace(base, **given_flags(n_gpu_layers=w.n_gpu_layers, ctx_size=w.max_model_len, parallel=w.parallel,
