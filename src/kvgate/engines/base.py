@@ -10,12 +10,37 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.geometry.base import Layout
+
+
+F = TypeVar("F")
+
+
+def make_flags(cls: type[F], base: Any = None, /, **given: Any) -> F:
+    """An engine's flags (its frozen ``…Flags`` dataclass), the one way each engine builds
+    them (its ``build_flags``): the fields of ``base`` (a mapping: ``kvgate fit``'s inputs, a
+    log's flags, a recorded case; or flags of ``cls`` to change for a what-if), then ``given``
+    over them. ``None`` is "not given": the engine's default, or ``base``'s value. Keys of a
+    mapping that are no field of ``cls`` are not flags (a log's other keys) and are left out.
+
+    Raises:
+        TypeError: a ``given`` name that is no field of ``cls``.
+        KvgateError: a value the flags refuse (their ``__post_init__``).
+    """
+    names = [f.name for f in fields(cls) if f.init]  # type: ignore[arg-type]
+    if base is not None and is_dataclass(base) and not isinstance(base, type):
+        base = {k: getattr(base, k) for k in names}
+    bad = set(given) - set(names)
+    if bad:
+        raise TypeError(f"{cls.__name__} has no flag {', '.join(sorted(bad))}")
+    kw = {k: v for k, v in (base or {}).items() if k in names and v is not None}
+    kw.update({k: v for k, v in given.items() if v is not None})
+    return cls(**kw)
 
 
 class Engine(Protocol):

@@ -44,11 +44,6 @@ from kvgate.model import ModelSpec
 from kvgate.units import GiB
 
 
-def given_flags(**flags: Any) -> dict[str, Any]:
-    """The what-if flags that were given (``None``: keep the log's)."""
-    return {k: v for k, v in flags.items() if v is not None}
-
-
 @dataclass(frozen=True)
 class WhatIf:
     """The settings asked for instead of the log's (``None`` = the log's).

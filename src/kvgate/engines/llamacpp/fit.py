@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.base import make_flags
 from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
 from kvgate.engines.llamacpp.pool import FLASH_ATTN, FLASH_ATTN_DEFAULT, N_BATCH, N_UBATCH, LlamaCpp, pad256
 from kvgate.errors import KvgateError
@@ -95,6 +96,12 @@ class LlamaCppFlags:
             raise KvgateError("--host-memory must be positive")
         if self.n_gpu_layers < 0 or (self.ctx_size is not None and self.ctx_size < 0):
             raise KvgateError("-ngl and -c must not be negative")
+
+
+def build_flags(base: Any = None, /, **given: Any) -> LlamaCppFlags:
+    """llama.cpp's flags, built once for every path (``kvgate fit``'s inputs, a log's flags
+    for a what-if): :func:`kvgate.engines.base.make_flags`."""
+    return make_flags(LlamaCppFlags, base, **given)
 
 
 def kv_geometry(model: ModelSpec, f: LlamaCppFlags) -> KVGeometry:
