@@ -32,6 +32,7 @@ from kvgate.units import parse_bytes
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.pool import EnginePool
     from kvgate.fit.whatif import WhatIf, WhatIfAnswer
+    from kvgate.options import EngineOptions
 
 
 def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
@@ -532,6 +533,58 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     return (slots if slots is not None else mrr), (max_seq if max_seq is not None else ctx)
 
 
+def _refuse_parallel_flags(engine: EngineOptions, pool: EnginePool, model: Any) -> None:
+    """The engine-log gate's ``-pp`` / ``-dcp``: vLLM's flags, for a vLLM log, at the log's
+    own decode context parallel size and at most one stage per layer.
+
+    Raises:
+        EngineLogError: a flag the log's engine or the log's pool does not take.
+    """
+    from kvgate.engines.pool import EngineLogError  # noqa: PLC0415
+
+    for flag, key in (("-pp", "pipeline_parallel_size"), ("-dcp", "decode_context_parallel_size")):
+        val = engine.layout_options.get(key)
+        if val is not None and val != 1 and pool.engine != "vllm":  # vLLM's flags: would go unused
+            raise EngineLogError(f"{flag} {val}: a vLLM flag, and this is a {pool.engine} log", hint=f"leave {flag} out")
+    given_dcp = engine.layout_options.get("decode_context_parallel_size")
+    log_dcp = int(pool.parsed.get("decode_context_parallel_size") or 1) if pool.engine == "vllm" else 1
+    if given_dcp is not None and given_dcp != log_dcp:  # the gate sizes a rank from the log's cp, never -dcp's
+        raise EngineLogError(f"-dcp {given_dcp}: the log's decode context parallel size is {log_dcp} (its "
+                             "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
+                             hint="leave -dcp out; size another split with kvgate fit -dcp")
+    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp / --pp
+    if given_pp is not None and given_pp > model.num_layers:  # as kvgate fit refuses it (vllm_fit.check_parallel)
+        raise EngineLogError(f"-pp {given_pp}: more pipeline stages than the model's {model.num_layers} layers",
+                             hint="the log's pipeline-parallel size, at most one stage per layer")
+
+
+def _gate_target(args: argparse.Namespace, pool: EnginePool, engine: EngineOptions,
+                 model: Any) -> tuple[EngineOptions, int, int]:
+    """``(engine, slots, max_seq)``: the engine-log gate's target, in any engine's spellings.
+
+    Raises:
+        EngineLogError: no target, or a length the log's engine refuses for the model.
+    """
+    from kvgate.engines.pool import EngineLogError  # noqa: PLC0415
+
+    slots, max_seq = engine.slots, engine.max_seq_for(model)
+    slots, max_seq = _sglang_target(args, pool, slots, max_seq)
+    if (slots, max_seq) != (engine.slots, engine.max_seq_for(model)):  # given in SGLang's spellings
+        engine = replace(engine, slots=slots, max_seq=max_seq)
+    if not slots or not max_seq:
+        raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
+                             "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
+    mpe = model.max_position_embeddings
+    if pool.engine in ("vllm", "sglang") and mpe and max_seq > mpe:
+        # vLLM: ModelConfig get_and_verify_max_len ("User-specified max_model_len ... is greater than the
+        # derived max_model_len"); SGLang: ModelConfig context_len check; both unless an env override is set
+        raise EngineLogError(f"--max-model-len {max_seq:,}: {pool.engine} refuses a length past the model's "
+                             f"max_position_embeddings {mpe:,} (VLLM_ALLOW_LONG_MAX_MODEL_LEN / "
+                             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN override it)",
+                             hint=f"a target length of at most {mpe:,}")
+    return engine, slots, max_seq
+
+
 def run_engine_gate(args: argparse.Namespace) -> int:
     """Run the engine-log gate: the engine flags as :class:`kvgate.options.EngineOptions`,
     ``--trace`` as :class:`kvgate.options.ReplayOptions`, the record flags as
@@ -561,37 +614,10 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
-    for flag, key in (("-pp", "pipeline_parallel_size"), ("-dcp", "decode_context_parallel_size")):
-        val = engine.layout_options.get(key)
-        if val is not None and val != 1 and pool.engine != "vllm":  # vLLM's flags: would go unused
-            raise EngineLogError(f"{flag} {val}: a vLLM flag, and this is a {pool.engine} log", hint=f"leave {flag} out")
-    given_dcp = engine.layout_options.get("decode_context_parallel_size")
-    log_dcp = int(pool.parsed.get("decode_context_parallel_size") or 1) if pool.engine == "vllm" else 1
-    if given_dcp is not None and given_dcp != log_dcp:  # the gate sizes a rank from the log's cp, never -dcp's
-        raise EngineLogError(f"-dcp {given_dcp}: the log's decode context parallel size is {log_dcp} (its "
-                             "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
-                             hint="leave -dcp out; size another split with kvgate fit -dcp")
-    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp / --pp
-    if given_pp is not None and given_pp > model.num_layers:  # as kvgate fit refuses it (vllm_fit.check_parallel)
-        raise EngineLogError(f"-pp {given_pp}: more pipeline stages than the model's {model.num_layers} layers",
-                             hint="the log's pipeline-parallel size, at most one stage per layer")
+    _refuse_parallel_flags(engine, pool, model)
     ls = resolve_log_settings(args, pool, model)
     settle_by_crosscheck(pool, model, ls, block_size=engine.layout_options.get("block_size"))
-    slots, max_seq = engine.slots, engine.max_seq_for(model)
-    slots, max_seq = _sglang_target(args, pool, slots, max_seq)
-    if (slots, max_seq) != (engine.slots, engine.max_seq_for(model)):  # given in SGLang's spellings
-        engine = replace(engine, slots=slots, max_seq=max_seq)
-    if not slots or not max_seq:
-        raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
-                             "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
-    mpe = model.max_position_embeddings
-    if pool.engine in ("vllm", "sglang") and mpe and max_seq > mpe:
-        # vLLM: ModelConfig get_and_verify_max_len ("User-specified max_model_len ... is greater than the
-        # derived max_model_len"); SGLang: ModelConfig context_len check; both unless an env override is set
-        raise EngineLogError(f"--max-model-len {max_seq:,}: {pool.engine} refuses a length past the model's "
-                             f"max_position_embeddings {mpe:,} (VLLM_ALLOW_LONG_MAX_MODEL_LEN / "
-                             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN override it)",
-                             hint=f"a target length of at most {mpe:,}")
+    engine, slots, max_seq = _gate_target(args, pool, engine, model)
     w = whatif_from_args(args, pool, ls, target=(slots, max_seq))
     kv_format = ls.kv_format
     pool = apply_log_settings(pool, ls)
