@@ -72,3 +72,23 @@ def test_whatif_start_is_auto_for_a_float32_model_that_vllm_ran_in_bf16():
     assert log_kv_dtype(pool, _model("float32")) == "auto"
     pool = EnginePool(engine="vllm", version=None, model="m", kv_format="fp8", pool_bytes=None, pool_tokens=1)
     assert log_kv_dtype(pool, _model("float32")) == "fp8"
+
+
+@pytest.mark.parametrize("dtype, kv, want", [
+    ("float32", "fp32", "fp32"),  # --dtype float32: the model, its KV cache and its Mamba state run in float32
+    ("float32", "bf16", "bf16"),  # a float32 config under --dtype auto: vLLM runs it in bf16
+    ("bfloat16", "bf16", "bf16"),
+])
+def test_vllm_mamba_state_auto_is_the_dtype_vllm_runs_the_model_in(dtype, kv, want):
+    """vLLM's ``mamba_cache_dtype auto`` is ``model_config.dtype`` (vllm/config/cache.py);
+    Qwen3-Next's gated delta net layers (tests/data/configs/qwen3-next-80b-a3b.json)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kvgate.engines.vllm.pool import VLLM
+    from kvgate.geometry import KVGeometry
+    from kvgate.model import load_model
+
+    m = load_model(Path(__file__).parent / "data" / "configs" / "qwen3-next-80b-a3b.json")
+    g = KVGeometry(replace(m, dtype=dtype), kv, layout=VLLM())
+    assert [f.name for f in g.layout.state_formats(g)] == [want, want]
