@@ -146,6 +146,11 @@ class Engine(Protocol):
         the dtype they run the model in, float32 models downcast each its own way."""
         ...
 
+    def flag_help(self) -> Sequence[Any]:
+        """Its flags as ``kvgate help engine-flags`` states them
+        (:class:`kvgate.engines.flag_help.FlagHelp`, its ``flag_help.py``)."""
+        ...
+
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
         ...
@@ -221,6 +226,10 @@ class EngineBase:
     def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
         dtype: tuple[str, str] = self.module("dtype").run_dtype(given, config, gpu_name)
         return dtype
+
+    def flag_help(self) -> Sequence[Any]:
+        flags: Sequence[Any] = self.module("flag_help").FLAGS
+        return flags
 
     def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:
         fmt: str | None = self.module("dtype").kv_format(kv_dtype, model_dtype)
