@@ -156,17 +156,27 @@ class EngineOptions:
 
     # -- formats
     def formats_for(self, model: ModelSpec | None = None) -> tuple[str, str | None]:
-        """``(kv_format, kv_format_v)`` with vLLM's ``auto`` resolved as vLLM resolves it:
-        the model's dtype, except that a float32 (or absent, which vLLM reads as float32)
-        config dtype is downcast to the platform's preferred 16-bit type
-        (``vllm/config/model.py`` ``_get_config_dtype`` / ``_resolve_auto_dtype``: "Downcast
-        for float32 models"; bf16 on CUDA cards that have it, fp16 before: 2 bytes either way).
+        """``(kv_format, kv_format_v)`` with ``auto`` resolved by the engine's own rule
+        (:meth:`kvgate.engines.base.Engine.auto_kv_format`; no engine named: the default
+        engine's, vLLM's): the dtype the engine runs the model in, kept in the model's spelling
+        when it is the model's own; a float32 (or absent) config dtype is downcast as the
+        engine does (vLLM: ``vllm/config/model.py`` ``_resolve_auto_dtype``, bf16 on CUDA cards
+        that have it: 2 bytes either way).
         """
         def res(f: str | None) -> str | None:
             if f is None or f.strip().lower() != "auto":
                 return f
-            dtype = str(getattr(model, "dtype", None) or "float32").lower()
-            return "bf16" if dtype in ("float32", "fp32", "float", "f32") else dtype
+            from kvgate.engines.registry import DEFAULT_ENGINE, canonical_name, get_engine  # noqa: PLC0415
+            from kvgate.fit.dtype import dtype_format  # noqa: PLC0415
+
+            engine = get_engine(self.engine or canonical_name(self.layout) or DEFAULT_ENGINE)
+            fmt = engine.auto_kv_format(model)
+            dtype = getattr(model, "dtype", None)
+            try:
+                own = dtype is not None and dtype_format(dtype) == fmt
+            except KvgateError:  # a dtype kvgate has no format for
+                own = False
+            return str(dtype) if own else fmt
 
         k = res(self.kv_format)
         return k or DEFAULT_KV_FORMAT, res(self.kv_format_v)

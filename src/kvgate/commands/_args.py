@@ -32,8 +32,6 @@ from kvgate.options import (
 
 LAYOUT_NAMES = ("contiguous", "vllm", "llama.cpp")
 VLLM, LLAMACPP = "vllm", "llama.cpp"
-# llama.cpp's own default cache type (common_params.cache_type_k/v = GGML_TYPE_F16)
-LLAMACPP_DEFAULT_KV = "fp16"
 # = kvgate.measure.runner.DEFAULT_SETTLE_S (0.25 s: 250 idle samples at 1 ms), spelled here so
 # that building a parser does not import the measurement stack.
 DEFAULT_SETTLE = "0.25s"
@@ -163,6 +161,28 @@ def _one(what: str, pairs: list[tuple[str, Any]]) -> Any:
     return got[0][1] if got else None
 
 
+def _kv_formats(a: dict[str, Any], layout: str) -> tuple[str, str | None, str | None, str | None]:
+    """``(K, V, K as given, V as given)``: the KV formats in kvgate's, vLLM's or llama.cpp's
+    spelling; a side not given takes llama.cpp's own default under its layout (-ctk/-ctv f16),
+    else kvgate's; V the same as K is ``None``."""
+    ctk, ctv = a.get("lcpp_cache_type_k"), a.get("lcpp_cache_type_v")
+    k = _one("the K format", [("--kv-format", a.get("kv_format")), ("--kv-cache-dtype", a.get("vllm_kv_cache_dtype")),
+                              ("-ctk", ctk)])
+    v = given_v = _one("the V format", [("--kv-format-v", a.get("kv_format_v")), ("-ctv", ctv)])
+    given_k = k
+    if layout == LLAMACPP:
+        from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+        default = str(get_engine(LLAMACPP).kv_format(None, None))
+        k = k or default
+        if v is None and (ctk or ctv):
+            v = default
+    k = k or DEFAULT_KV_FORMAT
+    if v is not None and _same_format(k, v):
+        v = None
+    return k, v, given_k, given_v
+
+
 def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) -> EngineOptions:
     """:class:`EngineOptions` from :func:`add_engine_flags`' flags (any of them may be
     absent from ``args``); ``check``: build the layout now, so a layout option it does not
@@ -218,21 +238,10 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
     slots = _one("slots", [("--slots", a.get("slots")), ("--max-num-seqs", a.get("vllm_max_num_seqs")),
                            ("-np", a.get("lcpp_parallel"))])
 
-    # KV formats
-    ctk, ctv = a.get("lcpp_cache_type_k"), a.get("lcpp_cache_type_v")
-    k = _one("the K format", [("--kv-format", a.get("kv_format")), ("--kv-cache-dtype", a.get("vllm_kv_cache_dtype")),
-                              ("-ctk", ctk)])
-    v = _one("the V format", [("--kv-format-v", a.get("kv_format_v")), ("-ctv", ctv)])
+    k, v, given_k, given_v = _kv_formats(a, layout)
     tp = _one("tensor-parallel size", [("--tp", a.get("tp")), ("--tensor-parallel-size", a.get("vllm_tp"))])
-    given = {"model": a.get("model"), "kv_format": k, "kv_format_v": v, "tp": tp, "layout": a.get("layout") or engine,
-             "max_seq": max_seq, "slots": slots}
-    if layout == LLAMACPP:  # llama.cpp's default for the side not given is f16
-        k = k or LLAMACPP_DEFAULT_KV
-        if v is None and (ctk or ctv):
-            v = LLAMACPP_DEFAULT_KV
-    k = k or DEFAULT_KV_FORMAT
-    if v is not None and _same_format(k, v):
-        v = None
+    given = {"model": a.get("model"), "kv_format": given_k, "kv_format_v": given_v, "tp": tp,
+             "layout": a.get("layout") or engine, "max_seq": max_seq, "slots": slots}
 
     opts = EngineOptions(
         model=a.get("model"), kv_format=k, kv_format_v=v, tp=tp or 1, layout=layout, layout_options=lo,

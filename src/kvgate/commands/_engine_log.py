@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
@@ -31,6 +32,7 @@ from kvgate.units import parse_bytes
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.pool import EnginePool
     from kvgate.fit.whatif import WhatIf, WhatIfAnswer
+    from kvgate.options import EngineOptions
 
 
 def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,14 +161,14 @@ class LogSettings:
     engine_tp: int | None = None  # the engine-spelled TP taken as the log's own
 
 
-def _fmt_name(fmt: str, model: Any) -> str:
-    """A KV format's kvgate name; vLLM/SGLang ``auto`` is the model's dtype
-    (:meth:`kvgate.options.EngineOptions.formats_for`)."""
+def _fmt_name(fmt: str, model: Any, engine: str) -> str:
+    """A KV format's kvgate name; ``auto`` is the log's ``engine``'s default for ``model``
+    (:meth:`kvgate.engines.base.Engine.auto_kv_format`)."""
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
     from kvgate.geometry.formats import get_format  # noqa: PLC0415
-    from kvgate.options import EngineOptions  # noqa: PLC0415
 
     if fmt.strip().lower() == "auto" and model is not None:
-        fmt = EngineOptions(kv_format="auto").formats_for(model)[0]
+        return get_engine(engine).auto_kv_format(model)
     try:
         return get_format(fmt).name
     except Exception:  # noqa: BLE001  an engine-only name (llama.cpp's iq4_nl ...): kept as given
@@ -258,7 +260,7 @@ def _log_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: LogSett
     own_kv = getattr(args, "kv_format", None)
     log_kv = pool.kv_format
     if log_kv is None and pool.engine != "llama.cpp" and str(pool.flags.get("kv_cache_dtype") or "") == "auto":
-        log_kv = _fmt_name("auto", model)  # the log states auto: the model's dtype (vLLM/SGLang rule)
+        log_kv = _fmt_name("auto", model, pool.engine)  # the log states auto: the engine's default
     if own_kv is not None:
         out.kv_format = own_kv
         log_kv = log_kv or own_kv
@@ -272,16 +274,17 @@ def _resolve_llamacpp_kv(args: argparse.Namespace, pool: EnginePool, model: Any,
     own_kv = getattr(args, "kv_format", None)
     ctk, ctv = getattr(args, "lcpp_cache_type_k", None), getattr(args, "lcpp_cache_type_v", None)
     log_kv = _log_kv(args, pool, model, out)
+    name = partial(_fmt_name, model=model, engine=pool.engine)
     caches = pool.parsed.get("caches") or []
     stated_k = caches[0].get("k_type") if caches else None
-    if own_kv is not None and stated_k is not None and _fmt_name(own_kv, model) != _fmt_name(str(stated_k), model):
+    if own_kv is not None and stated_k is not None and name(own_kv) != name(str(stated_k)):
         raise KvgateError(f"--kv-format {own_kv}: the log states its cache types (K {stated_k}); --kv-format "
                           "names the log's own when it does not say", hint="ask the what-if with -ctk/-ctv")
     log_k = stated_k or log_kv
     log_v = (caches[0].get("v_type") if caches else None) or log_kv
-    if ctk is not None and (log_k is None or _fmt_name(ctk, model) != _fmt_name(str(log_k), model)):
+    if ctk is not None and (log_k is None or name(ctk) != name(str(log_k))):
         out.whatif_kv = ctk
-    if ctv is not None and (log_v is None or _fmt_name(ctv, model) != _fmt_name(str(log_v), model)):
+    if ctv is not None and (log_v is None or name(ctv) != name(str(log_v))):
         out.whatif_ctv = ctv
 
 
@@ -293,12 +296,12 @@ def _resolve_kv(args: argparse.Namespace, pool: EnginePool, model: Any, out: Log
     if eng_kv is None:
         return
     if log_kv is None:
-        out.kv_format = out.engine_kv = _fmt_name(eng_kv, model)
+        out.kv_format = out.engine_kv = _fmt_name(eng_kv, model, pool.engine)
         spelled = "--kv-cache-dtype" if getattr(args, "vllm_kv_cache_dtype", None) else "-ctk"
         out.notes.append(f"{spelled} {eng_kv}: the log does not state its KV cache dtype; taken as the log's own "
                          "(--kv-format names the log's; --kv-cache-dtype is a what-if when it differs from the "
                          "log's)")
-    elif _fmt_name(eng_kv, model) != _fmt_name(log_kv, model):
+    elif _fmt_name(eng_kv, model, pool.engine) != _fmt_name(log_kv, model, pool.engine):
         out.whatif_kv = eng_kv
 
 
@@ -530,6 +533,58 @@ def _sglang_target(args: argparse.Namespace, pool: EnginePool, slots: int | None
     return (slots if slots is not None else mrr), (max_seq if max_seq is not None else ctx)
 
 
+def _refuse_parallel_flags(engine: EngineOptions, pool: EnginePool, model: Any) -> None:
+    """The engine-log gate's ``-pp`` / ``-dcp``: vLLM's flags, for a vLLM log, at the log's
+    own decode context parallel size and at most one stage per layer.
+
+    Raises:
+        EngineLogError: a flag the log's engine or the log's pool does not take.
+    """
+    from kvgate.engines.pool import EngineLogError  # noqa: PLC0415
+
+    for flag, key in (("-pp", "pipeline_parallel_size"), ("-dcp", "decode_context_parallel_size")):
+        val = engine.layout_options.get(key)
+        if val is not None and val != 1 and pool.engine != "vllm":  # vLLM's flags: would go unused
+            raise EngineLogError(f"{flag} {val}: a vLLM flag, and this is a {pool.engine} log", hint=f"leave {flag} out")
+    given_dcp = engine.layout_options.get("decode_context_parallel_size")
+    log_dcp = int(pool.parsed.get("decode_context_parallel_size") or 1) if pool.engine == "vllm" else 1
+    if given_dcp is not None and given_dcp != log_dcp:  # the gate sizes a rank from the log's cp, never -dcp's
+        raise EngineLogError(f"-dcp {given_dcp}: the log's decode context parallel size is {log_dcp} (its "
+                             "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
+                             hint="leave -dcp out; size another split with kvgate fit -dcp")
+    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp / --pp
+    if given_pp is not None and given_pp > model.num_layers:  # as kvgate fit refuses it (vllm_fit.check_parallel)
+        raise EngineLogError(f"-pp {given_pp}: more pipeline stages than the model's {model.num_layers} layers",
+                             hint="the log's pipeline-parallel size, at most one stage per layer")
+
+
+def _gate_target(args: argparse.Namespace, pool: EnginePool, engine: EngineOptions,
+                 model: Any) -> tuple[EngineOptions, int, int]:
+    """``(engine, slots, max_seq)``: the engine-log gate's target, in any engine's spellings.
+
+    Raises:
+        EngineLogError: no target, or a length the log's engine refuses for the model.
+    """
+    from kvgate.engines.pool import EngineLogError  # noqa: PLC0415
+
+    slots, max_seq = engine.slots, engine.max_seq_for(model)
+    slots, max_seq = _sglang_target(args, pool, slots, max_seq)
+    if (slots, max_seq) != (engine.slots, engine.max_seq_for(model)):  # given in SGLang's spellings
+        engine = replace(engine, slots=slots, max_seq=max_seq)
+    if not slots or not max_seq:
+        raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
+                             "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
+    mpe = model.max_position_embeddings
+    if pool.engine in ("vllm", "sglang") and mpe and max_seq > mpe:
+        # vLLM: ModelConfig get_and_verify_max_len ("User-specified max_model_len ... is greater than the
+        # derived max_model_len"); SGLang: ModelConfig context_len check; both unless an env override is set
+        raise EngineLogError(f"--max-model-len {max_seq:,}: {pool.engine} refuses a length past the model's "
+                             f"max_position_embeddings {mpe:,} (VLLM_ALLOW_LONG_MAX_MODEL_LEN / "
+                             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN override it)",
+                             hint=f"a target length of at most {mpe:,}")
+    return engine, slots, max_seq
+
+
 def run_engine_gate(args: argparse.Namespace) -> int:
     """Run the engine-log gate: the engine flags as :class:`kvgate.options.EngineOptions`,
     ``--trace`` as :class:`kvgate.options.ReplayOptions`, the record flags as
@@ -559,43 +614,16 @@ def run_engine_gate(args: argparse.Namespace) -> int:
     if model is None:
         raise EngineLogError("the engine-log gate needs the model to size one sequence",
                              hint="pass --model (config.json, model directory, .gguf or preset)")
-    for flag, key in (("-pp", "pipeline_parallel_size"), ("-dcp", "decode_context_parallel_size")):
-        val = engine.layout_options.get(key)
-        if val is not None and val != 1 and pool.engine != "vllm":  # vLLM's flags: would go unused
-            raise EngineLogError(f"{flag} {val}: a vLLM flag, and this is a {pool.engine} log", hint=f"leave {flag} out")
-    given_dcp = engine.layout_options.get("decode_context_parallel_size")
-    log_dcp = int(pool.parsed.get("decode_context_parallel_size") or 1) if pool.engine == "vllm" else 1
-    if given_dcp is not None and given_dcp != log_dcp:  # the gate sizes a rank from the log's cp, never -dcp's
-        raise EngineLogError(f"-dcp {given_dcp}: the log's decode context parallel size is {log_dcp} (its "
-                             "'Multiplying the GPU KV cache size' line), and the engine-log gate sizes the log's pool",
-                             hint="leave -dcp out; size another split with kvgate fit -dcp")
-    given_pp = engine.layout_options.get("pipeline_parallel_size")  # vLLM -pp / --pp
-    if given_pp is not None and given_pp > model.num_layers:  # as kvgate fit refuses it (vllm_fit.check_parallel)
-        raise EngineLogError(f"-pp {given_pp}: more pipeline stages than the model's {model.num_layers} layers",
-                             hint="the log's pipeline-parallel size, at most one stage per layer")
+    _refuse_parallel_flags(engine, pool, model)
     ls = resolve_log_settings(args, pool, model)
     settle_by_crosscheck(pool, model, ls, block_size=engine.layout_options.get("block_size"))
-    slots, max_seq = engine.slots, engine.max_seq_for(model)
-    slots, max_seq = _sglang_target(args, pool, slots, max_seq)
-    if (slots, max_seq) != (engine.slots, engine.max_seq_for(model)):  # given in SGLang's spellings
-        engine = replace(engine, slots=slots, max_seq=max_seq)
-    if not slots or not max_seq:
-        raise EngineLogError("--engine-log needs the target: --max-num-seqs N and --max-model-len L "
-                             "(llama.cpp -np N -c C; kvgate's --slots N --max-seq L)")
-    mpe = model.max_position_embeddings
-    if pool.engine in ("vllm", "sglang") and mpe and max_seq > mpe:
-        # vLLM: ModelConfig get_and_verify_max_len ("User-specified max_model_len ... is greater than the
-        # derived max_model_len"); SGLang: ModelConfig context_len check; both unless an env override is set
-        raise EngineLogError(f"--max-model-len {max_seq:,}: {pool.engine} refuses a length past the model's "
-                             f"max_position_embeddings {mpe:,} (VLLM_ALLOW_LONG_MAX_MODEL_LEN / "
-                             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN override it)",
-                             hint=f"a target length of at most {mpe:,}")
+    engine, slots, max_seq = _gate_target(args, pool, engine, model)
     w = whatif_from_args(args, pool, ls, target=(slots, max_seq))
     kv_format = ls.kv_format
     pool = apply_log_settings(pool, ls)
     auto_kv = None
     if pool.kv_format is None and pool.engine != "llama.cpp":  # vLLM's / SGLang's --kv-cache-dtype auto
-        auto_kv = _fmt_name("auto", model)
+        auto_kv = _fmt_name("auto", model, pool.engine)
     record = gate_options_from_args(args, engine)  # where the record goes
     check = crosscheck(pool, model, kv_format=kv_format, tp=ls.tp,
                        block_size=engine.layout_options.get("block_size"), pp=ls.pp)

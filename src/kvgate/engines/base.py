@@ -10,12 +10,37 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.geometry.base import Layout
+
+
+F = TypeVar("F")
+
+
+def make_flags(cls: type[F], base: Any = None, /, **given: Any) -> F:
+    """An engine's flags (its frozen ``…Flags`` dataclass), the one way each engine builds
+    them (its ``build_flags``): the fields of ``base`` (a mapping: ``kvgate fit``'s inputs, a
+    log's flags, a recorded case; or flags of ``cls`` to change for a what-if), then ``given``
+    over them. ``None`` is "not given": the engine's default, or ``base``'s value. Keys of a
+    mapping that are no field of ``cls`` are not flags (a log's other keys) and are left out.
+
+    Raises:
+        TypeError: a ``given`` name that is no field of ``cls``.
+        KvgateError: a value the flags refuse (their ``__post_init__``).
+    """
+    names = [f.name for f in fields(cls) if f.init]  # type: ignore[arg-type]
+    if base is not None and is_dataclass(base) and not isinstance(base, type):
+        base = {k: getattr(base, k) for k in names}
+    bad = set(given) - set(names)
+    if bad:
+        raise TypeError(f"{cls.__name__} has no flag {', '.join(sorted(bad))}")
+    kw = {k: v for k, v in (base or {}).items() if k in names and v is not None}
+    kw.update({k: v for k, v in given.items() if v is not None})
+    return cls(**kw)
 
 
 class Engine(Protocol):
@@ -109,6 +134,23 @@ class Engine(Protocol):
         (:func:`kvgate.fit.dtype.resolve_dtype`)."""
         ...
 
+    def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:
+        """kvgate's KV format of its cache under its KV dtype flag ``kv_dtype`` (``None``: the
+        flag's default), the model run in ``model_dtype`` (:meth:`run_dtype`'s answer, or the
+        dtype a log states); ``None`` when the default follows a model dtype not known."""
+        ...
+
+    def auto_kv_format(self, model: Any, gpu_name: str | None = None) -> str:
+        """kvgate's KV format of its default KV cache for ``model`` run under ``--dtype auto``
+        on ``gpu_name`` (:meth:`run_dtype` then :meth:`kv_format`): vLLM and SGLang cache in
+        the dtype they run the model in, float32 models downcast each its own way."""
+        ...
+
+    def flag_help(self) -> Sequence[Any]:
+        """Its flags as ``kvgate help engine-flags`` states them
+        (:class:`kvgate.engines.flag_help.FlagHelp`, its ``flag_help.py``)."""
+        ...
+
     def check_parallel(self, model: Any, tp: int, pp: int, dcp: int) -> None:
         """Refuse a parallel split the engine refuses at startup (as ``kvgate fit`` does)."""
         ...
@@ -184,6 +226,17 @@ class EngineBase:
     def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
         dtype: tuple[str, str] = self.module("dtype").run_dtype(given, config, gpu_name)
         return dtype
+
+    def flag_help(self) -> Sequence[Any]:
+        flags: Sequence[Any] = self.module("flag_help").FLAGS
+        return flags
+
+    def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:
+        fmt: str | None = self.module("dtype").kv_format(kv_dtype, model_dtype)
+        return fmt
+
+    def auto_kv_format(self, model: Any, gpu_name: str | None = None) -> str:
+        return str(self.module("dtype").auto_kv_format(model, gpu_name))
 
     def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
                budget: Any = None) -> Any:

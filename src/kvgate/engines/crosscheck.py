@@ -41,6 +41,7 @@ from typing import Any
 
 from kvgate.engines.llamacpp.pool import LlamaCpp
 from kvgate.engines.pool import EnginePool
+from kvgate.engines.registry import get_engine
 from kvgate.engines.sglang.pool import SGLang, SglangPool
 from kvgate.engines.sglang.pool import pool_bytes as sglang_pool_bytes
 from kvgate.engines.vllm.pool import (
@@ -76,7 +77,7 @@ def crosscheck(pool: EnginePool, model: ModelSpec, *, kv_format: str | None = No
     exact pool kvgate computes, per rank, or None), ``causes`` (alternatives that would
     agree), ``lines`` (text).
     """
-    fmt = kv_format or pool.kv_format or _model_format(model)
+    fmt = kv_format or pool.kv_format or get_engine(pool.engine).auto_kv_format(model)
     tpv = tp or pool.tp or 1
     if pool.engine == "vllm":
         res = _vllm(pool, model, fmt, tpv, block_size, pp)
@@ -110,9 +111,6 @@ def _requested_text(pool: EnginePool, want: str) -> str:
     return f"requested KV format {want}, logged {pool.kv_format}: the request was silently not applied{why}"
 
 
-def _model_format(model: ModelSpec) -> str:
-    name = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}.get(str(model.dtype or "").lower(), "bf16")
-    return name
 
 
 # ---------------------------------------------------------------- vLLM

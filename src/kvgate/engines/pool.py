@@ -148,24 +148,25 @@ def detect_engine(text: str) -> str:
 
 
 def kv_format_name(engine: str, kv_dtype: str | None, model_dtype: str | None) -> str | None:
-    """kvgate's KV format for an engine's cache dtype (``auto`` = the model dtype; vLLM
-    and SGLang store fp8 variants as one byte). ``None`` when neither is known.
+    """kvgate's KV format for the cache dtype an engine's log states (``auto`` or none: the
+    engine's default, :meth:`kvgate.engines.base.Engine.kv_format`, which follows the model
+    dtype the log states for vLLM and SGLang; vLLM and SGLang store fp8 variants as one
+    byte). ``None`` when neither is known.
 
     Raises:
         EngineLogError: a cache dtype kvgate has no format for (never a silent default).
     """
     name = kv_dtype
-    if name in (None, "auto", "None"):
-        name = model_dtype
-    if name is None:
-        return None
-    name = str(name).replace("torch.", "")
-    if name.startswith("fp8") or name.startswith("float8"):
-        return "fp8"
     try:
+        if name in (None, "auto", "None"):
+            return get_engine(engine).kv_format(None, model_dtype)
+        name = str(name).replace("torch.", "")
+        if name.startswith("fp8") or name.startswith("float8"):
+            return "fp8"
         return get_format(name).name
     except FormatError as exc:
-        raise EngineLogError(f"{engine} KV cache dtype {name!r} has no kvgate format", hint=exc.hint) from exc
+        shown = name if name not in (None, "auto", "None") else str(model_dtype).replace("torch.", "")
+        raise EngineLogError(f"{engine} KV cache dtype {shown!r} has no kvgate format", hint=exc.hint) from exc
 
 
 def read_engine_log(path: str | Path, *, engine: str | None = None, text: str | None = None,

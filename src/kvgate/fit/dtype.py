@@ -63,6 +63,32 @@ def resolve_dtype(given: str, config: Mapping[str, Any], engine: str, gpu_name: 
     return dtype
 
 
+def dtype_format(dtype: str | None) -> str | None:
+    """kvgate's KV format of a dtype a model runs in (``bfloat16``, ``half``, a log's
+    ``torch.float16``): what an engine's ``--kv-cache-dtype auto`` caches in. ``None`` when
+    the dtype is not known.
+
+    Raises:
+        FormatError: a dtype kvgate has no format for.
+    """
+    if dtype is None:
+        return None
+    from kvgate.geometry.formats import get_format  # noqa: PLC0415
+
+    return get_format(str(dtype).replace("torch.", "")).name
+
+
+def model_config(model: Any) -> dict[str, Any]:
+    """The config an engine's :meth:`~kvgate.engines.base.Engine.run_dtype` reads for
+    ``model`` (:class:`kvgate.model.ModelSpec`): its config.json, with the model's own dtype
+    where the config states none (a preset, a GGUF)."""
+    cfg = dict(getattr(model, "config", None) or {})
+    dtype = getattr(model, "dtype", None)
+    if dtype and _config_dtype(cfg) is None and str(dtype).lower() in _NAMED:
+        cfg["torch_dtype"] = str(dtype).lower()
+    return cfg
+
+
 def weight_ratio(config: Mapping[str, Any], dtype: str) -> tuple[int, int] | None:
     """``(num, den)``: the loaded weights' bytes over the checkpoint's under ``dtype``;
     ``None`` when not scaled (quantized, or the checkpoint's dtype unstated or the same)."""

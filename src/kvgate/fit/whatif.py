@@ -44,11 +44,6 @@ from kvgate.model import ModelSpec
 from kvgate.units import GiB
 
 
-def given_flags(**flags: Any) -> dict[str, Any]:
-    """The what-if flags that were given (``None``: keep the log's)."""
-    return {k: v for k, v in flags.items() if v is not None}
-
-
 @dataclass(frozen=True)
 class WhatIf:
     """The settings asked for instead of the log's (``None`` = the log's).
@@ -207,6 +202,32 @@ def log_kv_shown(pool: EnginePool) -> str | None:
     given = f"kv_format {pool.kv_format} from --kv-format (not in the log)" in pool.notes
     how = "given with --kv-format" if given else "as given for the log"
     return f"{pool.kv_format} ({how})"
+
+
+def log_kv_dtype(pool: EnginePool, model: ModelSpec) -> str:
+    """The log's KV dtype flag as a what-if's starting point: the logged flag, else the KV
+    format the log part resolved (``--kv-format`` or an engine spelling taken as the log's
+    own, :func:`kvgate.commands._engine_log.resolve_log_settings`) in the engine's spelling
+    when it is not what the engine caches in by default, else ``auto``. The default is
+    the engine's own (:meth:`kvgate.engines.base.Engine.kv_format`): the dtype the log says
+    the model ran in, else the engine's ``--dtype auto`` for the model (a float32 model:
+    vLLM's bf16, SGLang's fp16)."""
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+    if pool.flags.get("kv_cache_dtype"):
+        return str(pool.flags["kv_cache_dtype"])
+    if pool.kv_format is None:
+        return "auto"
+    engine = get_engine(pool.engine)
+    try:
+        fmt = engine.kv_format(str(pool.kv_format), None)
+    except KvgateError:  # a kvgate-only name, or one the engine does not take: its default
+        return "auto"
+    try:
+        default = engine.kv_format(None, pool.flags.get("dtype")) or engine.auto_kv_format(model)
+    except KvgateError:  # a logged dtype kvgate has no format for
+        default = engine.auto_kv_format(model)
+    return "auto" if fmt == default else str(fmt)
 
 
 def shown(v: Any) -> str:

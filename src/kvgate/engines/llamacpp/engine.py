@@ -50,7 +50,7 @@ class LlamaCppEngine(EngineBase):
         return self.module("gguf").spec_from_gguf_metadata(meta, name=name, source=source)
 
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
-        from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
+        from kvgate.engines.llamacpp.fit import build_flags, fit_llamacpp  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
         from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
@@ -66,7 +66,7 @@ class LlamaCppEngine(EngineBase):
         auto = "parallel" not in lc and default_slots(release)[0] > 1
         if auto:  # llama-server's -np auto: 4 slots sharing one unified KV cache
             lc["parallel"], lc["kv_unified"] = default_slots(release)
-        flags = LlamaCppFlags(**lc, ngl_given="n_gpu_layers" in lc)
+        flags = build_flags(lc, ngl_given="n_gpu_layers" in lc)
         answer = fit_llamacpp(model, wb, exact, src, gpu, flags, release)
         if auto:
             answer.notes.append(f"-np not given: llama-server runs {flags.parallel} slots sharing one unified KV cache "

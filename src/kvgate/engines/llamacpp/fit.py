@@ -41,7 +41,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from kvgate.engines.llamacpp.pool import PAD, LlamaCpp
+from kvgate.engines.base import make_flags
+from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
+from kvgate.engines.llamacpp.pool import FLASH_ATTN, FLASH_ATTN_DEFAULT, N_BATCH, N_UBATCH, PAD, LlamaCpp
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
@@ -65,12 +67,12 @@ class LlamaCppFlags:
 
     ctx_size: int | None = None
     parallel: int = 1
-    cache_type_k: str = "f16"
-    cache_type_v: str = "f16"
+    cache_type_k: str = DEFAULT_CACHE_TYPE
+    cache_type_v: str = DEFAULT_CACHE_TYPE
     n_gpu_layers: int = 999
-    flash_attn: str = "auto"
-    ubatch_size: int = 512
-    batch_size: int = 2048
+    flash_attn: str = FLASH_ATTN_DEFAULT
+    ubatch_size: int = N_UBATCH
+    batch_size: int = N_BATCH
     kv_unified: bool = False
     n_outputs_max: int | None = None
     ngl_given: bool = True
@@ -79,7 +81,7 @@ class LlamaCppFlags:
     host_memory: int | None = None
 
     def __post_init__(self) -> None:
-        if self.flash_attn not in ("auto", "on", "off"):
+        if self.flash_attn not in FLASH_ATTN:
             raise KvgateError(f"-fa {self.flash_attn!r}: one of on, off, auto")
         for k in ("parallel", "ubatch_size", "batch_size"):
             if getattr(self, k) <= 0:
@@ -94,6 +96,12 @@ class LlamaCppFlags:
             raise KvgateError("--host-memory must be positive")
         if self.n_gpu_layers < 0 or (self.ctx_size is not None and self.ctx_size < 0):
             raise KvgateError("-ngl and -c must not be negative")
+
+
+def build_flags(base: Any = None, /, **given: Any) -> LlamaCppFlags:
+    """llama.cpp's flags, built once for every path (``kvgate fit``'s inputs, a log's flags
+    for a what-if): :func:`kvgate.engines.base.make_flags`."""
+    return make_flags(LlamaCppFlags, base, **given)
 
 
 def kv_geometry(model: ModelSpec, f: LlamaCppFlags, release: Release | None = None) -> KVGeometry:

@@ -86,6 +86,9 @@ LLAMA_MAX_SEQ = LLAMACPP_MAX_SEQ  # src/llama-cparams.h
 # the cache types llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types), kvgate's names
 CACHE_TYPES = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = ("auto", "on", "off")
+#: llama.cpp's defaults (common/common.h common_params): -ub, -b, -fa; held once for the layout,
+#: ``kvgate fit``'s flags and a log's what-if
+N_UBATCH, N_BATCH, FLASH_ATTN_DEFAULT = 512, 2048, "auto"
 
 
 def _pad_to(n: int, pad: int) -> int:
@@ -120,10 +123,10 @@ class LlamaCpp(Layout):
     n_seq: int = 1
     unified: bool = False
     swa_full: bool = False
-    n_ubatch: int = 512
-    flash_attn: str = "auto"
+    n_ubatch: int = N_UBATCH
+    flash_attn: str = FLASH_ATTN_DEFAULT
     n_rs_seq: int = 0
-    n_batch: int = 2048
+    n_batch: int = N_BATCH
     pad: int = PAD
     name = "llama.cpp"
     # fitted by bind() on a copy: n_embd_v_gqa_max, the V width of -fa off

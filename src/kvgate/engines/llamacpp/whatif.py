@@ -3,8 +3,8 @@ log printed, changed as asked, by :func:`kvgate.engines.llamacpp.fit.fit_llamacp
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from kvgate.engines.llamacpp.dtype import DEFAULT_CACHE_TYPE
+from kvgate.engines.llamacpp.pool import N_BATCH, N_UBATCH
 from kvgate.engines.logtext import Line
 from kvgate.engines.pool import EnginePool
 from kvgate.errors import KvgateError
@@ -14,7 +14,6 @@ from kvgate.fit.whatif import (
     CarriedTerm,
     WhatIf,
     WhatIfAnswer,
-    given_flags,
     gpu_change,
     log_release,
     model_weights,
@@ -29,7 +28,7 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
     """llama.cpp: the flags the log printed, changed as asked, by
     :func:`kvgate.engines.llamacpp.fit.fit_llamacpp`; weights from the model file, or the log's
     ``CUDA0 model buffer`` when no file is at hand."""
-    from kvgate.engines.llamacpp.fit import LlamaCppFlags, fit_llamacpp  # noqa: PLC0415
+    from kvgate.engines.llamacpp.fit import build_flags, fit_llamacpp  # noqa: PLC0415
 
     if w.tp is not None or w.utilization is not None:
         raise KvgateError("llama.cpp has no tensor parallel size or memory share to change",
@@ -38,17 +37,17 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
     fl = pool.flags
     t = llamacpp_logged_terms(lines)
     fa = fl.get("flash_attn")
-    base = LlamaCppFlags(
+    base = build_flags(
         ctx_size=int(fl["n_ctx"]) if fl.get("n_ctx") else None, parallel=int(fl.get("n_seq_max") or 1),
-        cache_type_k=str(fl.get("cache_type_k") or "f16"), cache_type_v=str(fl.get("cache_type_v") or "f16"),
+        cache_type_k=str(fl.get("cache_type_k") or DEFAULT_CACHE_TYPE),
+        cache_type_v=str(fl.get("cache_type_v") or DEFAULT_CACHE_TYPE),
         flash_attn=fa if fa in ("on", "off", "auto") else ("on" if fa in (1, "1", True, "true") else
                                                         "off" if fa in (0, "0", False, "false") else "auto"),
-        ubatch_size=int(fl.get("n_ubatch") or 512), batch_size=int(fl.get("n_batch") or 2048),
+        ubatch_size=int(fl.get("n_ubatch") or N_UBATCH), batch_size=int(fl.get("n_batch") or N_BATCH),
         kv_unified=str(fl.get("kv_unified")).lower() in ("1", "true"),
         n_gpu_layers=_log_ngl(t, model) if t.model_buffer is not None else 999)
-    new = replace(base, **given_flags(n_gpu_layers=w.n_gpu_layers, ctx_size=w.max_model_len, parallel=w.parallel,
-                                 cache_type_k=w.kv_cache_dtype, cache_type_v=w.cache_type_v,
-                                 flash_attn=w.flash_attn))
+    new = build_flags(base, n_gpu_layers=w.n_gpu_layers, ctx_size=w.max_model_len, parallel=w.parallel,
+                      cache_type_k=w.kv_cache_dtype, cache_type_v=w.cache_type_v, flash_attn=w.flash_attn)
     how: list[CarriedTerm] = []
     file = model_weights(weights_ref, "weights") if weights_ref else None
     printed = t.model_buffer if t.model_buffer is not None else t.model_buffers

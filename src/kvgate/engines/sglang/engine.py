@@ -50,12 +50,12 @@ class SglangEngine(EngineBase):
 
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
-        from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
+        from kvgate.engines.sglang.flags import build_flags  # noqa: PLC0415
         from kvgate.engines.vllm.engine import weights_for_fit  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
         from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
-        flags = SglangFlags(**inputs.sglang)  # bad values named before any work
+        flags = build_flags(inputs.sglang)  # bad values named before any work
         weights = weights_for_fit(inputs, flags.tp_size, model, gpu, self.name)
         mm = is_multimodal(inputs.model)
         return fit_sglang(model, weights, gpu, flags, resolve_release(self.name, inputs.release), multimodal=mm,

@@ -30,11 +30,11 @@ from dataclasses import replace
 from fractions import Fraction
 
 from kvgate.engines.sglang.budget import default_mem_fraction
-from kvgate.engines.sglang.flags import SglangFlags, resolve_sglang_flags
+from kvgate.engines.sglang.dtype import kv_format
+from kvgate.engines.sglang.flags import SglangFlags, SglangSettings, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.engines.sglang.startup import check_sglang_encoder_decoder, check_sglang_tp
 from kvgate.engines.sglang.swa import SwaSplit, swa_plan, swa_settings
-from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
 from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
@@ -48,28 +48,6 @@ from kvgate.units import GiB, MiB
 
 INIT_TP1 = Interval(230 * MiB, 1230 * MiB)
 INIT_TP = Interval(230 * MiB, 2048 * MiB)
-
-
-def _kv_format(flag: str, model: ModelSpec) -> str:
-    """SGLang's ``--kv-cache-dtype`` as a kvgate KV format. SGLang's choices
-    (``python/sglang/srt/server_args.py``): ``auto``, ``fp8_e5m2``, ``fp8_e4m3`` (0.4), and
-    ``bf16``, ``bfloat16``, ``fp4_e2m1`` (0.5; fp4 not modelled); ``fp8`` is read as fp8.
-
-    Raises:
-        KvgateError: a dtype SGLang does not take, or fp4_e2m1.
-    """
-    f = flag.lower()
-    if f == "auto":  # the model's dtype as SGLang runs it (--dtype, kvgate.fit.dtype)
-        d = str(model.dtype or "").lower()
-        return "fp16" if d in ("float16", "half") else "fp32" if d in ("float32", "float") else "bf16"
-    if f in ("fp8", "fp8_e5m2", "fp8_e4m3"):
-        return "fp8"
-    if f in ("bf16", "bfloat16"):
-        return "bf16"
-    if f == "fp4_e2m1":
-        raise KvgateError("--kv-cache-dtype fp4_e2m1 (SGLang's mxfp4 KV cache) is not modelled by kvgate",
-                          hint="auto, fp8_e4m3, fp8_e5m2, bf16")
-    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of SGLang's", hint="auto, fp8_e4m3, fp8_e5m2, bf16, bfloat16")
 
 
 def init_band(tp: int) -> Interval:
@@ -131,7 +109,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     terms = [weights, Term("CUDA context and NCCL at start (free = total − this)", init,
                            "band over the SGLang logs of tests/data/fit_logs", counted=False)]
     pool = budget - weights.value
-    geo = KVGeometry(model, _kv_format(s.kv_cache_dtype, model), tp=s.tp_size,
+    geo = KVGeometry(model, str(kv_format(s.kv_cache_dtype, run_dtype)), tp=s.tp_size,
                      layout=SGLang(page_size=s.page_size, version=release.text))
     cell = cell_bytes(geo)
     L = s.context_length
@@ -147,27 +125,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     t_lo, t_hi = tokens(pool.low), tokens(pool.high)
     conc: dict[str, float | None] = {"low": t_lo / L, "high": t_hi / L}
     need = L * cell if split is None else int(L * split.bytes_per_full_token())
-    err = None
-    if t_hi <= 0:
-        fits, reason = "no", "the weights take all the memory --mem-fraction-static gives SGLang"
-        err = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
-    elif t_lo <= 0:
-        fits, reason = "unknown", "the pool's interval straddles zero"
-    elif t_hi < L:
-        fits, reason = "no", (f"SGLang starts, but one request of --context-length {L:,} tokens does not fit: "
-                              f"requests are capped at {t_hi - 1:,} tokens")
-    elif t_lo < L:
-        fits, reason = "unknown", f"the pool's interval straddles one request of {L:,} tokens"
-    else:
-        fits, reason = "yes", f"the KV cache pool holds {t_lo / L:.2f} requests of {L:,} tokens at least"
-    swa_err = _swa_refusal(split, pool.high, s.page_size)
-    if swa_err is not None and t_hi > 0:
-        fits, reason, err = "no", "the SWA pool cannot hold one request's sliding window and a page", swa_err
-    too_long = sglang_refusal(length, L) if length is not None else None
-    if too_long is not None:  # model_config.py _derive_context_length: before any memory is profiled
-        fits, reason, err = "no", (f"--context-length {L:,} is above the model's context length as SGLang derives "
-                                   f"it, {length.limit:,} ({length.how})"), too_long  # type: ignore[union-attr]
-
+    fits, reason, err = _verdict((t_lo, t_hi), L, _swa_refusal(split, pool.high, s.page_size), length)
     def frac_for(p_need: int, w: int, fr: int) -> float | None:
         x = Fraction(p_need + w, fr)
         cents = -(-x * 1000 // 1)
@@ -180,25 +138,9 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
         "mem_fraction_static": {"sure": frac_for(need, weights.value.high, free.low),
                                 "possible": frac_for(need, weights.value.low, free.high)},
     }
-    notes = [swa_note] if swa_note else []
-    if s.max_running_requests and s.max_running_requests > t_lo // L and t_lo >= L:
-        notes.append(f"--max-running-requests {s.max_running_requests}: only {t_lo // L} requests of {L:,} tokens fit "
-                     f"at once for sure; the others wait in the queue")
-    arch = (model.config.get("architectures") or [None])[0]
-    if arch == "GlmMoeDsaForCausalLM" and not release.at_least(0, 5, 9):
-        notes.append(f"SGLang {release.text} does not list GlmMoeDsaForCausalLM among its DeepSeek sparse attention "
-                     "models (configs/model_config.py is_deepseek_nsa, from 0.5.9): the pool shown is 0.5.9's")
     stored = geo.bytes_per_token()
-    if stored > cell and t_hi > 0:
-        notes.append(f"SGLang {release.text} counts {cell:,} B per token but its DeepSeek sparse attention pool stores "
-                     f"{stored:,} B (the fp8 row's scales and bf16 rope part, memory_pool.py NSATokenToKVPool): the pool "
-                     f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
-                     "(counted from 0.5.17)")
-    # no pool at an end: SGLang stops (model_runner.py "Not enough memory") before its KV lines
-    lines = {k: (_pool_lines(geo, split, p, t, s.page_size) + [f"max_total_num_tokens={t}, context_len={L}"]
-                 if t > 0 else
-                 ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
-                  "max_total_num_tokens: none"])
+    notes = ([swa_note] if swa_note else []) + _notes(s, model, release, (t_lo, t_hi), L, (cell, stored))
+    lines = {k: _log_lines(geo, split, p, t, s.page_size, L)
              for k, t, p in (("low", t_lo, pool.low), ("high", t_hi, pool.high))}
     stored_iv, stored_label = _stored(geo, split, pool, (t_lo, t_hi), s.page_size, stored, cell)
     if dtype != "auto":
@@ -213,6 +155,59 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
                      notes=notes, kv_heads=kv_head_split(geo),
                      how_to_measure=("measure it: `kvgate run -- python -m sglang.launch_server ...`, or "
                                                   "`kvgate import-log` its log") if fits == "unknown" else None)
+
+
+def _verdict(t: tuple[int, int], L: int, swa_err: str | None,
+             length: ModelLength | None) -> tuple[str, str, str | None]:
+    """``(fits, reason, engine_error)`` for a pool of ``t`` (low, high) tokens and requests of
+    ``L``: SGLang's refusals (no pool, the SWA pool, a length past the model's) first."""
+    t_lo, t_hi = t
+    too_long = sglang_refusal(length, L) if length is not None else None
+    if too_long is not None:  # model_config.py _derive_context_length: before any memory is profiled
+        return "no", (f"--context-length {L:,} is above the model's context length as SGLang derives "
+                      f"it, {length.limit:,} ({length.how})"), too_long  # type: ignore[union-attr]
+    if swa_err is not None and t_hi > 0:
+        return "no", "the SWA pool cannot hold one request's sliding window and a page", swa_err
+    if t_hi <= 0:
+        return ("no", "the weights take all the memory --mem-fraction-static gives SGLang",
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+    if t_lo <= 0:
+        return "unknown", "the pool's interval straddles zero", None
+    if t_hi < L:
+        return "no", (f"SGLang starts, but one request of --context-length {L:,} tokens does not fit: "
+                      f"requests are capped at {t_hi - 1:,} tokens"), None
+    if t_lo < L:
+        return "unknown", f"the pool's interval straddles one request of {L:,} tokens", None
+    return "yes", f"the KV cache pool holds {t_lo / L:.2f} requests of {L:,} tokens at least", None
+
+
+def _notes(s: SglangSettings, model: ModelSpec, release: Release, t: tuple[int, int], L: int,
+           cell_stored: tuple[int, int]) -> list[str]:
+    """The answer's notes on the queue, the release's DSA list and the DSA row's bytes."""
+    (t_lo, t_hi), (cell, stored) = t, cell_stored
+    notes = []
+    if s.max_running_requests and s.max_running_requests > t_lo // L and t_lo >= L:
+        notes.append(f"--max-running-requests {s.max_running_requests}: only {t_lo // L} requests of {L:,} tokens fit "
+                     f"at once for sure; the others wait in the queue")
+    arch = (model.config.get("architectures") or [None])[0]
+    if arch == "GlmMoeDsaForCausalLM" and not release.at_least(0, 5, 9):
+        notes.append(f"SGLang {release.text} does not list GlmMoeDsaForCausalLM among its DeepSeek sparse attention "
+                     "models (configs/model_config.py is_deepseek_nsa, from 0.5.9): the pool shown is 0.5.9's")
+    if stored > cell and t_hi > 0:
+        notes.append(f"SGLang {release.text} counts {cell:,} B per token but its DeepSeek sparse attention pool stores "
+                     f"{stored:,} B (the fp8 row's scales and bf16 rope part, memory_pool.py NSATokenToKVPool): the pool "
+                     f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
+                     "(counted from 0.5.17)")
+    return notes
+
+
+def _log_lines(geo: KVGeometry, split: SwaSplit | None, p: int, t: int, page: int, L: int) -> list[str]:
+    """The lines SGLang logs for a pool of ``p`` bytes, ``t`` tokens; none at an end without a
+    pool: SGLang stops (model_runner.py "Not enough memory") before its KV lines."""
+    if t <= 0:
+        return ["no KV cache pool: SGLang stops with \"Not enough memory\" before it allocates one",
+                "max_total_num_tokens: none"]
+    return _pool_lines(geo, split, p, t, page) + [f"max_total_num_tokens={t}, context_len={L}"]
 
 
 def _pool_lines(geo: KVGeometry, split: SwaSplit | None, p: int, t: int, page: int) -> list[str]:

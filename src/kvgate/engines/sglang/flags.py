@@ -27,6 +27,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvgate.engines.base import make_flags
 from kvgate.errors import KvgateError
 
 
@@ -55,6 +56,12 @@ class SglangFlags:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise KvgateError(f"--{k.replace('_', '-')} must be a positive integer, got {v!r}")
+
+
+def build_flags(base: Any = None, /, **given: Any) -> SglangFlags:
+    """SGLang's flags, built once for every path (``kvgate fit``'s inputs, a log's flags for a
+    what-if): :func:`kvgate.engines.base.make_flags`."""
+    return make_flags(SglangFlags, base, **given)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kvgate.engines.logtext import Line
 from kvgate.engines.pool import EnginePool
 from kvgate.fit.interval import Interval, Term
@@ -12,8 +10,8 @@ from kvgate.fit.whatif import (
     CarriedTerm,
     WhatIf,
     WhatIfAnswer,
-    given_flags,
     gpu_change,
+    log_kv_dtype,
     log_kv_shown,
     log_release,
     model_weights,
@@ -29,9 +27,8 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
            budget: Interval | None = None) -> WhatIfAnswer:
     """SGLang: weights carried (re-split by TP), the rest by :func:`kvgate.engines.sglang.fit.fit_sglang`."""
     from kvgate.engines.sglang.fit import fit_sglang  # noqa: PLC0415
-    from kvgate.engines.sglang.flags import SglangFlags  # noqa: PLC0415
+    from kvgate.engines.sglang.flags import build_flags  # noqa: PLC0415
     from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
-    from kvgate.engines.vllm.whatif import log_kv_dtype  # noqa: PLC0415  (vLLM's reading of the log's dtype)
 
     gpu = need_gpu(w, "SGLang")
     fl = pool.flags
@@ -47,10 +44,10 @@ def whatif(pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf, *, 
         notes.append(f"the log does not print --mem-fraction-static: (KV pool {pool.pool_bytes.bytes / GiB:.2f} GiB + "
                      f"weights {pool.weights.bytes / GiB:.2f} GiB) / free at start {free / GiB:.2f} GiB = {mfs}, "
                      "as the log implies")
-    base = SglangFlags(mem_fraction_static=mfs, context_length=pool.max_model_len, tp_size=log_tp,
+    base = build_flags(mem_fraction_static=mfs, context_length=pool.max_model_len, tp_size=log_tp,
                        kv_cache_dtype=log_kv_dtype(pool, model), page_size=int(fl.get("page_size") or 1))
-    new = replace(base, **given_flags(mem_fraction_static=w.utilization, context_length=w.max_model_len, tp_size=w.tp,
-                                 kv_cache_dtype=w.kv_cache_dtype, max_running_requests=w.max_num_seqs))
+    new = build_flags(base, mem_fraction_static=w.utilization, context_length=w.max_model_len, tp_size=w.tp,
+                      kv_cache_dtype=w.kv_cache_dtype, max_running_requests=w.max_num_seqs)
     how: list[CarriedTerm] = []
     if pool.weights is not None:
         v = Interval(pool.weights.low, pool.weights.high)

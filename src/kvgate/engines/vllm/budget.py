@@ -178,10 +178,12 @@ def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str)
                 f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({'file' if exact else 'ESTIMATE'})")
 
 
-def _dtype_and_hidden(config: dict[str, Any]) -> tuple[int, int]:
-    """``(b, hidden)``: the model dtype's bytes (2 unless float32) and ``hidden_size``."""
+def _dtype_and_hidden(config: dict[str, Any], dtype: str | None = None) -> tuple[int, int]:
+    """``(b, hidden)``: the bytes of the dtype vLLM runs the model in (``dtype``, its
+    :func:`kvgate.engines.vllm.dtype.run_dtype`; not given: the config's; 2 unless float32)
+    and ``hidden_size``."""
     tc = text_config(config)
-    dt = str(tc.get("torch_dtype") or tc.get("dtype") or config.get("torch_dtype") or "bfloat16").lower()
+    dt = str(dtype or tc.get("torch_dtype") or tc.get("dtype") or config.get("torch_dtype") or "bfloat16").lower()
     b = 4 if dt in ("float32", "float", "fp32") else 2
     hidden = tc.get("hidden_size") or tc.get("n_embd") or tc.get("d_model") or 0
     return b, int(hidden)
@@ -218,7 +220,7 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
 
 
 def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
-                    config: dict[str, Any] | None = None) -> Term:
+                    config: dict[str, Any] | None = None, dtype: str | None = None) -> Term:
     """The activation peak of the profile run (module docstring): V0 additive and calibrated;
     V1 ``max(forward, hidden states + logits)`` with the logits from the code
     (:func:`v1_logits_rule`)."""
@@ -235,7 +237,7 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
                f" + [{c_lo}, {c_hi}] B × {s.max_num_seqs} sequences × {w.vocab:,} vocab (V0 sampler); "
                "calibrated on tests/data/fit_logs")
     else:
-        bb, hidden = _dtype_and_hidden(config or {})
+        bb, hidden = _dtype_and_hidden(config or {}, dtype)
         rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb)
         kept_lo = T * hidden * bb + rows * hidden * bb
         kept_hi = kept_lo + rows * hidden * bb
@@ -283,11 +285,12 @@ def cuda_graph_term(s: VllmSettings) -> Term:
 
 
 def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
-               config: dict[str, Any] | None = None, gpu_name: str | None = None) -> list[Term]:
-    """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's logits
-    dtype and hidden size; ``gpu_name``: the card, for the NCCL band at TP ≥ 2): weights,
-    activation peak, non-torch, CUDA graph pool."""
-    return [weights, activation_term(s, w, release, config), non_torch_term(s, release, gpu_name), cuda_graph_term(s)]
+               config: dict[str, Any] | None = None, gpu_name: str | None = None,
+               dtype: str | None = None) -> list[Term]:
+    """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's hidden
+    size; ``dtype``: the one vLLM runs it in, else the config's; ``gpu_name``: the card, for the
+    NCCL band at TP ≥ 2): weights, activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w, release, config, dtype), non_torch_term(s, release, gpu_name), cuda_graph_term(s)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:

@@ -8,6 +8,11 @@ dtype the GPU lacks (bfloat16 before 8.0) falling back to it; ``half``/``float16
 ``gemma3``, ``gemma3_text``, ``plamo2``, ``glm4``: "ValueError: The model type 'gemma3'
 does not support float16. Reason: Numerical instability. Please use bfloat16 or float32
 instead." (and ``auto`` skips float16 for them).
+
+``--kv-cache-dtype auto`` caches in the dtype the model runs in (``vllm/utils/torch_utils.py``
+``kv_cache_dtype_str_to_dtype``: ``if kv_cache_dtype == "auto": return model_config.dtype``,
+the dtype above): a float32 model under ``--dtype auto`` caches in bfloat16 (float16 before
+8.0), under ``--dtype float32`` in float32 (:func:`kv_format`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.fit.dtype import config_dtype, named_dtype
+from kvgate.fit.dtype import config_dtype, dtype_format, model_config, named_dtype
 
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
 #: GPUs before compute capability 8.0 (no bfloat16): Volta, Turing, Pascal
@@ -52,3 +57,29 @@ def run_dtype(given: str, config: Mapping[str, Any], gpu_name: str | None) -> tu
                           "float16. Reason: Numerical instability. Please use bfloat16 or float32 instead.",
                           hint="--dtype bfloat16 or float32")
     return dt, how
+
+
+def kv_format(flag: str | None, model_dtype: str | None) -> str | None:
+    """vLLM's ``--kv-cache-dtype flag`` as a kvgate KV format, the model run in
+    ``model_dtype`` (:func:`run_dtype`'s answer, or the dtype a log states): ``auto`` (or
+    ``None``) is that dtype's format (``None`` when it is not known);
+    ``fp8``/``fp8_e4m3``/``fp8_e5m2``/``fp8_inc``/``fp8_ds_mla`` are fp8 (``vllm/config/cache.py``
+    ``CacheDType``); ``bfloat16``/``float16`` as named.
+
+    Raises:
+        KvgateError: a value vLLM does not take.
+    """
+    f = (flag or "auto").lower()
+    if f == "auto":
+        return dtype_format(model_dtype)
+    if f in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):
+        return "fp8"
+    if f in ("bfloat16", "float16", "bf16", "fp16"):
+        return "bf16" if "b" in f else "fp16"
+    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of vLLM's", hint="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16")
+
+
+def auto_kv_format(model: Any, gpu_name: str | None) -> str:
+    """The KV format of vLLM's default cache for ``model`` run under ``--dtype auto`` on
+    ``gpu_name``: :func:`kv_format` of :func:`run_dtype`."""
+    return str(kv_format(None, run_dtype("auto", model_config(model), gpu_name)[0]))

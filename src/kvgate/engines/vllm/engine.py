@@ -76,12 +76,12 @@ class VllmEngine(EngineBase):
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.vllm.cross import check_encoder_decoder  # noqa: PLC0415
         from kvgate.engines.vllm.fit import fit_vllm  # noqa: PLC0415
-        from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
+        from kvgate.engines.vllm.flags import build_flags  # noqa: PLC0415
         from kvgate.engines.vllm.quantization import check_quantization  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
         from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
-        flags = VllmFlags(**inputs.vllm)
+        flags = build_flags(inputs.vllm)
         release = resolve_release(self.name, inputs.release)
         check_encoder_decoder(model, release)
         qnote = check_quantization(getattr(inputs, "quantization", None), model.config or {},

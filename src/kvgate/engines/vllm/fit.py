@@ -26,13 +26,14 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from kvgate.engines.vllm import dtype as vllm_dtype
 from kvgate.engines.vllm.budget import requested_memory, vllm_terms
 from kvgate.engines.vllm.flags import VllmFlags, VllmSettings, resolve_vllm_flags
 from kvgate.engines.vllm.pool import VLLM
 from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
-from kvgate.fit.dtype import resolve_dtype
+from kvgate.fit.dtype import model_config, resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.kv_heads import kv_head_split
@@ -52,21 +53,15 @@ MEASURE = ("measure it: `kvgate run -- vllm serve MODEL ...` (peak and pool from
 
 
 def kv_format_for(flag: str, model: ModelSpec) -> str:
-    """vLLM's ``--kv-cache-dtype`` as a kvgate KV format: ``auto`` = the model dtype
-    (fp16 for fp16 models, else bf16), ``fp8``/``fp8_e4m3``/``fp8_e5m2`` = fp8.
+    """vLLM's ``--kv-cache-dtype`` as a kvgate KV format for ``model``, whose ``dtype`` is the
+    one vLLM runs it in (:func:`kvgate.engines.vllm.dtype.kv_format`; a dtype not known:
+    vLLM's ``--dtype auto`` for it).
 
     Raises:
         KvgateError: a value vLLM does not take.
     """
-    f = flag.lower()
-    if f == "auto":  # float32: the model runs in float32 (--dtype float32, kvgate.fit.dtype)
-        d = str(model.dtype or "").lower()
-        return "fp16" if d in ("float16", "half", "fp16") else "fp32" if d in ("float32", "float") else "bf16"
-    if f in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):
-        return "fp8"
-    if f in ("bfloat16", "float16", "bf16", "fp16"):
-        return "bf16" if "b" in f else "fp16"
-    raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of vLLM's", hint="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16")
+    run = model.dtype or vllm_dtype.run_dtype("auto", model_config(model), None)[0]
+    return str(vllm_dtype.kv_format(flag, run))
 
 
 class _Predictor:
@@ -95,7 +90,7 @@ class _Predictor:
         w = model_widths(self.model.config, s.tensor_parallel_size)
         if self.pool_for is not None:
             return self.pool_for(s, w)  # type: ignore[no-any-return]
-        terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name)
+        terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name, self.model.dtype)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)

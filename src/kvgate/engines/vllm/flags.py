@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvgate.engines.base import make_flags
 from kvgate.engines.vllm.pool import DEFAULT_BLOCK_SIZE
 from kvgate.errors import KvgateError
 from kvgate.fit.release import Release
@@ -86,6 +87,12 @@ class VllmFlags:
             raise KvgateError(f"--block-size {bs}: no vLLM release starts with it: its CacheConfig took 1, 8, 16, 32, "
                               "64, 128, 256, and its CUDA attention backends take multiples of 16",
                               hint="--block-size 16 (vLLM's default), 32, 64, ...")
+
+
+def build_flags(base: Any = None, /, **given: Any) -> VllmFlags:
+    """vLLM's flags, built once for every path (``kvgate fit``'s inputs, a log's flags for a
+    what-if, a recorded case): :func:`kvgate.engines.base.make_flags`."""
+    return make_flags(VllmFlags, base, **given)
 
 
 @dataclass(frozen=True)

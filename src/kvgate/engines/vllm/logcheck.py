@@ -32,7 +32,7 @@ from typing import Any
 from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import weights_term
 from kvgate.engines.vllm.fit import fit_vllm
-from kvgate.engines.vllm.flags import VllmFlags
+from kvgate.engines.vllm.flags import build_flags
 from kvgate.errors import KvgateError
 from kvgate.fit.gpus import Gpu, lookup_gpu
 from kvgate.fit.interval import Interval, Term
@@ -213,7 +213,7 @@ def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     weights, weights_from = _weights(folder, e, inp, model, tp * pp)
     w = weights.value
     kvd = e.get("kv_cache_dtype") or "auto"
-    flags = VllmFlags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
+    flags = build_flags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
                       max_num_seqs=e.get("max_num_seqs"), max_num_batched_tokens=e.get("max_num_batched_tokens"),
                       tensor_parallel_size=tp, pipeline_parallel_size=pp,
                       kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))

@@ -478,12 +478,17 @@ def _positive(k: str, v: Any) -> None:
 
 
 def _model_dtype(geometry: Geometry) -> KVFormat:
-    """vLLM's model dtype as a format: the config's ``dtype`` / ``torch_dtype`` (float32
-    checkpoints run in bf16 under vLLM's ``auto``), else the KV format when it is a
-    16-bit float, else bf16."""
+    """vLLM's model dtype as a format (``mamba_cache_dtype auto``: ``model_config.dtype``, the
+    dtype vLLM runs the model in): the model's ``dtype``, a float32 one as vLLM's ``--dtype
+    auto`` runs it (:func:`kvgate.engines.vllm.dtype.run_dtype`: downcast) unless the KV cache
+    is float32 (``--kv-cache-dtype auto`` under ``--dtype float32``: the model runs in
+    float32); else the KV format when it is a 16-bit float, else bf16."""
     name = MODEL_DTYPES.get(str(geometry.model.dtype or "").lower())
-    if name == "fp32":
-        name = "bf16"
+    if name == "fp32" and geometry.fmt_k.name != "fp32":
+        from kvgate.engines.vllm.dtype import run_dtype  # noqa: PLC0415
+        from kvgate.fit.dtype import model_config  # noqa: PLC0415
+
+        name = MODEL_DTYPES[run_dtype("auto", model_config(geometry.model), None)[0]]
     if name:
         return get_format(name)
     if geometry.fmt_k.name in ("bf16", "fp16"):

@@ -4,7 +4,6 @@ terms the log printed carried over."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -20,8 +19,8 @@ from kvgate.fit.whatif import (
     CarriedTerm,
     WhatIf,
     WhatIfAnswer,
-    given_flags,
     gpu_change,
+    log_kv_dtype,
     log_kv_shown,
     log_release,
     model_weights,
@@ -47,7 +46,7 @@ class VllmFromLog:
 
     def __init__(self, pool: EnginePool, lines: list[Line], model: ModelSpec, w: WhatIf,
                  weights_ref: str | None, budget: Interval | None = None) -> None:
-        from kvgate.engines.vllm.flags import VllmFlags  # noqa: PLC0415
+        from kvgate.engines.vllm.flags import build_flags  # noqa: PLC0415
 
         self.pool, self.model, self.w = pool, model, w
         self.t: LoggedTerms = vllm_logged_terms(lines, pool.weights)
@@ -72,14 +71,14 @@ class VllmFromLog:
             # taken as the log's own (RULE_HELP: a silent log takes the engine spelling)
             seqs = w.max_num_seqs
             self.notes.append(f"the log does not print --max-num-seqs: {seqs} (the target) taken as the log's own")
-        self.base = VllmFlags(
+        self.base = build_flags(
             gpu_memory_utilization=util, max_model_len=L, max_num_seqs=seqs,
             max_num_batched_tokens=fl.get("max_num_batched_tokens"), tensor_parallel_size=self.log_tp,
             pipeline_parallel_size=self.log_pp, kv_cache_dtype=log_kv_dtype(pool, model),
             block_size=fl.get("block_size"), use_v1=self.t.v1 if not self.release.at_least(0, 11) else None)
-        self.flags = replace(self.base, **given_flags(
-            gpu_memory_utilization=w.utilization, max_model_len=w.max_model_len, tensor_parallel_size=w.tp,
-            kv_cache_dtype=w.kv_cache_dtype, max_num_seqs=w.max_num_seqs))
+        self.flags = build_flags(
+            self.base, gpu_memory_utilization=w.utilization, max_model_len=w.max_model_len, tensor_parallel_size=w.tp,
+            kv_cache_dtype=w.kv_cache_dtype, max_num_seqs=w.max_num_seqs)
         self.logged_pool = (Interval(pool.pool_bytes.low, pool.pool_bytes.high)
                             if pool.pool_bytes is not None and pool.pool_is_budget else self.t.available_kv)
         self.pool_from_blocks = self.logged_pool is None and budget is not None
@@ -266,24 +265,6 @@ class VllmFromLog:
             out.append("likely cause: another GPU than the one named, or a non-KV term outside kvgate's band")
         return out
 
-
-
-def log_kv_dtype(pool: EnginePool, model: ModelSpec) -> str:
-    """The log's ``--kv-cache-dtype`` as the what-if's starting point: the logged flag, else
-    the KV format the log part resolved (``--kv-format`` or an engine spelling taken as the
-    log's own, :func:`kvgate.commands._engine_log.resolve_log_settings`) when it is not the
-    model's dtype, else ``auto`` (vLLM's / SGLang's default)."""
-    from kvgate.engines.vllm.fit import kv_format_for  # noqa: PLC0415
-
-    if pool.flags.get("kv_cache_dtype"):
-        return str(pool.flags["kv_cache_dtype"])
-    if pool.kv_format is None:
-        return "auto"
-    try:
-        fmt = kv_format_for(str(pool.kv_format), model)
-    except KvgateError:  # a kvgate-only name: the engine's default
-        return "auto"
-    return "auto" if fmt == kv_format_for("auto", model) else fmt
 
 
 def _changes_vllm(base: Any, new: Any, w: WhatIf, log_gpu: Gpu, *, log_kv: str | None = None) -> list[str]:
