@@ -111,7 +111,7 @@ def inventory(cfg: dict[str, Any], mtp: bool = True) -> list[Part]:
         ConfigError: a needed field is missing.
     """
     from kvgate.model import spec_from_config, text_config
-    from kvgate.model.weights import _mixer_params
+    from kvgate.model.mixer import mixer_params
 
     full = cfg
     cfg = text_config(cfg)
@@ -178,7 +178,7 @@ def inventory(cfg: dict[str, Any], mtp: bool = True) -> list[Part]:
             if gpt_oss:
                 out.append(Part(f"{a}.sinks", "vector", numel=heads))  # bf16 in the checkpoint
         elif kind == "linear":
-            out.append(Part(f"{p}.mixer", "other", numel=_mixer_params(cfg, lspec, hidden)))
+            out.append(Part(f"{p}.mixer", "other", numel=mixer_params(cfg, lspec, hidden)))
         if cfg.get("expert_layer_period"):
             moe = bool(n_exp) and i % cfg["expert_layer_period"] == (cfg.get("expert_layer_offset") or 0)
         else:

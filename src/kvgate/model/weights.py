@@ -28,6 +28,7 @@ from typing import Any
 
 from kvgate.errors import KvgateError
 from kvgate.guarded import MAX_CONFIG_BYTES, check_regular, loads_json, open_regular
+from kvgate.model.mixer import mixer_params
 
 # Bits per element, from safetensors' Dtype::bitsize (safetensors/src/tensor.rs).
 DTYPE_BITS: dict[str, int] = {
@@ -366,7 +367,7 @@ def estimate_params(cfg: dict[str, Any]) -> int:
             if qk_norm:
                 params += 2 * hd
         elif layer.kind == "linear":
-            params += _mixer_params(cfg, layer, hidden)
+            params += mixer_params(cfg, layer, hidden)
         if cfg.get("expert_layer_period"):  # Jamba: MoE iff i % period == offset
             moe = n_exp and i % cfg["expert_layer_period"] == (cfg.get("expert_layer_offset") or 0)
         else:
@@ -388,36 +389,6 @@ def _at(v: Any, i: int) -> int:
     if isinstance(v, list):
         v = v[i] if i < len(v) else 0
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def _mixer_params(cfg: dict[str, Any], layer: Any, hidden: int) -> int:
-    """Parameters of one recurrent mixer (projections, conv, per-head vectors, norm), as
-    the transformers modules define them (``MambaMixer``, ``Mamba2Mixer``,
-    ``Qwen3NextGatedDeltaNet``)."""
-    conv = layer.conv_dim * layer.conv_kernel + layer.conv_dim  # depthwise conv + bias
-    if layer.mixer == "mamba":
-        d_inner = layer.state_heads
-        d_state = layer.ssm_values // d_inner
-        dt_rank = cfg.get("mamba_dt_rank") or cfg.get("time_step_rank") or -(-hidden // 16)
-        return (hidden * 2 * d_inner + conv + d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner
-                + d_inner * d_state + d_inner + d_inner * hidden)
-    if layer.mixer == "mamba2":
-        heads = layer.state_heads
-        d_inner = layer.ssm_values // max(1, _d_state(cfg))  # heads · head_dim
-        return hidden * (d_inner + layer.conv_dim + heads) + conv + 3 * heads + d_inner + d_inner * hidden
-    if layer.mixer == "gated_delta_net":
-        nv = layer.state_heads
-        dv = cfg.get("linear_value_head_dim") or 0
-        return (hidden * (layer.conv_dim + nv * dv) + hidden * 2 * nv + layer.conv_dim * layer.conv_kernel
-                + 2 * nv + dv + nv * dv * hidden)
-    return 0
-
-
-def _d_state(cfg: dict[str, Any]) -> int:
-    for k in ("mamba_d_state", "ssm_state_size", "state_size"):
-        if isinstance(cfg.get(k), int):
-            return cfg[k]
-    return 1
 
 
 # Fields :func:`estimate_params` reads: a note lists those a config class filled in.

@@ -45,18 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.llamacpp.prompt import Prompt, _State
 from kvgate.tier import progress
 from kvgate.tier.traces import HashedTrace
 
 _F = np.float32  # the server compares C++ floats
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A prompt as trace blocks: ``ids`` (hash ids) cut to ``n_tokens`` tokens."""
-
-    ids: tuple[int, ...]
-    n_tokens: int
 
 
 def common_prefix(a: Prompt, b: Prompt, block_tokens: int) -> int:
@@ -78,12 +71,6 @@ def state_bytes(n_tokens: int, bytes_per_token: int, n_layer: int, n_stream: int
     if n_tokens == 0:
         return head
     return head + 8 + 24 * n_layer + n_tokens * (12 + bytes_per_token)
-
-
-@dataclass
-class _State:
-    prompt: Prompt
-    size: int
 
 
 @dataclass

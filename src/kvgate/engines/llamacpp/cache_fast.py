@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kvgate.engines.llamacpp.prompt import Prompt, _State
 from kvgate.tier.kernel import _njit
 from kvgate.tier.traces import HashedTrace
 
@@ -184,8 +185,6 @@ def _replay(ids: Any, off: Any, length: Any, B: Any, n_slots: Any, n_ctx: Any, r
 def replay_compiled(trace: HashedTrace, server: Any) -> np.ndarray:
     """``kvgate.engines.llamacpp.cache.replay`` on a fresh ``server``, compiled; the
     server's slots, states, saved tokens and clock are left as the Python model leaves them."""
-    from kvgate.engines.llamacpp.cache import Prompt, _State
-
     s = server
     n = trace.n_requests
     ids = np.asarray(trace.ids, dtype=np.int64).reshape(-1)

@@ -46,8 +46,6 @@ class SglangFlags:
 
     def __post_init__(self) -> None:
         if self.swa_full_tokens_ratio is not None:
-            from kvgate.engines.sglang.swa import check_ratio  # noqa: PLC0415
-
             check_ratio(self.swa_full_tokens_ratio)
         f = self.mem_fraction_static
         if f is not None and not 0 < f < 1:
@@ -93,6 +91,17 @@ def default_mem_fraction_static(tp: int, multimodal: bool) -> float:
 _SM10_PLUS = re.compile(r"(?i)\bg?b\d{2,3}\b|blackwell|rtx[ -]?50\d0|\b50\d0\b|gb10")
 _BEFORE_SM10 = re.compile(r"(?i)\b(h100|h200|h20|h800|gh200|a100|a800|a10g?|a30|a40|l40s?|l4|l20|a6000|v100|t4|"
                           r"rtx[ -]?(30|40)\d0|\b(30|40)\d0)\b")
+
+
+def check_ratio(ratio: float) -> None:
+    """``--swa-full-tokens-ratio`` in (0, 1] as SGLang requires it.
+
+    Raises:
+        KvgateError: outside (0, 1].
+    """
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise KvgateError(f"--swa-full-tokens-ratio must be in (0, 1], got {ratio!r}",
+                          hint="SGLang's default is 0.8 (SWA tokens per full-layer token)")
 
 
 def is_blackwell(gpu_name: str | None) -> bool | None:

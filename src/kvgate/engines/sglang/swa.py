@@ -139,17 +139,6 @@ def architectures(model: ModelSpec) -> list[str]:
     return [a for a in (archs or []) if isinstance(a, str)]
 
 
-def check_ratio(ratio: float) -> None:
-    """``--swa-full-tokens-ratio`` in (0, 1] as SGLang requires it.
-
-    Raises:
-        KvgateError: outside (0, 1].
-    """
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
-        raise KvgateError(f"--swa-full-tokens-ratio must be in (0, 1], got {ratio!r}",
-                          hint="SGLang's default is 0.8 (SWA tokens per full-layer token)")
-
-
 def two_pools_why(model: ModelSpec, version: tuple[int, ...], gpu_blackwell: bool | None = None) -> str | None:
     """Why SGLang ``version`` builds an ``SWAKVPool`` for ``model`` (the module docstring's
     rule), or ``None`` when it builds one pool with every layer at full length."""
