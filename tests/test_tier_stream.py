@@ -169,6 +169,52 @@ def test_curve_built_while_reading_equals_the_curve_of_the_kept_ids(tmp_path):
         assert np.array_equal(b.result().hist, ref.hist)
 
 
+def _counted_and_kept(p, **kw):
+    """(requests, prompt tokens, warnings) or the error, of a counted read and a kept one."""
+    out = []
+    for keep in (False, True):
+        try:
+            t = TraceStream(p, **kw).read(keep_ids=keep)
+            assert t.ids_kept is keep and (keep or len(t.input_length) == 0)
+            out.append((t.n_requests, t.prompt_tokens, t.warnings))
+        except TraceError as exc:
+            out.append(str(exc))
+    return out
+
+
+@pytest.mark.parametrize("fast_block", [1 << 20, 1 << 9])  # one batch; a batch of a few lines each
+def test_counted_read_says_what_the_kept_read_says(tmp_path, monkeypatch, fast_block):
+    import kvgate.tier.stream as ts
+
+    monkeypatch.setattr(ts, "FAST_BLOCK_BYTES", fast_block)
+    rows = [{"timestamp": 1000 * i, "input_length": 600, "output_length": 1, "hash_ids": [0, i + 1]}
+            for i in range(60)]  # fmt: skip
+    rows[37]["timestamp"] = 5
+    rows[41]["input_length"] = 2000  # 2 blocks of 512 for 2,000 tokens: short (the first)
+    rows[50]["input_length"] = 3000  # short again
+    rows[44]["input_length"] = 100  # 2 blocks for 100 tokens: a whole block over
+    p = _write(tmp_path, _text(rows))
+    counted, kept = _counted_and_kept(p, block_tokens=512)
+    assert counted == kept
+    n, prompt, warnings = counted
+    assert (n, prompt) == (60, 58 * 600 - 600 + 2000 + 3000 + 100)
+    assert [w.split(":")[0] for w in warnings] == ["timestamps are not sorted", "2 of 60 requests carry fewer hash "
+                                                   "blocks than their input_length needs (first", "request 45"]
+    assert "first: request 42, 2 blocks of 512 tokens for 2,000 tokens" in warnings[1]
+    # relative times whose unit cannot be told: the same error either way
+    amb = [{"timestamp": 1000 * i, "input_length": 600, "hash_ids": [0, i + 1]} for i in range(60)]
+    counted, kept = _counted_and_kept(_write(tmp_path, _text(amb), "amb.jsonl"), block_tokens=512)
+    assert counted == kept and "is ambiguous" in counted
+    zero = [{"input_length": 0, "hash_ids": []}] * 3
+    counted, kept = _counted_and_kept(_write(tmp_path, _text(zero), "zero.jsonl"), block_tokens=512)
+    assert counted == kept and "every request has 0 prompt tokens" in counted
+    # times sorted in each batch, not across them
+    tally = ts._Tally(512)
+    for t0 in (10.0, 5.0):
+        tally.add(ts.Batch(np.array([600, 600]), np.array([0, 2, 4]), np.arange(4), np.array([t0, t0 + 1])))
+    assert tally.unsorted and (tally.lo, tally.hi, tally.n, tally.prompt) == (5.0, 11.0, 4, 2400)
+
+
 @pytest.mark.parametrize("rate", [1.0, 0.5, 0.1])
 def test_compiled_and_numpy_paths_agree(rate):
     if not kernel.HAVE_NUMBA:
