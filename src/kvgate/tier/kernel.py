@@ -274,8 +274,8 @@ class CompiledCurveBuilder:
         else:
             need_last = int(self._n[0]) + k
             cap = len(self._keys)
-            if 2 * (int(self._n[0]) + k) > cap:
-                new_cap = 1 << max(10, (4 * (int(self._n[0]) + k) - 1).bit_length())
+            if 2 * (int(self._n[0]) + k) > cap:  # at most half full (linear probing)
+                new_cap = 1 << max(10, (2 * (int(self._n[0]) + k)).bit_length())
                 self._keys, self._vals = _rehash(self._keys, self._vals, new_cap)
         if need_last > len(self._last):
             old = len(self._last)

@@ -53,7 +53,8 @@ from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detec
 from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS
 
 BLOCK_BYTES = 1 << 24  # pyarrow's largest JSON block (a line must fit in one) and the line reader's longest line
-FAST_BLOCK_BYTES = 1 << 20  # pyarrow's first block size: 1 MiB parses faster and holds less than 16 MiB
+FAST_BLOCK_BYTES = 1 << 18  # pyarrow's first block size: 256 KiB holds less than 1 MiB (pyarrow parses a few
+# blocks ahead) at the same speed; a longer line retries with BLOCK_BYTES
 MAX_JSON_LIST_BYTES = 1 << 28  # a ``.json`` list is parsed whole: above 256 MiB, JSONL is asked for
 _SLOW_CHUNK = 1 << 16  # requests per batch of the line reader
 _MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -379,10 +380,13 @@ class TraceStream:
         stream, raw = _open(self.path, self.compression)
         try:
             try:
+                # the system allocator: pyarrow's default (mimalloc) kept ~45 MiB more resident
+                # for the same blocks (RESULTS.md, tier at production sizes)
                 reader = pajson.open_json(
                     stream, read_options=pajson.ReadOptions(block_size=block),
                     parse_options=pajson.ParseOptions(explicit_schema=pa.schema(fields),
                                                       unexpected_field_behavior="ignore"),
+                    memory_pool=pa.system_memory_pool(),
                 )  # fmt: skip
                 for rb in reader:
                     yield self._convert(rb)
@@ -495,7 +499,7 @@ class TraceStream:
         agrees or names a line)."""
         done = 0
         if self.json_list is None:
-            # 1 MiB blocks first; a line longer than that (or any block pyarrow does not vouch
+            # 256 KiB blocks first; a line longer than that (or any block pyarrow does not vouch
             # for) retries with 16 MiB blocks after the requests already handed on
             for block in (FAST_BLOCK_BYTES, BLOCK_BYTES):
                 seen = 0
