@@ -234,6 +234,29 @@ def test_compiled_and_numpy_paths_agree(rate):
             assert (ra.distinct_blocks, ra.accesses) == (rb.distinct_blocks, rb.accesses)
 
 
+@pytest.mark.parametrize("rate", [0.5, 0.1, 0.02])
+@pytest.mark.parametrize("chunk", [1 << 17, 50])  # one chunk; many, cut inside the batches
+def test_sampled_builder_equals_the_compiled_kernel(rate, chunk, monkeypatch):
+    import kvgate.tier.shards as shards
+
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    monkeypatch.setattr(shards, "CHUNK", chunk)
+    t = synthetic_hashed(6000, seed=5, mean_blocks=7)
+    big = HashedTrace(t.input_length - 100, t.offsets, t.ids * 7919 + 2**45, t.block_tokens)  # partial last blocks
+    for tr in (t, big):
+        a = curve_builder(512, rate)
+        assert isinstance(a, shards.SampledCurveBuilder)
+        b = curve_builder(512, rate, compiled=True)
+        for lo, hi in ((0, 1), (1, 2500), (2500, 2501), (2501, 6000)):
+            for x in (a, b):
+                x.add(tr.input_length[lo:hi], tr.offsets[lo : hi + 1], tr.ids[tr.offsets[lo] : tr.offsets[hi]])
+        ra, rb = a.result(), b.result()
+        assert np.array_equal(ra.hist, rb.hist) and ra.unbounded_hit_tokens > 0
+        assert (ra.distinct_blocks, ra.accesses, ra.n_requests, ra.prompt_tokens) == \
+            (rb.distinct_blocks, rb.accesses, rb.n_requests, rb.prompt_tokens)
+
+
 def test_numpy_fallback_when_numba_is_missing(monkeypatch):
     monkeypatch.setattr(kernel, "HAVE_NUMBA", False)
     assert isinstance(curve_builder(512), LruCurveBuilder)

@@ -554,13 +554,14 @@ class TraceStream:
             TraceError: a line at fault, a block size that cannot be decided, no requests,
                 no prompt tokens.
         """
-        from kvgate.tier.kernel import Interner
         from kvgate.tier.traces import HashedTrace, check, infer_block_tokens
 
         if on_batch is not None and self.block_tokens is None:
             raise ValueError("on_batch needs the block size before reading")
         if not keep_ids and self.block_tokens is not None:
             return self._read_counted(on_batch, progress)
+        from kvgate.tier.kernel import Interner  # numba: not imported by a run that keeps no ids
+
         interner = Interner() if keep_ids else None
         lens: list[np.ndarray] = []
         cnts: list[np.ndarray] = []
