@@ -19,7 +19,7 @@ import numpy as np
 
 from kvgate.tier.stack import LruCurve, LruCurveBuilder, spatial_hash24
 
-CHUNK = 1 << 17  # followed accesses handed to the exact pass at once
+CHUNK = 1 << 16  # followed accesses handed to the exact pass at once (its temporaries: ~100 B each)
 
 
 class SampledCurveBuilder:

@@ -222,12 +222,11 @@ class LruCurveBuilder:
         else:
             known = np.zeros(len(u), dtype=bool)
         new = u[~known]
-        if len(new):
-            keys = np.concatenate([self._remap_keys, new])
-            vals = np.concatenate([self._remap_vals, np.arange(self._next_code, self._next_code + len(new))])
+        if len(new):  # sorted and unknown: merged in place of a sort (one new array each, no argsort)
+            at = pos[~known]
+            self._remap_keys = np.insert(self._remap_keys, at, new)
+            self._remap_vals = np.insert(self._remap_vals, at, np.arange(self._next_code, self._next_code + len(new)))
             self._next_code += len(new)
-            o = np.argsort(keys, kind="stable")
-            self._remap_keys, self._remap_vals = keys[o], vals[o]
         return self._remap_vals[np.searchsorted(self._remap_keys, ids)]
 
     def _segment(self, length: np.ndarray, off: np.ndarray, ids: np.ndarray) -> None:
