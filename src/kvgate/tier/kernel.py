@@ -17,11 +17,13 @@ are a bitmap over access times (one bit a time) with a Fenwick tree over its 64-
 themselves, and a query walks log2(times / 64) nodes then counts the bits of one word. The
 times are renumbered (compacted, in order) when the bitmap fills, to the ranks of the live
 marks read off the same bitmap: no time-to-block array. The state is then one int32 per
-distinct block (``last``, grown in place by ``realloc``) and about 0.19 B × 4 per live
-block. Under SHARDS sampling (``sample_rate`` R < 1) only
-the blocks whose spatial hash falls below R are interned and followed, so memory is about
-R of the exact run's; distances are scaled by 1/R and tokens weighted 1/R at the end,
-exactly as the numpy path does (the two are tested equal, sampled and exact).
+distinct block (``last``, grown in place by ``realloc``), about 0.75 B per live block
+for the marks (room for 4 × the live blocks' times), and, for interned ids, the table
+(12 B a slot, at most half full). Under SHARDS sampling (``sample_rate`` R < 1) only the
+blocks whose spatial hash falls below R are interned and followed; distances are scaled
+by 1/R and tokens weighted 1/R at the end, exactly as the numpy path does (the two are
+tested equal, sampled and exact). ``kvgate tier --sample-rate`` itself runs SHARDS in
+numpy (:mod:`kvgate.tier.shards`), without numba's own memory.
 
 No compiler runs at ``kvgate`` run time beyond numba's own LLVM JIT (cached on disk
 with ``cache=True``).
