@@ -291,6 +291,38 @@ def test_curve_equals_brute_force_lru_on_generated_traces(t):
         assert np.array_equal(lru_curve(t, compiled=False).hist, curve.hist)
 
 
+@st.composite
+def _long_traces(draw):
+    block = draw(st.sampled_from([1, 16]))
+    pool = draw(st.integers(1, 40))
+    reqs = []
+    for _ in range(draw(st.integers(20, 80))):
+        ids = draw(st.lists(st.integers(0, pool), min_size=1, max_size=8))
+        reqs.append((len(ids) * block - draw(st.integers(0, block - 1)), ids))
+    return HashedTrace.from_lists(reqs, block)
+
+
+@seed(20261205)
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # the same patch each time
+@given(_long_traces(), st.booleans())
+def test_compiled_curve_equals_brute_force_lru_through_many_compactions(monkeypatch, t, interned):
+    # the marks' bitmap starts at one word (64 times) and is compacted every few requests
+    # (word edges, bit 63, a request's block touched twice); fed one request at a time
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    monkeypatch.setattr(kernel, "_MIN_TIMES", 64)
+    if interned:  # ids too large to index: the intern table
+        t = HashedTrace(t.input_length, t.offsets, t.ids + 2**40, t.block_tokens)
+    b = curve_builder(t.block_tokens, compiled=True)
+    for i in range(t.n_requests):
+        b.add(t.input_length[i : i + 1], t.offsets[i : i + 2], t.request_ids(i))
+    curve = b.result()
+    assert curve.unbounded_hit_tokens == simulate_lru(t, None)[0]
+    for c in sorted({1, 2, 3, 7, 20, 41, 63, 64, 65, int(t.ids.max() - t.ids.min()) + 2}):
+        assert curve.hit_tokens(c) == simulate_lru(t, c)[0]
+
+
 def _cli_json(capsys, *argv):
     code = main(["tier", *argv, "--json"])
     return code, json.loads(capsys.readouterr().out)

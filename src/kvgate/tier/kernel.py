@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - exercised by forcing HAVE_NUMBA off in
 _NEVER = (1 << 41) - 1  # as kvgate.tier.stack: "never touched", stack distance ∞
 _EMPTY = np.int64(-1)
 _DIRECT_LIMIT = 1 << 27  # ids below this index ``last`` directly (exact runs only)
+_MIN_TIMES = 1 << 12  # the fewest access times the marks' bitmap covers (a multiple of 64)
 
 
 def _njit(f: Any) -> Any:
@@ -249,8 +250,8 @@ class CompiledCurveBuilder:
     _vals: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int32))
     _n: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     _last: np.ndarray = field(default_factory=lambda: np.full(1 << 10, -1, dtype=np.int32))
-    _bits: np.ndarray = field(default_factory=lambda: np.zeros(1 << 6, dtype=np.uint64))  # marks, 64 times a word
-    _fen: np.ndarray = field(default_factory=lambda: np.zeros((1 << 6) + 1, dtype=np.int32))  # over the words
+    _bits: np.ndarray = field(default_factory=lambda: np.zeros(_MIN_TIMES >> 6, dtype=np.uint64))  # marks, 64 a word
+    _fen: np.ndarray = field(default_factory=lambda: np.zeros((_MIN_TIMES >> 6) + 1, dtype=np.int32))  # over the words
     _hist: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int64))
     _stats: np.ndarray = field(default_factory=lambda: np.zeros(5, dtype=np.int64))
     _ovf_m: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -300,7 +301,7 @@ class CompiledCurveBuilder:
         # room for three times as many accesses again as there are live blocks (and this
         # batch), so compactions come at geometrically spaced times: their cost stays a few
         # passes over the blocks in all (the room costs 0.19 B a time)
-        words = (max(4 * live + k + 1, old, 1 << 12) + 63) >> 6
+        words = (max(4 * live + k + 1, old, _MIN_TIMES) + 63) >> 6
         self._bits = np.zeros(0, dtype=np.uint64)
         self._fen = np.zeros(0, dtype=np.int32)
         self._bits = np.empty(words, dtype=np.uint64)
