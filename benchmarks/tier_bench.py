@@ -59,6 +59,7 @@ def main() -> int:
         trace = d / f"synth_{n}.jsonl"
         if not trace.exists():
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tier_synth.py"), str(n), str(trace)], check=True)
+        load_before = os.getloadavg()
         out, p_wall, p_rss = run_rss([str(peer), str(trace), "512", *map(str, CAPS)])
         pv = dict(line.split() for line in out.splitlines())
         base = [*KVGATE, "tier", "--trace", str(trace), "--model", "llama-3.1-8b",
@@ -77,12 +78,14 @@ def main() -> int:
                "trace_bytes": trace.stat().st_size, "peer_s": p_wall, "peer_rss": p_rss,
                "exact_s": e_wall, "exact_rss": e_rss, "shards_s": s_wall, "shards_rss": s_rss,
                "exact_equals_peer": same, "shards_max_error_points": 100 * err,
+               "load_average_1_5_15_before": load_before, "load_average_1_5_15_after": os.getloadavg(),
                "share_at": {c: exact[c] / prompt for c in CAPS}, "shards_share_at": {c: samp[c] / prompt for c in CAPS}}
         rows.append(row)
         print(f"{n:>10,} req {row['accesses']:>12,} acc {row['distinct_blocks']:>11,} distinct | "
               f"peer {p_wall:6.1f} s {p_rss / 2**20:6.0f} MiB | exact {e_wall:6.1f} s {e_rss / 2**20:6.0f} MiB "
               f"({e_wall / p_wall:.2f}x) same={same} | SHARDS {s_wall:5.1f} s {s_rss / 2**20:5.0f} MiB "
-              f"({s_rss / e_rss:.0%}) max err {100 * err:.2f} pt", flush=True)
+              f"({s_rss / e_rss:.0%}) max err {100 * err:.2f} pt | load {load_before[0]:.1f} -> "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -169,6 +169,52 @@ def test_curve_built_while_reading_equals_the_curve_of_the_kept_ids(tmp_path):
         assert np.array_equal(b.result().hist, ref.hist)
 
 
+def _counted_and_kept(p, **kw):
+    """(requests, prompt tokens, warnings) or the error, of a counted read and a kept one."""
+    out = []
+    for keep in (False, True):
+        try:
+            t = TraceStream(p, **kw).read(keep_ids=keep)
+            assert t.ids_kept is keep and (keep or len(t.input_length) == 0)
+            out.append((t.n_requests, t.prompt_tokens, t.warnings))
+        except TraceError as exc:
+            out.append(str(exc))
+    return out
+
+
+@pytest.mark.parametrize("fast_block", [1 << 20, 1 << 9])  # one batch; a batch of a few lines each
+def test_counted_read_says_what_the_kept_read_says(tmp_path, monkeypatch, fast_block):
+    import kvgate.tier.stream as ts
+
+    monkeypatch.setattr(ts, "FAST_BLOCK_BYTES", fast_block)
+    rows = [{"timestamp": 1000 * i, "input_length": 600, "output_length": 1, "hash_ids": [0, i + 1]}
+            for i in range(60)]  # fmt: skip
+    rows[37]["timestamp"] = 5
+    rows[41]["input_length"] = 2000  # 2 blocks of 512 for 2,000 tokens: short (the first)
+    rows[50]["input_length"] = 3000  # short again
+    rows[44]["input_length"] = 100  # 2 blocks for 100 tokens: a whole block over
+    p = _write(tmp_path, _text(rows))
+    counted, kept = _counted_and_kept(p, block_tokens=512)
+    assert counted == kept
+    n, prompt, warnings = counted
+    assert (n, prompt) == (60, 58 * 600 - 600 + 2000 + 3000 + 100)
+    assert [w.split(":")[0] for w in warnings] == ["timestamps are not sorted", "2 of 60 requests carry fewer hash "
+                                                   "blocks than their input_length needs (first", "request 45"]
+    assert "first: request 42, 2 blocks of 512 tokens for 2,000 tokens" in warnings[1]
+    # relative times whose unit cannot be told: the same error either way
+    amb = [{"timestamp": 1000 * i, "input_length": 600, "hash_ids": [0, i + 1]} for i in range(60)]
+    counted, kept = _counted_and_kept(_write(tmp_path, _text(amb), "amb.jsonl"), block_tokens=512)
+    assert counted == kept and "is ambiguous" in counted
+    zero = [{"input_length": 0, "hash_ids": []}] * 3
+    counted, kept = _counted_and_kept(_write(tmp_path, _text(zero), "zero.jsonl"), block_tokens=512)
+    assert counted == kept and "every request has 0 prompt tokens" in counted
+    # times sorted in each batch, not across them
+    tally = ts._Tally(512)
+    for t0 in (10.0, 5.0):
+        tally.add(ts.Batch(np.array([600, 600]), np.array([0, 2, 4]), np.arange(4), np.array([t0, t0 + 1])))
+    assert tally.unsorted and (tally.lo, tally.hi, tally.n, tally.prompt) == (5.0, 11.0, 4, 2400)
+
+
 @pytest.mark.parametrize("rate", [1.0, 0.5, 0.1])
 def test_compiled_and_numpy_paths_agree(rate):
     if not kernel.HAVE_NUMBA:
@@ -186,6 +232,29 @@ def test_compiled_and_numpy_paths_agree(rate):
         if tr is t or rate == 1.0:  # a sampled run of other ids samples other blocks
             assert np.array_equal(ra.hist, rb.hist)
             assert (ra.distinct_blocks, ra.accesses) == (rb.distinct_blocks, rb.accesses)
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.1, 0.02])
+@pytest.mark.parametrize("chunk", [1 << 17, 50])  # one chunk; many, cut inside the batches
+def test_sampled_builder_equals_the_compiled_kernel(rate, chunk, monkeypatch):
+    import kvgate.tier.shards as shards
+
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    monkeypatch.setattr(shards, "CHUNK", chunk)
+    t = synthetic_hashed(6000, seed=5, mean_blocks=7)
+    big = HashedTrace(t.input_length - 100, t.offsets, t.ids * 7919 + 2**45, t.block_tokens)  # partial last blocks
+    for tr in (t, big):
+        a = curve_builder(512, rate)
+        assert isinstance(a, shards.SampledCurveBuilder)
+        b = curve_builder(512, rate, compiled=True)
+        for lo, hi in ((0, 1), (1, 2500), (2500, 2501), (2501, 6000)):
+            for x in (a, b):
+                x.add(tr.input_length[lo:hi], tr.offsets[lo : hi + 1], tr.ids[tr.offsets[lo] : tr.offsets[hi]])
+        ra, rb = a.result(), b.result()
+        assert np.array_equal(ra.hist, rb.hist) and ra.unbounded_hit_tokens > 0
+        assert (ra.distinct_blocks, ra.accesses, ra.n_requests, ra.prompt_tokens) == \
+            (rb.distinct_blocks, rb.accesses, rb.n_requests, rb.prompt_tokens)
 
 
 def test_numpy_fallback_when_numba_is_missing(monkeypatch):
@@ -220,6 +289,38 @@ def test_curve_equals_brute_force_lru_on_generated_traces(t):
         assert curve.hit_tokens(c) == simulate_lru(t, c)[0]
     if kernel.HAVE_NUMBA:
         assert np.array_equal(lru_curve(t, compiled=False).hist, curve.hist)
+
+
+@st.composite
+def _long_traces(draw):
+    block = draw(st.sampled_from([1, 16]))
+    pool = draw(st.integers(1, 40))
+    reqs = []
+    for _ in range(draw(st.integers(20, 80))):
+        ids = draw(st.lists(st.integers(0, pool), min_size=1, max_size=8))
+        reqs.append((len(ids) * block - draw(st.integers(0, block - 1)), ids))
+    return HashedTrace.from_lists(reqs, block)
+
+
+@seed(20261205)
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # the same patch each time
+@given(_long_traces(), st.booleans())
+def test_compiled_curve_equals_brute_force_lru_through_many_compactions(monkeypatch, t, interned):
+    # the marks' bitmap starts at one word (64 times) and is compacted every few requests
+    # (word edges, bit 63, a request's block touched twice); fed one request at a time
+    if not kernel.HAVE_NUMBA:
+        pytest.skip("numba not importable here")
+    monkeypatch.setattr(kernel, "_MIN_TIMES", 64)
+    if interned:  # ids too large to index: the intern table
+        t = HashedTrace(t.input_length, t.offsets, t.ids + 2**40, t.block_tokens)
+    b = curve_builder(t.block_tokens, compiled=True)
+    for i in range(t.n_requests):
+        b.add(t.input_length[i : i + 1], t.offsets[i : i + 2], t.request_ids(i))
+    curve = b.result()
+    assert curve.unbounded_hit_tokens == simulate_lru(t, None)[0]
+    for c in sorted({1, 2, 3, 7, 20, 41, 63, 64, 65, int(t.ids.max() - t.ids.min()) + 2}):
+        assert curve.hit_tokens(c) == simulate_lru(t, c)[0]
 
 
 def _cli_json(capsys, *argv):

@@ -91,7 +91,16 @@ def detect_time_unit(values: np.ndarray, *, source: str, column: str) -> tuple[s
     n = len(values)
     if n == 0:
         return "s", "no requests"
-    lo, hi = float(np.min(values)), float(np.max(values))
+    return detect_time_unit_of_range(float(np.min(values)), float(np.max(values)), n, source=source, column=column)
+
+
+def detect_time_unit_of_range(lo: float, hi: float, n: int, *, source: str, column: str) -> tuple[str, str]:
+    """:func:`detect_time_unit` from what it reads of the times: the least ``lo``, the
+    greatest ``hi`` and how many (``n`` ≥ 1), for a reader that streams them.
+
+    Raises:
+        TraceError: as :func:`detect_time_unit`.
+    """
     unit = _epoch_unit(lo, hi)
     if unit is not None:
         return (

@@ -11,12 +11,19 @@ blocks' distances: block ``j`` hits at every capacity ≥ ``m_j``, its tokens ar
 
 Memory follows the distinct blocks, not the accesses: ids are used as they are while
 they are small (Mooncake's are 0, 1, 2, ...: ``last`` is indexed by the id), else they are
-interned into dense codes through an open-addressing table (:func:`_intern`); the Fenwick
-tree covers at most about 1.5 × the live blocks because its times are renumbered
-(compacted, in order) when it fills. Under SHARDS sampling (``sample_rate`` R < 1) only
-the blocks whose spatial hash falls below R are interned and followed, so memory is about
-R of the exact run's; distances are scaled by 1/R and tokens weighted 1/R at the end,
-exactly as the numpy path does (the two are tested equal, sampled and exact).
+interned into dense codes through an open-addressing table (:func:`_intern`). The marks
+are a bitmap over access times (one bit a time) with a Fenwick tree over its 64-bit words
+(one int32 a word): 0.19 B per time instead of the 4 B of a Fenwick tree over the times
+themselves, and a query walks log2(times / 64) nodes then counts the bits of one word. The
+times are renumbered (compacted, in order) when the bitmap fills, to the ranks of the live
+marks read off the same bitmap: no time-to-block array. The state is then one int32 per
+distinct block (``last``, grown in place by ``realloc``), about 0.75 B per live block
+for the marks (room for 4 × the live blocks' times), and, for interned ids, the table
+(12 B a slot, at most half full). Under SHARDS sampling (``sample_rate`` R < 1) only the
+blocks whose spatial hash falls below R are interned and followed; distances are scaled
+by 1/R and tokens weighted 1/R at the end, exactly as the numpy path does (the two are
+tested equal, sampled and exact). ``kvgate tier --sample-rate`` itself runs SHARDS in
+numpy (:mod:`kvgate.tier.shards`), without numba's own memory.
 
 No compiler runs at ``kvgate`` run time beyond numba's own LLVM JIT (cached on disk
 with ``cache=True``).
@@ -41,6 +48,7 @@ except ImportError:  # pragma: no cover - exercised by forcing HAVE_NUMBA off in
 _NEVER = (1 << 41) - 1  # as kvgate.tier.stack: "never touched", stack distance ∞
 _EMPTY = np.int64(-1)
 _DIRECT_LIMIT = 1 << 27  # ids below this index ``last`` directly (exact runs only)
+_MIN_TIMES = 1 << 12  # the fewest access times the marks' bitmap covers (a multiple of 64)
 
 
 def _njit(f: Any) -> Any:
@@ -91,13 +99,31 @@ def _rehash(keys: Any, vals: Any, new_cap: Any) -> Any:  # pragma: no cover - co
 
 
 @_njit
-def _fen_build(fen: Any, ones: Any) -> None:  # pragma: no cover - compiled
-    """Fenwick tree (1-based in ``fen[1:]``) with a 1 at times 0 .. ones-1, in O(len)."""
+def _popcount(x: Any) -> Any:  # pragma: no cover - compiled
+    """Set bits of a uint64 (the SWAR count; LLVM emits one ``popcnt`` for it)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@_njit
+def _marks_build(bits: Any, fen: Any, ones: Any) -> None:  # pragma: no cover - compiled
+    """Marks at times 0 .. ones-1: the bitmap ``bits`` (64 times a word) and the Fenwick
+    tree over its words' counts (1-based in ``fen[1:]``, ``len(fen) == len(bits) + 1``), in
+    O(len)."""
+    full = ones >> 6
+    for w in range(len(bits)):
+        if w < full:
+            bits[w] = ~np.uint64(0)
+        elif w == full and ones & 63:
+            bits[w] = (np.uint64(1) << np.uint64(ones & 63)) - np.uint64(1)
+        else:
+            bits[w] = 0
     for i in range(len(fen)):
         fen[i] = 0
     for i in range(1, len(fen)):
-        if i - 1 < ones:
-            fen[i] += 1
+        fen[i] += _popcount(bits[i - 1])
         j = i + (i & -i)
         if j < len(fen):
             fen[j] += fen[i]
@@ -105,7 +131,7 @@ def _fen_build(fen: Any, ones: Any) -> None:  # pragma: no cover - compiled
 
 @_njit
 def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: Any,
-          keys: Any, vals: Any, n: Any, last: Any, fen: Any, t0: Any, hist: Any, stats: Any,
+          keys: Any, vals: Any, n: Any, last: Any, bits: Any, fen: Any, t0: Any, hist: Any, stats: Any,
           ovf_m: Any, ovf_w: Any) -> Any:
     # pragma: no cover - compiled
     """One batch (module docstring). ``stats``: [live marks, all tokens, sampled tokens,
@@ -155,14 +181,18 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
                 d = _NEVER
                 live += 1
             else:
-                # marks at times > p: all live marks minus those at times <= p
-                s = 0
-                i = p + 1
+                # marks at times > p: all live marks minus those at times <= p (the words
+                # before p's word from the tree, then p's word up to p's bit)
+                wp = p >> 6
+                bp = np.uint64(p & 63)
+                s = _popcount(bits[wp] & ((np.uint64(2) << bp) - np.uint64(1)))
+                i = wp
                 while i > 0:
                     s += fen[i]
                     i -= i & -i
                 d = live - s + 1
-                i = p + 1
+                bits[wp] &= ~(np.uint64(1) << bp)
+                i = wp + 1
                 while i < size:
                     fen[i] -= 1
                     i += i & -i
@@ -170,7 +200,8 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
                     d = math.ceil(d / rate)
                     if d > _NEVER:
                         d = _NEVER
-            i = t + 1
+            bits[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+            i = (t >> 6) + 1
             while i < size:
                 fen[i] += 1
                 i += i & -i
@@ -191,19 +222,19 @@ def _pass(ids: Any, off: Any, length: Any, B: Any, thr: Any, rate: Any, direct: 
 
 
 @_njit
-def _compact_times(last: Any, t: Any) -> Any:  # pragma: no cover - compiled
-    """Renumber the live marks (``last`` ≥ 0, distinct times below ``t``) 0, 1, ... in
-    their order, in O(len(last) + t); returns how many."""
-    inv = np.full(t, -1, dtype=np.int32)
-    for c in range(len(last)):
-        if last[c] >= 0:
-            inv[last[c]] = c
+def _compact_times(last: Any, bits: Any) -> Any:  # pragma: no cover - compiled
+    """Renumber the live marks (``last`` ≥ 0, each a set bit of ``bits``) 0, 1, ... in
+    their order: a block's new time is the rank of its mark (the marks before it), read
+    off the bitmap, in O(len(last) + len(bits)); returns how many."""
+    before = np.empty(len(bits), dtype=np.int64)  # marks in the words before each word
     k = 0
-    for s in range(t):
-        c = inv[s]
-        if c >= 0:
-            last[c] = k
-            k += 1
+    for w in range(len(bits)):
+        before[w] = k
+        k += _popcount(bits[w])
+    for c in range(len(last)):
+        p = last[c]
+        if p >= 0:
+            last[c] = before[p >> 6] + _popcount(bits[p >> 6] & ((np.uint64(1) << np.uint64(p & 63)) - np.uint64(1)))
     return k
 
 
@@ -219,7 +250,8 @@ class CompiledCurveBuilder:
     _vals: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int32))
     _n: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     _last: np.ndarray = field(default_factory=lambda: np.full(1 << 10, -1, dtype=np.int32))
-    _fen: np.ndarray = field(default_factory=lambda: np.zeros(1 << 12, dtype=np.int32))
+    _bits: np.ndarray = field(default_factory=lambda: np.zeros(_MIN_TIMES >> 6, dtype=np.uint64))  # marks, 64 a word
+    _fen: np.ndarray = field(default_factory=lambda: np.zeros((_MIN_TIMES >> 6) + 1, dtype=np.int32))  # over the words
     _hist: np.ndarray = field(default_factory=lambda: np.zeros(1 << 10, dtype=np.int64))
     _stats: np.ndarray = field(default_factory=lambda: np.zeros(5, dtype=np.int64))
     _ovf_m: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -245,32 +277,36 @@ class CompiledCurveBuilder:
         else:
             need_last = int(self._n[0]) + k
             cap = len(self._keys)
-            if 2 * (int(self._n[0]) + k) > cap:
-                new_cap = 1 << max(10, (4 * (int(self._n[0]) + k) - 1).bit_length())
+            if 2 * (int(self._n[0]) + k) > cap:  # at most half full (linear probing)
+                new_cap = 1 << max(10, (2 * (int(self._n[0]) + k)).bit_length())
                 self._keys, self._vals = _rehash(self._keys, self._vals, new_cap)
         if need_last > len(self._last):
-            grown = np.full(max(need_last, len(self._last) + len(self._last) // 4), -1, dtype=np.int32)
-            grown[: len(self._last)] = self._last
-            self._last = grown
-        if self._t + k + 1 >= len(self._fen):
+            old = len(self._last)
+            # in place: numpy's resize is realloc, which moves a large block by remapping its
+            # pages (no second copy at once); the new ids' room is a sixteenth at least
+            self._last.resize(max(need_last, old + old // 16, 1 << 10), refcheck=False)
+            self._last[old:] = -1
+        if self._t + k + 1 >= 64 * len(self._bits):
             self._compact(k)
         if len(self._ovf_m) < k:
             self._ovf_m = np.zeros(k, dtype=np.int64)
             self._ovf_w = np.zeros(k, dtype=np.int64)
 
     def _compact(self, k: int) -> None:
-        """Renumber the live marks 0 .. live-1 in their order; a Fenwick tree for them and
-        ``k`` more accesses (with room to spare)."""
-        old = len(self._fen)
-        self._fen = np.zeros(0, dtype=np.int32)  # rebuilt below: let it go before the renumbering's own array
-        live = int(_compact_times(self._last, self._t))
+        """Renumber the live marks 0 .. live-1 in their order; a bitmap and its tree for
+        them and ``k`` more accesses (with room to spare)."""
+        old = 64 * len(self._bits)
+        live = int(_compact_times(self._last, self._bits))
         self._t = live
-        # room for as many accesses again as there are live blocks (and this batch), so
-        # compactions come at geometrically spaced times: their cost stays a few passes over
-        # the blocks in all
-        size = max(2 * live + k, old, 1 << 12) + 1
-        self._fen = np.zeros(size, dtype=np.int32)
-        _fen_build(self._fen, live)
+        # room for three times as many accesses again as there are live blocks (and this
+        # batch), so compactions come at geometrically spaced times: their cost stays a few
+        # passes over the blocks in all (the room costs 0.19 B a time)
+        words = (max(4 * live + k + 1, old, _MIN_TIMES) + 63) >> 6
+        self._bits = np.zeros(0, dtype=np.uint64)
+        self._fen = np.zeros(0, dtype=np.int32)
+        self._bits = np.empty(words, dtype=np.uint64)
+        self._fen = np.empty(words + 1, dtype=np.int32)
+        _marks_build(self._bits, self._fen, live)
 
     def _merge_overflow(self) -> None:
         """Grow ``hist`` to the largest distance the pass met beyond it (by half again at
@@ -317,7 +353,7 @@ class CompiledCurveBuilder:
                 self._to_interned()
             self._ensure(k, max_id if self._direct else 0)
             t = _pass(sub_ids, sub_off, length[start:], self.block_tokens, self._thr, float(self.sample_rate), self._direct,
-                      self._keys, self._vals, self._n, self._last, self._fen, self._t, self._hist, self._stats,
+                      self._keys, self._vals, self._n, self._last, self._bits, self._fen, self._t, self._hist, self._stats,
                       self._ovf_m, self._ovf_w)
             self._merge_overflow()
             if t >= 0:

@@ -222,12 +222,11 @@ class LruCurveBuilder:
         else:
             known = np.zeros(len(u), dtype=bool)
         new = u[~known]
-        if len(new):
-            keys = np.concatenate([self._remap_keys, new])
-            vals = np.concatenate([self._remap_vals, np.arange(self._next_code, self._next_code + len(new))])
+        if len(new):  # sorted and unknown: merged in place of a sort (one new array each, no argsort)
+            at = pos[~known]
+            self._remap_keys = np.insert(self._remap_keys, at, new)
+            self._remap_vals = np.insert(self._remap_vals, at, np.arange(self._next_code, self._next_code + len(new)))
             self._next_code += len(new)
-            o = np.argsort(keys, kind="stable")
-            self._remap_keys, self._remap_vals = keys[o], vals[o]
         return self._remap_vals[np.searchsorted(self._remap_keys, ids)]
 
     def _segment(self, length: np.ndarray, off: np.ndarray, ids: np.ndarray) -> None:
@@ -246,9 +245,15 @@ class LruCurveBuilder:
         if self.sample_rate < 1.0:
             keep = spatial_hash24(ids) < np.uint64(int(self.sample_rate * (1 << 24)))
             ids, req, delta = ids[keep], req[keep], delta[keep]
-            k = len(ids)
-            if k == 0:
-                return
+        self._follow(ids, req, delta)
+
+    def _follow(self, ids: np.ndarray, req: np.ndarray, delta: np.ndarray) -> None:
+        """The followed accesses of whole requests, in order: ``ids``, their request
+        (non-decreasing, below 2^22) and their tokens ``delta`` (every access, or the
+        sampled ones under SHARDS)."""
+        k = len(ids)
+        if k == 0:
+            return
         codes = self._codes(ids)
         top = int(codes.max()) + 1
         if top > len(self._last):
@@ -319,15 +324,20 @@ class LruCurveBuilder:
 
 
 def curve_builder(block_tokens: int, sample_rate: float = 1.0, *, compiled: bool | None = None) -> Any:
-    """A curve builder (``add``, ``result``): the compiled one
-    (:class:`kvgate.tier.kernel.CompiledCurveBuilder`) when numba imports, else
-    :class:`LruCurveBuilder`; ``compiled`` forces one (tests compare them).
+    """A curve builder (``add``, ``result``): under SHARDS (``sample_rate`` < 1)
+    :class:`kvgate.tier.shards.SampledCurveBuilder` (numpy, without numba's memory);
+    exact, the compiled one (:class:`kvgate.tier.kernel.CompiledCurveBuilder`) when numba
+    imports, else :class:`LruCurveBuilder`; ``compiled`` forces one (tests compare them).
 
     Raises:
         ValueError: ``sample_rate`` outside (0, 1].
     """
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    if compiled is None and sample_rate < 1.0:
+        from kvgate.tier.shards import SampledCurveBuilder
+
+        return SampledCurveBuilder(block_tokens, sample_rate)
     from kvgate.tier import kernel
 
     if compiled is None:

@@ -22,8 +22,11 @@ with the ids interned to dense int32 codes in first-seen order
 (:class:`~kvgate.tier.kernel.Interner`: equal ids, equal codes; nothing a cache model
 reads changes), or, with ``keep_ids=False``, only the per-request arrays, the ids having
 gone to ``on_batch`` (the LRU curve builder, which follows only the sampled blocks under
-SHARDS): memory is then about 16 bytes per request plus the builder's state. ``limit``
-stops the reading after that many requests.
+SHARDS): then, when the block size is known before reading, nothing per request is kept
+either (:class:`_Tally` counts what the output says: requests, prompt tokens, the time
+range and order, the requests whose blocks do not match their length), so memory is the
+builder's state and one batch, whatever the trace's length. ``limit`` stops the reading
+after that many requests.
 
 A FIFO, socket or device is refused before it is opened (reading one could block for
 ever); a trace whose every prompt is 0 tokens is refused (there is nothing to cache, no
@@ -50,7 +53,8 @@ from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detec
 from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS
 
 BLOCK_BYTES = 1 << 24  # pyarrow's largest JSON block (a line must fit in one) and the line reader's longest line
-FAST_BLOCK_BYTES = 1 << 20  # pyarrow's first block size: 1 MiB parses faster and holds less than 16 MiB
+FAST_BLOCK_BYTES = 1 << 18  # pyarrow's first block size: 256 KiB holds less than 1 MiB (pyarrow parses a few
+# blocks ahead) at the same speed; a longer line retries with BLOCK_BYTES
 MAX_JSON_LIST_BYTES = 1 << 28  # a ``.json`` list is parsed whole: above 256 MiB, JSONL is asked for
 _SLOW_CHUNK = 1 << 16  # requests per batch of the line reader
 _MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -189,6 +193,70 @@ def _bad_json(path: Path, no: int, exc: KvgateError) -> TraceError:
                       hint="a hashed trace is JSONL: one object per line with input_length and hash_ids")
 
 
+def _unsorted_warning() -> str:
+    return "timestamps are not sorted: requests are replayed in file order, as published replays do"
+
+
+def _block_warnings(n: int, bt: int, n_short: int, first_short: tuple[int, int, int] | None,
+                    first_over: tuple[int, int, int] | None) -> list[str]:
+    """The warnings on requests whose hash blocks do not match their ``input_length``
+    (``first_*``: (index, blocks, length) of the first such request)."""
+    out = []
+    if n_short and first_short is not None:
+        i, c, ln = first_short
+        out.append(
+            f"{n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
+            f"(first: request {i + 1}, {c} blocks of {bt} tokens for {ln:,} tokens): "
+            "their uncovered tokens can never hit, so the hit share is a lower bound"
+        )
+    if first_over is not None:
+        i, c, ln = first_over
+        out.append(f"request {i + 1}: {c} hash blocks of {bt} tokens exceed input_length "
+                   f"{ln} by a whole block or more: is the block size right?")  # fmt: skip
+    return out
+
+
+class _Tally:
+    """What the output says of a trace read without its per-request arrays, counted batch
+    by batch: requests, prompt tokens, the least and greatest time and whether the times
+    are sorted, and the requests whose blocks do not match their length (at ``bt`` tokens
+    a block)."""
+
+    def __init__(self, bt: int) -> None:
+        self.bt = bt
+        self.n = self.prompt = self.n_short = 0
+        self.first_short: tuple[int, int, int] | None = None
+        self.first_over: tuple[int, int, int] | None = None
+        self.lo, self.hi = math.inf, -math.inf
+        self.prev: float | None = None
+        self.unsorted = False
+
+    def add(self, b: Batch) -> None:
+        k = len(b.length)
+        if not k:
+            return
+        n0, self.n = self.n, self.n + k
+        self.prompt += int(b.length.sum())
+        c, ln, bt = np.diff(b.offsets), b.length, self.bt
+        short = c * bt + bt <= ln
+        s = int(short.sum())
+        if s and self.first_short is None:
+            i = int(np.argmax(short))
+            self.first_short = (n0 + i, int(c[i]), int(ln[i]))
+        self.n_short += s
+        if self.first_over is None:
+            over = c * bt - ln >= bt
+            if bool(over.any()):
+                i = int(np.argmax(over))
+                self.first_over = (n0 + i, int(c[i]), int(ln[i]))
+        t = b.time
+        if t is not None:
+            self.lo, self.hi = min(self.lo, float(t.min())), max(self.hi, float(t.max()))
+            if not self.unsorted:
+                self.unsorted = (self.prev is not None and float(t[0]) < self.prev) or bool(np.any(t[1:] < t[:-1]))
+            self.prev = float(t[-1])
+
+
 class TraceStream:
     """An opened hashed trace: its columns and format, read by :meth:`read`.
 
@@ -312,10 +380,13 @@ class TraceStream:
         stream, raw = _open(self.path, self.compression)
         try:
             try:
+                # the system allocator: pyarrow's default (mimalloc) kept ~45 MiB more resident
+                # for the same blocks (RESULTS.md, tier at production sizes)
                 reader = pajson.open_json(
                     stream, read_options=pajson.ReadOptions(block_size=block),
                     parse_options=pajson.ParseOptions(explicit_schema=pa.schema(fields),
                                                       unexpected_field_behavior="ignore"),
+                    memory_pool=pa.system_memory_pool(),
                 )  # fmt: skip
                 for rb in reader:
                     yield self._convert(rb)
@@ -428,7 +499,7 @@ class TraceStream:
         agrees or names a line)."""
         done = 0
         if self.json_list is None:
-            # 1 MiB blocks first; a line longer than that (or any block pyarrow does not vouch
+            # 256 KiB blocks first; a line longer than that (or any block pyarrow does not vouch
             # for) retries with 16 MiB blocks after the requests already handed on
             for block in (FAST_BLOCK_BYTES, BLOCK_BYTES):
                 seen = 0
@@ -483,11 +554,14 @@ class TraceStream:
             TraceError: a line at fault, a block size that cannot be decided, no requests,
                 no prompt tokens.
         """
-        from kvgate.tier.kernel import Interner
         from kvgate.tier.traces import HashedTrace, check, infer_block_tokens
 
         if on_batch is not None and self.block_tokens is None:
             raise ValueError("on_batch needs the block size before reading")
+        if not keep_ids and self.block_tokens is not None:
+            return self._read_counted(on_batch, progress)
+        from kvgate.tier.kernel import Interner  # numba: not imported by a run that keeps no ids
+
         interner = Interner() if keep_ids else None
         lens: list[np.ndarray] = []
         cnts: list[np.ndarray] = []
@@ -530,8 +604,7 @@ class TraceStream:
             times *= timeunits.UNIT_SECONDS[unit]
             arrival = times
             if unsorted:
-                warnings.append("timestamps are not sorted: requests are replayed in file order, as published "
-                                "replays do")
+                warnings.append(_unsorted_warning())
         if self.block_tokens is None:
             fits = infer_block_tokens(length, counts.astype(np.int64))
             if len(fits) != 1:
@@ -549,28 +622,55 @@ class TraceStream:
                         ids_kept=keep_ids)  # fmt: skip
         check(t)
         # in slices of 2^20 requests: whole-trace temporaries were several int64 arrays per request
-        n_short, first_short, first_over = 0, -1, -1
+        n_short = 0
+        first_short: tuple[int, int, int] | None = None
+        first_over: tuple[int, int, int] | None = None
         for lo in range(0, n, 1 << 20):
             c, ln = counts[lo : lo + (1 << 20)].astype(np.int64), length[lo : lo + (1 << 20)]
             short = c * bt + bt <= ln
             k = int(short.sum())
-            if k and first_short < 0:
-                first_short = lo + int(np.argmax(short))
+            if k and first_short is None:
+                i = int(np.argmax(short))
+                first_short = (lo + i, int(c[i]), int(ln[i]))
             n_short += k
             over = c * bt - ln >= bt
-            if first_over < 0 and bool(over.any()):
-                first_over = lo + int(np.argmax(over))
-        if n_short:
-            i = first_short
-            t.warnings.append(
-                f"{n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
-                f"(first: request {i + 1}, {int(counts[i])} blocks of {bt} tokens for {int(length[i]):,} tokens): "
-                "their uncovered tokens can never hit, so the hit share is a lower bound"
-            )
-        if first_over >= 0:
-            i = first_over
-            t.warnings.append(
-                f"request {i + 1}: {int(counts[i])} hash blocks of {bt} tokens exceed input_length "
-                f"{int(length[i])} by a whole block or more: is the block size right?"
-            )
+            if first_over is None and bool(over.any()):
+                i = int(np.argmax(over))
+                first_over = (lo + i, int(c[i]), int(ln[i]))
+        t.warnings.extend(_block_warnings(n, bt, n_short, first_short, first_over))
+        return t
+
+    def _read_counted(self, on_batch: OnBatch | None, progress: Progress | None) -> Any:
+        """:meth:`read` keeping nothing per request (module docstring): the same checks,
+        errors and warnings, in the same order, from a :class:`_Tally`."""
+        from kvgate.tier.traces import HashedTrace, check
+
+        assert self.block_tokens is not None
+        bt = self.block_tokens
+        tally = _Tally(bt)
+        for b in _prefetched(self.batches(progress)):
+            tally.add(b)
+            if on_batch is not None:
+                on_batch(b.length, b.offsets, b.ids)
+            del b  # the batch goes before the next one is taken
+        p, n = self.path, tally.n
+        if n == 0:
+            raise TraceError(f"trace {p} has no requests")
+        if tally.prompt == 0:
+            raise TraceError(f"trace {p}: every request has 0 prompt tokens: there is nothing to cache",
+                             hint="the input_length column gives each request's prompt tokens")
+        warnings: list[str] = []
+        if self.c_time is not None:
+            _, suffix = timeunits.split_unit_suffix(self.c_time)
+            unit = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
+            if unit is None:
+                timeunits.detect_time_unit_of_range(tally.lo, tally.hi, n, source=str(p), column=self.c_time)
+            if tally.unsorted:
+                warnings.append(_unsorted_warning())
+        t = HashedTrace(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), bt,
+                        self.block_reason, None, str(p), self.format,
+                        self.fmt.attribution if self.fmt is not None else None, warnings, ids_kept=False,
+                        counted=(n, tally.prompt))  # fmt: skip
+        check(t)
+        t.warnings.extend(_block_warnings(n, bt, tally.n_short, tally.first_short, tally.first_over))
         return t

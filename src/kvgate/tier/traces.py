@@ -82,7 +82,9 @@ class HashedTrace:
         warnings: what a command must print.
         ids_kept: ``False`` when the reader handed the ids to a curve builder as it read
             and kept none (:meth:`kvgate.tier.stream.TraceStream.read`): ``ids`` is then
-            empty and only the per-request arrays are usable.
+            empty, and so are the per-request arrays when ``counted`` is given.
+        counted: ``(requests, prompt tokens)`` of a trace read without its per-request
+            arrays (only what :attr:`n_requests` and :attr:`prompt_tokens` say is kept).
     """
 
     input_length: np.ndarray
@@ -96,16 +98,17 @@ class HashedTrace:
     attribution: str | None = None
     warnings: list[str] = field(default_factory=list)
     ids_kept: bool = True
+    counted: tuple[int, int] | None = None
 
     @property
     def n_requests(self) -> int:
         """Number of requests."""
-        return len(self.input_length)
+        return len(self.input_length) if self.counted is None else self.counted[0]
 
     @property
     def prompt_tokens(self) -> int:
         """Σ input_length: every prompt token of the trace (the hit share's whole)."""
-        return int(self.input_length.sum())
+        return int(self.input_length.sum()) if self.counted is None else self.counted[1]
 
     def request_ids(self, i: int) -> np.ndarray:
         """The hash ids of request ``i`` (a view)."""
