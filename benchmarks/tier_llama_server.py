@@ -41,7 +41,8 @@ from kvgate.engines.llamacpp.cache import LlamaCppServer, Prompt  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from llama_server_live import free_port, stop, wait_ready, write_tiny_llama  # noqa: E402
 
-from kvgate.tier.traces import HashedTrace, load_hashed_trace  # noqa: E402
+from kvgate.tier.stream import load_hashed_trace  # noqa: E402
+from kvgate.tier.traces import HashedTrace  # noqa: E402
 
 CFG = dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_ctx_train=16384)
 BYTES_PER_TOKEN = CFG["n_layer"] * 2 * CFG["n_head_kv"] * CFG["head_dim"] * 2  # K + V, f16

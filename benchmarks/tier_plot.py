@@ -20,7 +20,7 @@ from kvgate.model import load_model  # noqa: E402
 from kvgate.tier.analysis import analyze  # noqa: E402
 from kvgate.tier.gate import Speed  # noqa: E402
 from kvgate.tier.stack import lru_curve  # noqa: E402
-from kvgate.tier.traces import load_hashed_trace  # noqa: E402
+from kvgate.tier.stream import load_hashed_trace  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake_conversation_trace.jsonl"
 GIB, TIB = 2**30, 2**40

@@ -103,7 +103,7 @@ def test_fit_llamacpp_counts_of_zero_name_their_flag(capsys, flag):
 
 def test_tier_warns_when_hash_ids_do_not_cover_the_prompt(tmp_path):
     """Empty ``hash_ids`` with 1,000-token prompts: 0% reuse is a lower bound, and said so."""
-    from kvgate.tier.traces import load_hashed_trace
+    from kvgate.tier.stream import load_hashed_trace
 
     t = _trace(tmp_path, [{"timestamp": i, "input_length": 1000, "output_length": 1, "hash_ids": []} for i in range(5)])
     tr = load_hashed_trace(t, block_tokens=512)

@@ -10,7 +10,7 @@ import pytest
 from kvgate.cli import main
 from kvgate.tier.gate import Speed, decide
 from kvgate.tier.lru import simulate_lru
-from kvgate.tier.traces import load_hashed_trace
+from kvgate.tier.stream import load_hashed_trace
 
 BPT = 131072  # llama-3.1-8b bf16
 BLOCK = 512 * BPT

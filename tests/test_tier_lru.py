@@ -13,7 +13,8 @@ from kvgate.geometry import KVGeometry
 from kvgate.model import load_model
 from kvgate.tier.lru import simulate_lru
 from kvgate.tier.stack import count_greater_before, lru_curve
-from kvgate.tier.traces import HashedTrace, load_hashed_trace
+from kvgate.tier.stream import load_hashed_trace
+from kvgate.tier.traces import HashedTrace
 
 GIB, TIB = 2**30, 2**40
 

@@ -19,8 +19,8 @@ from kvgate.replay.readers.base import TraceError
 from kvgate.tier import kernel
 from kvgate.tier.lru import simulate_lru
 from kvgate.tier.stack import LruCurveBuilder, curve_builder, lru_curve
-from kvgate.tier.stream import TraceStream
-from kvgate.tier.traces import HashedTrace, load_hashed_trace, synthetic_hashed
+from kvgate.tier.stream import TraceStream, load_hashed_trace
+from kvgate.tier.traces import HashedTrace, synthetic_hashed
 
 ROWS = [{"timestamp": 10 * i, "input_length": 600 + 300 * (i % 3), "output_length": 1,
          "hash_ids": [0, 1 + i % 4, 5 + i][: 2 + i % 2]} for i in range(40)]  # fmt: skip

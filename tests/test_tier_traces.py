@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from kvgate.replay.readers.base import TraceError
-from kvgate.tier.traces import engine_blocks_per_trace_block, load_hashed_trace, synthetic_hashed
+from kvgate.tier.stream import load_hashed_trace
+from kvgate.tier.traces import engine_blocks_per_trace_block, synthetic_hashed
 
 
 def _write(tmp_path, rows, name="t.jsonl"):

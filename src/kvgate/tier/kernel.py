@@ -363,7 +363,7 @@ class CompiledCurveBuilder:
 
     def result(self) -> Any:
         """The curve so far (:class:`kvgate.tier.stack.LruCurve`)."""
-        from kvgate.tier.stack import LruCurve
+        from kvgate.tier.curve import LruCurve
 
         hist = self._hist.copy()
         if self.sample_rate < 1.0 and len(hist) > 1:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvgate.tier.stack import LruCurve, LruCurveBuilder, spatial_hash24
+from kvgate.tier.curve import LruCurve, LruCurveBuilder, spatial_hash24
 
 CHUNK = 1 << 16  # followed accesses handed to the exact pass at once (its temporaries: ~100 B each)
 

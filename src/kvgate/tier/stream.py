@@ -50,7 +50,7 @@ from kvgate.guarded import loads_json
 from kvgate.replay import timeunits
 from kvgate.replay.readers.base import TraceError, norm_column, pick_column
 from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detect_format
-from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS
+from kvgate.tier.traces import HASH_COLUMNS, MAX_INPUT_TOKENS, HashedTrace
 
 BLOCK_BYTES = 1 << 24  # pyarrow's largest JSON block (a line must fit in one) and the line reader's longest line
 FAST_BLOCK_BYTES = 1 << 18  # pyarrow's first block size: 256 KiB holds less than 1 MiB (pyarrow parses a few
@@ -674,3 +674,32 @@ class TraceStream:
         check(t)
         t.warnings.extend(_block_warnings(n, bt, tally.n_short, tally.first_short, tally.first_over))
         return t
+
+
+def load_hashed_trace(
+    path: str | Path,
+    *,
+    block_tokens: int | None = None,
+    time_unit: str | None = None,
+    limit: int | None = None,
+) -> HashedTrace:
+    """Read a hashed trace (JSONL, plain, gzip or zstd; or a ``.json`` list of objects) in
+    file order, streamed (:class:`TraceStream`); the ids come back
+    interned to dense int32 codes in first-seen order.
+
+    Args:
+        path: the file.
+        block_tokens: tokens per hash block; ``None``: the format's or the data's (module
+            docstring).
+        time_unit: ``s``/``ms``/``us``/``ns`` for a numeric time column; ``None``: the
+            column name's, the format's, or detected.
+        limit: read only the first ``limit`` requests.
+
+    Raises:
+        TraceError: unreadable or non-regular file, a line that is not a JSON object, no
+            hash-id or input-length column, a ``hash_ids`` that is not a list of whole
+            numbers ≥ 0, a bad input length or time (each with its line), a block size
+            that cannot be decided, no prompt tokens at all.
+    """
+    out: HashedTrace = TraceStream(path, block_tokens=block_tokens, time_unit=time_unit, limit=limit).read()
+    return out

@@ -47,7 +47,6 @@ ids. Exactly one such B is taken; none or several is refused with the hint.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -173,37 +172,6 @@ def infer_block_tokens(input_length: np.ndarray, counts: np.ndarray) -> list[int
     """The sizes of :data:`CANDIDATE_BLOCKS` for which every request has
     ``ceil(input_length / B)`` hash ids (``counts``)."""
     return [b for b in CANDIDATE_BLOCKS if np.array_equal((input_length + b - 1) // b, counts)]
-
-
-def load_hashed_trace(
-    path: str | Path,
-    *,
-    block_tokens: int | None = None,
-    time_unit: str | None = None,
-    limit: int | None = None,
-) -> HashedTrace:
-    """Read a hashed trace (JSONL, plain, gzip or zstd; or a ``.json`` list of objects) in
-    file order, streamed (:class:`kvgate.tier.stream.TraceStream`); the ids come back
-    interned to dense int32 codes in first-seen order.
-
-    Args:
-        path: the file.
-        block_tokens: tokens per hash block; ``None``: the format's or the data's (module
-            docstring).
-        time_unit: ``s``/``ms``/``us``/``ns`` for a numeric time column; ``None``: the
-            column name's, the format's, or detected.
-        limit: read only the first ``limit`` requests.
-
-    Raises:
-        TraceError: unreadable or non-regular file, a line that is not a JSON object, no
-            hash-id or input-length column, a ``hash_ids`` that is not a list of whole
-            numbers ≥ 0, a bad input length or time (each with its line), a block size
-            that cannot be decided, no prompt tokens at all.
-    """
-    from kvgate.tier.stream import TraceStream
-
-    out: HashedTrace = TraceStream(path, block_tokens=block_tokens, time_unit=time_unit, limit=limit).read()
-    return out
 
 
 def synthetic_hashed(
