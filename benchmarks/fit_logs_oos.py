@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvgate.atomicio import read_json
-from kvgate.engines.vllm.budget import BANDS, using_bands
+from kvgate.engines.vllm.budget import using_bands
 from kvgate.engines.vllm.calibrate import calibrate, observations
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
 from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
@@ -93,12 +93,10 @@ def _miss(c: LogCase) -> str:
 
 def _nontorch_band(v1: bool, release: str, tp: int, pp: int, card: str | None) -> Interval:
     """The non-torch band ``kvgate fit`` uses (``kvgate.engines.vllm.budget.non_torch_term``)."""
-    from kvgate.engines.vllm.budget import CUDA_CONTEXT, V1_PROFILER_FROM  # noqa: PLC0415
+    from kvgate.engines.vllm.budget import non_torch_band  # noqa: PLC0415
     from kvgate.fit.release import parse_version  # noqa: PLC0415
 
-    band = BANDS.non_torch_v1 if v1 else BANDS.non_torch_v0
-    if v1 and parse_version(release) < V1_PROFILER_FROM:
-        band = band + CUDA_CONTEXT
+    band, _ = non_torch_band(v1, parse_version(release))
     comm = tp_comm_term(tp, pp, card)
     return band + comm.value if comm is not None else band
 

@@ -58,8 +58,13 @@ def test_calibrate_rule_on_made_up_observations():
     assert b.k == (Fraction(104, 100), Fraction(104, 100))
     # C_HI V0 from b: (11 GiB - 1.04 × 10 GiB) / 512 Mi logits = 1.2 -> 2
     assert b.c_v0 == (0, 2)
-    assert b.non_torch_v0 == Interval(300 * MiB, 310 * MiB)
-    assert b.non_torch_v1 == Interval(50 * MiB, BANDS.non_torch_v1.high)  # the prior's upper end stays
+    # c is V0 before 0.7 (0.6.x's rules count the growth and more: vllm/worker/worker.py 0.6.4
+    # determine_num_available_blocks), so its band starts no higher than the growth band's d
+    assert b.non_torch_v0 == Interval(50 * MiB, 310 * MiB)
+    assert b.non_torch_growth == Interval(50 * MiB, BANDS.non_torch_growth.high)  # the prior's upper end stays
+    # a V0 0.7+ figure is a growth-rule figure (memory_profiling), whatever the engine
+    g = calibrate([Observation("f", "non_torch", Interval(30 * MiB, 40 * MiB), False, growth=True)])
+    assert g.non_torch_growth.low == 30 * MiB and g.non_torch_v0 == BANDS.non_torch_v0
     assert b.cuda_graph == BANDS.cuda_graph  # no pre-0.21 graph pool: the prior
     assert b.cuda_graph_021 == Interval(200 * MiB, 210 * MiB)
     assert calibrate([]) == BANDS
