@@ -126,3 +126,67 @@ def test_v1_activation_observation_does_not_move_k():
     v1 = Observation("g", "activation", Interval(int(1.825 * GiB), int(1.835 * GiB)), True,
                      tw=int(0.2063 * GiB), logits=51_478_528)
     assert calibrate([v0, v1]).k == calibrate([v0]).k
+
+
+def test_non_torch_band_follows_the_release_rule(cases):
+    """V0 0.7+ and V1 0.9.1+ measure non-torch memory as growth since the first snapshot
+    (vllm/utils memory_profiling); V0 0.6.x by its own rules (the V0-before-0.7 band)."""
+    from kvgate.engines.vllm.budget import CUDA_CONTEXT, non_torch_band
+
+    assert non_torch_band(False, (0, 7, 3))[0] == BANDS.non_torch_growth
+    assert non_torch_band(True, (0, 12, 0))[0] == BANDS.non_torch_growth
+    assert non_torch_band(False, (0, 6, 4))[0] == BANDS.non_torch_v0
+    assert non_torch_band(True, (0, 8, 5))[0] == BANDS.non_torch_growth + CUDA_CONTEXT
+    obs = {o.file: o for o in observations(FOLDER, cases) if o.term == "non_torch"}
+    assert obs["vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log"].growth is True   # V0 0.7.3, RTX 4060, 0.03 GiB
+    assert obs["vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log"].growth is True       # V1 0.12, L40S, 0.04 GiB
+    assert obs["vllm_0.6.4_llama-3.1-8b_rtx3090_1.log"].growth is False        # 0.6.4 counts the context too
+    d = data_bands(FOLDER)
+    # growth-rule figures 0.03 (RTX 4060) … 0.16 GiB (H100), ± printing, whole MiB; the prior's upper end
+    assert d.non_torch_growth == Interval(25 * MiB, BANDS.non_torch_growth.high)
+    assert max(o.printed.high for o in obs.values() if o.growth) < 170 * MiB
+
+
+def test_unquantized_text_estimate_takes_the_narrow_band_and_holds_the_printed_weights():
+    """vLLM allocates parameters × dtype (+ the rotary cache and padding): an unquantized text
+    model's estimate from its config gets [1.00, 1.02]; every log of such a model prints weights
+    inside it. Quantized (gpt-oss MXFP4) and multimodal (Gemma 4) configs keep [0.85, 1.15]."""
+    from kvgate.atomicio import read_json
+    from kvgate.engines.vllm.budget import WEIGHTS_ESTIMATE, WEIGHTS_ESTIMATE_PLAIN, weights_term
+    from kvgate.engines.vllm.logcheck import printed_bytes
+
+    est = {c.file: c for c in check_logs(FOLDER, weights="estimate")}
+    man = {e["file"]: e for e in read_json(FOLDER / "manifest.json")}
+    plain = ["vllm_0.6.4_llama-3.1-8b_rtx3090_1.log", "vllm_0.6.5-dev_llama-3-8b_h100_1.log",
+             "vllm_0.8-v0_qwen3-0.6b_h100_1.log", "vllm_0.7-v0_qwen2.5-32b_l40s_tp2_1.log",
+             "vllm_0.7-v0_deepseek-r1-distill-qwen-14b_rtx4090_tp2_1.log"]
+    for f in plain:
+        w = est[f].terms["weights"]
+        assert abs(w["high"] / w["low"] - float(WEIGHTS_ESTIMATE_PLAIN[1])) < 1e-6, f
+        p = printed_bytes(man[f]["weights"])  # the printed figure, its middle inside the band
+        assert w["low"] <= (p.low + p.high) // 2 <= w["high"], f
+    for f in ("vllm_0.19.0_gpt-oss-20b_a100_1.log", "vllm_0.19_gemma-4-26b-a4b_a100_1.log"):
+        w = est[f].terms["weights"]
+        assert abs(w["high"] / w["low"] - float(WEIGHTS_ESTIMATE[1] / WEIGHTS_ESTIMATE[0])) < 1e-6, f
+    t = weights_term(100 * GiB, ranks=2, exact=False, source="x", plain=True)
+    assert t.value.low == 50 * GiB and "unquantized" in t.source
+
+
+def test_fit_weights_from_an_unquantized_text_config_take_the_narrow_band():
+    """``kvgate fit`` on a config file: vLLM's narrow band for an unquantized text model, the
+    wide one for a quantized or multimodal config and under SGLang (its loader not read)."""
+    from types import SimpleNamespace
+
+    from kvgate.engines.vllm.engine import weights_for_fit
+    from kvgate.model import load_model
+
+    def band(ref: Path, engine: str = "vllm") -> float:
+        t = weights_for_fit(SimpleNamespace(weights_bytes=None, model=str(ref), dtype="auto"), 1,
+                            load_model(ref), None, engine)
+        return t.value.high / t.value.low
+
+    cfgs = FOLDER / "configs"
+    assert abs(band(cfgs / "qwen2.5-32b-instruct.json") - 1.02) < 1e-6
+    assert abs(band(cfgs / "qwen2.5-32b-instruct.json", "sglang") - 1.15 / 0.85) < 1e-6
+    assert abs(band(cfgs / "gpt-oss-120b.json") - 1.15 / 0.85) < 1e-6  # MXFP4 quantization_config
+    assert abs(band(FOLDER.parent / "configs" / "gemma-4-26b-a4b.json") - 1.15 / 0.85) < 1e-6  # vision tower

@@ -97,7 +97,19 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
   Llama-3.1-8B reads 16,060,522,496 B of safetensors and vLLM prints 14.9888 GiB
   (+0.2%); repacked quantized formats add more (gpt-oss MXFP4). Band on a checkpoint's
   bytes split over TP × PP ranks: [1.00, 1.08]; on an estimate from config.json:
-  [0.85, 1.15].
+  [0.85, 1.15], except an unquantized text model (no ``quantization_config``, no vision or
+  audio tower, the config's own dtype), whose bytes the config determines:
+  :data:`WEIGHTS_ESTIMATE_PLAIN` [1.00, 1.02]. vLLM creates every parameter in the model dtype
+  (``vllm/model_executor/model_loader/loader.py`` 0.7.0 ``with
+  set_default_torch_dtype(model_config.dtype): model = _initialize_model(...)``), so the load
+  allocates parameters × dtype bytes and a few buffers more: the rotary ``cos_sin_cache``
+  (``rotary_embedding.py``: ``cache = cache.to(dtype)``, ``register_buffer("cos_sin_cache",
+  cache, persistent=False)``, max_position × rotary_dim: 32 MiB for Llama-3.1-8B), the
+  vocabulary padded to a multiple of 64 (``vocab_parallel_embedding.py``
+  ``DEFAULT_VOCAB_PADDING_SIZE = 64``) and what TP replicates (norms). The logs: +0.02%
+  (Llama-3-8B), +0.2% (Llama-3.1-8B, the rotary cache), +0.9% (Qwen3-0.6B), +0.6% and +1.4%
+  (Qwen2.5-32B and DeepSeek-R1-Distill-Qwen-14B at TP 2: 0.19–0.20 GiB more a rank, a cause
+  not read); the upper end 1.02 holds them.
 
 The table of every log, its interval and its width, in-sample (these bands) and
 leave-one-out (each log's interval from bands calibrated without it), is made by
@@ -171,6 +183,8 @@ V1_PROFILER_FROM = (0, 9, 1)
 #: V0 measures it so from 0.7.0 (memory_profiling with the baseline snapshot of init_device)
 V0_PROFILER_FROM = (0, 7)
 WEIGHTS_ESTIMATE = (Fraction(85, 100), Fraction(115, 100))
+#: an unquantized text model's estimate: parameters × dtype is what vLLM allocates, + buffers (docstring)
+WEIGHTS_ESTIMATE_PLAIN = (Fraction(1), Fraction(102, 100))
 _ACTIVE: ContextVar[Bands] = ContextVar("kvgate_vllm_bands", default=BANDS)
 
 
@@ -193,12 +207,25 @@ def active_bands() -> Bands:
 SOURCE = "vllm/v1/worker/gpu_worker.py determine_available_memory; band calibrated on tests/data/fit_logs"
 
 
-def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str) -> Term:
-    """Weights per GPU from a whole checkpoint's bytes split over ``ranks`` (TP × PP)."""
-    lo, hi = WEIGHTS_FILE if exact else WEIGHTS_ESTIMATE
+def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str, plain: bool = False) -> Term:
+    """Weights per GPU from a whole checkpoint's bytes split over ``ranks`` (TP × PP);
+    ``plain``: an estimate of an unquantized text model (:func:`plain_estimate`), whose band
+    is :data:`WEIGHTS_ESTIMATE_PLAIN`."""
+    lo, hi = WEIGHTS_FILE if exact else WEIGHTS_ESTIMATE_PLAIN if plain else WEIGHTS_ESTIMATE
     per = checkpoint_bytes // ranks
+    kind = "file" if exact else "ESTIMATE, unquantized text model: parameters × dtype" if plain else "ESTIMATE"
     return Term("weights", Interval.scaled(per, lo, hi),
-                f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({'file' if exact else 'ESTIMATE'})")
+                f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({kind})")
+
+
+def plain_estimate(config: dict[str, Any], *, multimodal: bool, dtype_override: str | None = None) -> bool:
+    """True when a config-estimated checkpoint is an unquantized text model in its own dtype:
+    no ``quantization_config``/``compression_config`` (top level or text config), no vision or
+    audio tower (``multimodal``), no other dtype assumed for the checkpoint (``dtype_override``)."""
+    if multimodal or dtype_override:
+        return False
+    keys = ("quantization_config", "compression_config")
+    return not any(config.get(k) for k in keys) and not any(text_config(config).get(k) for k in keys)
 
 
 def _dtype_and_hidden(config: dict[str, Any]) -> tuple[int, int]:
