@@ -132,6 +132,31 @@ def nontorch_terms(folder: Path, records: Path = TERM_RECORDS) -> list[tuple[str
     return out
 
 
+_TERMS = (("weights", "weights"), ("activation", "activation peak (profile run)"),
+          ("non-torch", "non-torch memory"), ("CUDA graphs", "CUDA graph pool"))
+
+
+def term_widths(folder: Path, weights: str = "given") -> list[tuple[str, dict[str, float]]]:
+    """Per checked log printing its pool in GiB (deployed bands): the width each non-KV term
+    adds to the pool's interval, GiB, and the rest (``budget``: the CUDA total × utilization,
+    the driver reserve). The CUDA graph pool adds width only where it is subtracted (0.21+)."""
+    from kvgate.fit.release import parse_version  # noqa: PLC0415
+
+    out = []
+    for c in _checked(check_logs(folder, weights=weights)):
+        if c.quantity != "available KV bytes" or c.predicted is None:
+            continue
+        row = {}
+        for short, name in _TERMS:
+            t = c.terms.get(name)
+            counted = short != "CUDA graphs" or parse_version(c.release) >= (0, 21)
+            row[short] = (t["high"] - t["low"]) / GiB if t is not None and counted else 0.0
+        row["budget"] = max(0.0, c.predicted.width / GiB - sum(row.values()))
+        row["pool"] = c.predicted.width / GiB
+        out.append((c.file, row))
+    return out
+
+
 def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv and not argv[0].startswith("--") else FOLDER
     readme = "--readme" in argv
@@ -182,6 +207,17 @@ def main(argv: list[str]) -> int:
               f"[{band.low / GiB:.2f}, {band.high / GiB:.2f}] GiB | {'yes' if ok else '**no**'} |")
     print()
     print(f"- non-torch inside its band: {hits} of {len(nt)}")
+    print()
+    print("Width of the pool's interval by term (GiB; in-sample, the log's weights; the logs printing the "
+          "pool in GiB; budget = the CUDA total × utilization, the driver reserve):")
+    print()
+    tw = term_widths(folder)
+    cols = [k for k, _ in _TERMS] + ["budget", "pool"]
+    print("| log | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for f, row in tw:
+        print(f"| `{f}` | " + " | ".join(f"{row[k]:.2f}" for k in cols) + " |")
+    print("| median | " + " | ".join(f"{statistics.median(r[k] for _, r in tw):.2f}" for k in cols) + " |")
     return 0
 
 
