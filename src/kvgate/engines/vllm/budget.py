@@ -74,7 +74,7 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     V0 0.7.3), 0.04 GiB (L40S, V1 0.12), 0.16 GiB (H100, V0 0.8). One band, V0 and V1 alike
     (:attr:`Bands.non_torch_growth`), up to a prior 0.5 GiB: the two 0.19 logs on an A100
     (no term printed) need 0.02–0.28 GiB more non-KV memory than 0.16 GiB leaves, a cause
-    not printed (their CUDA total, not read from the log, is one candidate).
+    not printed (their CUDA total, from the card's name, is one candidate; not checked).
   - *V1 before 0.9.1* (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` 0.7.0 …
     0.9.0: ``total_allocated_bytes = mem_get_info()[1] − mem_get_info()[0]``,
     ``non_torch_allocations = total_allocated_bytes − torch_allocated_bytes``): everything the
