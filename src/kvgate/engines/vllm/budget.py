@@ -80,14 +80,16 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     ``non_torch_allocations = total_allocated_bytes − torch_allocated_bytes``): everything the
     GPU holds less torch's allocation, the CUDA context included: the growth band +
     :data:`CUDA_CONTEXT`.
-  - *V0 before 0.7* (:attr:`Bands.non_torch_v0`): 0.6.4 and before
-    (``vllm/worker/worker.py`` ``determine_num_available_blocks``: the same
-    ``total_allocated_bytes − torch_allocated_bytes`` as V1 before 0.9.1, the context and other
-    processes included); 0.6.5 … 0.6.6 (``memory_profiling(baseline_memory_in_bytes=total −
-    init_gpu_memory, …)``: ``current_cuda_memory_bytes − baseline − weights − Δ torch
-    allocated``, so torch memory that is not the weights' counts too). Both count at least
-    what the growth rule counts; printed 0.35 GiB (RTX 3090, 0.6.4) and 1.79 GiB (the 0.6.5
-    memory-profiling branch, H100).
+  - *V0 0.6.4 and before* (:attr:`Bands.non_torch_v064`; ``vllm/worker/worker.py``
+    ``determine_num_available_blocks``: the same ``total_allocated_bytes −
+    torch_allocated_bytes`` as V1 before 0.9.1, the context and other processes included):
+    printed 0.35 GiB (RTX 3090, twice). *V0 0.6.5 … 0.6.6* (:attr:`Bands.non_torch_v0`;
+    ``memory_profiling(baseline_memory_in_bytes=total − init_gpu_memory, …)``:
+    ``current_cuda_memory_bytes − baseline − weights − Δ torch allocated``, so torch memory
+    that is not the weights' counts too): 1.79 GiB (the 0.6.5 memory-profiling branch, H100).
+    Both count at least what the growth rule counts (their bands start at its low end); other
+    processes on the GPU count in 0.6.4, so neither has an upper end in the code: deployed, the
+    V0 band of before (0.03 … 1.79 GiB).
 - **CUDA graph pool**: before 0.21 (captured after the KV cache, not subtracted) printed
   0.13 GiB (Qwen3-0.6B, 0.8 V0, 67 sizes) and 1.62 GiB (Qwen3.5 GGUF hybrid, 0.18); from
   0.21 (estimated and subtracted) 0.17 GiB (estimate, TP 4) and 0.09 GiB (actual, TP 2,
@@ -141,11 +143,14 @@ class Bands:
         k: ``(K_LO, K_HI)``, multiples of the profile run's ``T·w`` bytes.
         c_v0: ``(C_LO, C_HI)``, bytes per sampler logit, V0 (V1's sampler is from the code:
             :func:`v1_logits_rule`).
-        non_torch_v0: non-torch memory of V0 before 0.7 (0.6.x's rules), bytes.
+        non_torch_v0: non-torch memory of V0 0.6.5 … 0.6.6 (growth less the weights and torch's
+            change: ``memory_profiling(baseline_memory_in_bytes=…)``), bytes.
         non_torch_growth: non-torch memory as ``memory_profiling`` measures it (growth since the
             first snapshot: V0 from 0.7, V1 from 0.9.1; V1 before adds :data:`CUDA_CONTEXT`), bytes.
         cuda_graph: the CUDA graph pool before 0.21 (not subtracted), bytes.
         cuda_graph_021: the CUDA graph pool from 0.21 (estimated and subtracted), bytes.
+        non_torch_v064: non-torch memory of V0 0.6.4 and before (all GPU memory in use less
+            torch's allocation: the context and other processes count), bytes.
     """
 
     k: tuple[Fraction, Fraction]
@@ -154,11 +159,13 @@ class Bands:
     non_torch_growth: Interval
     cuda_graph: Interval
     cuda_graph_021: Interval
+    non_torch_v064: Interval = Interval(25 * MiB, 1839 * MiB)
 
     def to_dict(self) -> dict[str, Any]:
         return {"k": [float(x) for x in self.k], "c_v0": list(self.c_v0),
                 "non_torch_v0": self.non_torch_v0.to_dict(), "non_torch_growth": self.non_torch_growth.to_dict(),
-                "cuda_graph": self.cuda_graph.to_dict(), "cuda_graph_021": self.cuda_graph_021.to_dict()}
+                "cuda_graph": self.cuda_graph.to_dict(), "cuda_graph_021": self.cuda_graph_021.to_dict(),
+                "non_torch_v064": self.non_torch_v064.to_dict()}
 
 
 #: the deployed bands: the data bands of tests/data/fit_logs widened by the hand margins of the
@@ -170,6 +177,7 @@ BANDS = Bands(
     non_torch_growth=Interval(25 * MiB, 512 * MiB),  # 0.03 GiB − 5 MiB … prior 0.5 GiB (module docstring)
     cuda_graph=Interval(128 * MiB, 1664 * MiB),    # 0.13 … 1.62 GiB, ± printing
     cuda_graph_021=Interval(87 * MiB, 1664 * MiB),  # 0.09 (0.21+) … 1.62 GiB, ± printing
+    non_torch_v064=Interval(25 * MiB, 1839 * MiB),  # the V0 band of before: other processes count
 )
 #: code-derived floor of V0's sampler band (not from logs)
 C_LO = BANDS.c_v0[0]
@@ -182,6 +190,8 @@ CUDA_CONTEXT = Interval(490 * MiB, 560 * MiB)
 V1_PROFILER_FROM = (0, 9, 1)
 #: V0 measures it so from 0.7.0 (memory_profiling with the baseline snapshot of init_device)
 V0_PROFILER_FROM = (0, 7)
+#: V0 0.6.5 … 0.6.6: memory_profiling(baseline_memory_in_bytes=total − init free, weights)
+V065_RULE_FROM = (0, 6, 5)
 WEIGHTS_ESTIMATE = (Fraction(85, 100), Fraction(115, 100))
 #: an unquantized text model's estimate: parameters × dtype is what vLLM allocates, + buffers (docstring)
 WEIGHTS_ESTIMATE_PLAIN = (Fraction(1), Fraction(102, 100))
@@ -315,11 +325,15 @@ def non_torch_band(v1: bool, version: tuple[int, ...] | None) -> tuple[Interval,
         return growth, f"V1 band: {src_g}"
     if version is not None and version >= V0_PROFILER_FROM:
         return growth, f"V0 band: {src_g}"
-    old = b.non_torch_v0
+    old, v064 = b.non_torch_v0, b.non_torch_v064
     if version is None:
-        return Interval(min(growth.low, old.low), max(growth.high, old.high)), "V0 band, 0.6.x or later rules (release not known)"
-    return old, ("V0 before 0.7 band (vllm/worker/worker.py determine_num_available_blocks: the context, or "
-                 "torch memory other than the weights, counted too)")
+        return (Interval(min(growth.low, old.low, v064.low), max(growth.high, old.high, v064.high)),
+                "V0 band, 0.6.x or later rules (release not known)")
+    if version < V065_RULE_FROM:
+        return v064, ("V0 0.6.4 band (vllm/worker/worker.py determine_num_available_blocks: all GPU memory in "
+                      "use less torch's allocation, the CUDA context included)")
+    return old, ("V0 0.6.5-0.6.6 band (vllm/utils memory_profiling(baseline_memory_in_bytes=...): torch memory "
+                 "other than the weights counted too)")
 
 
 def non_torch_term(s: VllmSettings, release: Release | None = None, gpu_name: str | None = None) -> Term:
