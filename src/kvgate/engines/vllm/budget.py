@@ -69,8 +69,10 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     ``non_torch_memory = cuda_memory − torch.cuda.memory_reserved()``, the baseline snapshot
     taken in ``Worker.init_device`` after ``torch.cuda.set_device``, so the CUDA context is
     not in it); V1 reuses it from 0.9.1 (vllm-project/vllm#19312, "Reuse V0's
-    memory_profiling util for gpu worker memory profiling"). At TP 1 that is the lazily loaded
-    kernel modules and the cuBLAS/cuDNN handles' own allocations: printed 0.03 GiB (RTX 4060,
+    memory_profiling util for gpu worker memory profiling"); at 0.19 without ``--enforce-eager``
+    the window also holds ``profile_cudagraph_memory()`` (``gpu_worker.py``), so what graph
+    capture leaves outside torch counts too. At TP 1 it is what grows outside torch's
+    allocator after the snapshot (kernels loaded lazily, library handles: not read): 0.03 GiB (RTX 4060,
     V0 0.7.3), 0.04 GiB (L40S, V1 0.12), 0.16 GiB (H100, V0 0.8). One band, V0 and V1 alike
     (:attr:`Bands.non_torch_growth`), up to a prior 0.5 GiB: the two 0.19 logs on an A100
     (no term printed) need 0.02–0.28 GiB more non-KV memory than 0.16 GiB leaves, a cause
