@@ -16,6 +16,9 @@ config (``estimate``: what ``kvgate fit`` answers without the checkpoint's files
 Then, config-free, every printed non-torch figure of the manifest against the non-torch band
 kvgate would use at that log's TP size and card (the term check the TP model answers to).
 
+Last, the width each non-KV term adds to the pool's interval, per log (in-sample, the log's
+weights): which term to narrow next.
+
 Prints Markdown for benchmarks/RESULTS.md and a short table for README.md (``--readme``).
 """
 
