@@ -16,6 +16,9 @@ config (``estimate``: what ``kvgate fit`` answers without the checkpoint's files
 Then, config-free, every printed non-torch figure of the manifest against the non-torch band
 kvgate would use at that log's TP size and card (the term check the TP model answers to).
 
+Last, the width each non-KV term adds to the pool's interval, per log (in-sample, the log's
+weights): which term to narrow next.
+
 Prints Markdown for benchmarks/RESULTS.md and a short table for README.md (``--readme``).
 """
 
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvgate.atomicio import read_json
-from kvgate.engines.vllm.budget import BANDS, using_bands
+from kvgate.engines.vllm.budget import using_bands
 from kvgate.engines.vllm.calibrate import calibrate, observations
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
 from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
@@ -93,12 +96,10 @@ def _miss(c: LogCase) -> str:
 
 def _nontorch_band(v1: bool, release: str, tp: int, pp: int, card: str | None) -> Interval:
     """The non-torch band ``kvgate fit`` uses (``kvgate.engines.vllm.budget.non_torch_term``)."""
-    from kvgate.engines.vllm.budget import CUDA_CONTEXT, V1_PROFILER_FROM  # noqa: PLC0415
+    from kvgate.engines.vllm.budget import non_torch_band  # noqa: PLC0415
     from kvgate.fit.release import parse_version  # noqa: PLC0415
 
-    band = BANDS.non_torch_v1 if v1 else BANDS.non_torch_v0
-    if v1 and parse_version(release) < V1_PROFILER_FROM:
-        band = band + CUDA_CONTEXT
+    band, _ = non_torch_band(v1, parse_version(release))
     comm = tp_comm_term(tp, pp, card)
     return band + comm.value if comm is not None else band
 
@@ -131,6 +132,31 @@ def nontorch_terms(folder: Path, records: Path = TERM_RECORDS) -> list[tuple[str
             a, b = _nontorch_band(r["v1"], rel, 1, 1, card), _nontorch_band(r["v1"], rel, r["ranks"], 1, card)
             band = Interval(min(a.low, b.low), max(a.high, b.high))
         out.append((r["file"], tp, card_class(card), printed_bytes(r["non_torch_memory"]), band))
+    return out
+
+
+_TERMS = (("weights", "weights"), ("activation", "activation peak (profile run)"),
+          ("non-torch", "non-torch memory"), ("CUDA graphs", "CUDA graph pool"))
+
+
+def term_widths(folder: Path, weights: str = "given") -> list[tuple[str, dict[str, float]]]:
+    """Per checked log printing its pool in GiB (deployed bands): the width each non-KV term
+    adds to the pool's interval, GiB, and the rest (``budget``: the CUDA total × utilization,
+    the driver reserve). The CUDA graph pool adds width only where it is subtracted (0.21+)."""
+    from kvgate.fit.release import parse_version  # noqa: PLC0415
+
+    out = []
+    for c in _checked(check_logs(folder, weights=weights)):
+        if c.quantity != "available KV bytes" or c.predicted is None:
+            continue
+        row = {}
+        for short, name in _TERMS:
+            t = c.terms.get(name)
+            counted = short != "CUDA graphs" or parse_version(c.release) >= (0, 21)
+            row[short] = (t["high"] - t["low"]) / GiB if t is not None and counted else 0.0
+        row["budget"] = max(0.0, c.predicted.width / GiB - sum(row.values()))
+        row["pool"] = c.predicted.width / GiB
+        out.append((c.file, row))
     return out
 
 
@@ -184,6 +210,17 @@ def main(argv: list[str]) -> int:
               f"[{band.low / GiB:.2f}, {band.high / GiB:.2f}] GiB | {'yes' if ok else '**no**'} |")
     print()
     print(f"- non-torch inside its band: {hits} of {len(nt)}")
+    print()
+    print("Width of the pool's interval by term (GiB; in-sample, the log's weights; the logs printing the "
+          "pool in GiB; budget = the CUDA total × utilization, the driver reserve):")
+    print()
+    tw = term_widths(folder)
+    cols = [k for k, _ in _TERMS] + ["budget", "pool"]
+    print("| log | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for f, row in tw:
+        print(f"| `{f}` | " + " | ".join(f"{row[k]:.2f}" for k in cols) + " |")
+    print("| median | " + " | ".join(f"{statistics.median(r[k] for _, r in tw):.2f}" for k in cols) + " |")
     return 0
 
 

@@ -207,8 +207,9 @@ def _bands_table(folder: Path) -> None:
         ("V1 logits / sampler (B / logit)", "from the code per release (v1_logits_rule)",
          "0.7.0-0.7.2: b × T rows; 0.7.3: b × seqs; 0.8-0.11: [b+12, b+36]; 0.12: [b+26, b+36]; "
          "0.13-0.18: [b+12, b+36]; 0.19+: [b+12, b+16]"),
-        ("non-torch V0 (GiB)", _iv(d.non_torch_v0), _iv(BANDS.non_torch_v0)),
-        ("non-torch V1 (GiB)", _iv(d.non_torch_v1), _iv(BANDS.non_torch_v1)),
+        ("non-torch V0 0.6.4 and before (GiB)", _iv(d.non_torch_v064), _iv(BANDS.non_torch_v064)),
+        ("non-torch V0 0.6.5-0.6.6 (GiB)", _iv(d.non_torch_v0), _iv(BANDS.non_torch_v0)),
+        ("non-torch growth, V0 0.7+ / V1 (GiB)", _iv(d.non_torch_growth), _iv(BANDS.non_torch_growth)),
         ("CUDA graph pool < 0.21 (GiB)", _iv(d.cuda_graph), _iv(BANDS.cuda_graph)),
         ("CUDA graph pool ≥ 0.21 (GiB)", _iv(d.cuda_graph_021), _iv(BANDS.cuda_graph_021)),
     ]

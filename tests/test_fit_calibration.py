@@ -58,8 +58,13 @@ def test_calibrate_rule_on_made_up_observations():
     assert b.k == (Fraction(104, 100), Fraction(104, 100))
     # C_HI V0 from b: (11 GiB - 1.04 × 10 GiB) / 512 Mi logits = 1.2 -> 2
     assert b.c_v0 == (0, 2)
-    assert b.non_torch_v0 == Interval(300 * MiB, 310 * MiB)
-    assert b.non_torch_v1 == Interval(50 * MiB, BANDS.non_torch_v1.high)  # the prior's upper end stays
+    # c is V0 before 0.7 (0.6.x's rules count the growth and more: vllm/worker/worker.py 0.6.4
+    # determine_num_available_blocks), so its band starts no higher than the growth band's d
+    assert b.non_torch_v0 == Interval(50 * MiB, 310 * MiB)
+    assert b.non_torch_growth == Interval(50 * MiB, BANDS.non_torch_growth.high)  # the prior's upper end stays
+    # a V0 0.7+ figure is a growth-rule figure (memory_profiling), whatever the engine
+    g = calibrate([Observation("f", "non_torch", Interval(30 * MiB, 40 * MiB), False, growth=True)])
+    assert g.non_torch_growth.low == 30 * MiB and g.non_torch_v0 == BANDS.non_torch_v0
     assert b.cuda_graph == BANDS.cuda_graph  # no pre-0.21 graph pool: the prior
     assert b.cuda_graph_021 == Interval(200 * MiB, 210 * MiB)
     assert calibrate([]) == BANDS
@@ -84,16 +89,21 @@ def test_observations_come_from_printed_terms(cases):
 
 
 def test_leave_one_out_uses_bands_without_the_log(loo):
-    # the 0.6.5 branch's 1.79 GiB non-torch is the only V0 value above 0.35 GiB: without it the
-    # V0 band ends at 0.36 GiB and that log's pool falls outside (an honest miss)
+    # the 0.6.5 branch's 1.79 GiB non-torch is the only figure of 0.6.5-0.6.6's rule
+    # (memory_profiling(baseline_memory_in_bytes=...): torch memory other than the weights
+    # counts); the 0.35 GiB of 0.6.4 (vllm/worker/worker.py: all memory in use less torch's
+    # allocation) is another quantity, its own band, so without the log its rule has the prior.
+    # (Before the rules were told apart, the 0.6.4 figures set its band to 0.36 GiB: a miss.)
     case, bands = loo["vllm_0.6.5-dev_llama-3-8b_h100_1.log"]
-    assert bands.non_torch_v0.high < 400 * MiB
-    assert case.inside is False
+    assert bands.non_torch_v0 == BANDS.non_torch_v0
+    assert bands.non_torch_v064.high < 400 * MiB
+    assert case.inside is True
     # a log that prints no non-KV term sees the bands of all logs
     case, bands = loo["vllm_0.19.0_gpt-oss-20b_a100_1.log"]
     assert bands == data_bands(FOLDER) and case.inside
-    # 48 of 54: the 0.6.5 branch above, and the five in-sample misses (tests/test_fit_logs.py)
-    assert sum(bool(c.inside) for c, _ in loo.values()) == 48 and len(loo) == 54
+    # 49 of 54: the five in-sample misses (tests/test_fit_logs.py); the 0.6.5 log is inside
+    # since its non-torch figure is read by its own release's rule
+    assert sum(bool(c.inside) for c, _ in loo.values()) == 49 and len(loo) == 54
 
 
 def test_log_check_gpu_from_the_printed_total_or_a_class(tmp_path):
@@ -122,3 +132,72 @@ def test_v1_activation_observation_does_not_move_k():
     v1 = Observation("g", "activation", Interval(int(1.825 * GiB), int(1.835 * GiB)), True,
                      tw=int(0.2063 * GiB), logits=51_478_528)
     assert calibrate([v0, v1]).k == calibrate([v0]).k
+
+
+def test_non_torch_band_follows_the_release_rule(cases):
+    """V0 0.7+ and V1 0.9.1+ measure non-torch memory as growth since the first snapshot
+    (vllm/utils memory_profiling); V0 0.6.x by its own rules (the V0-before-0.7 band)."""
+    from kvgate.engines.vllm.budget import CUDA_CONTEXT, non_torch_band
+
+    assert non_torch_band(False, (0, 7, 3))[0] == BANDS.non_torch_growth
+    assert non_torch_band(True, (0, 12, 0))[0] == BANDS.non_torch_growth
+    assert "0.6.4" in non_torch_band(False, (0, 6, 4))[1] and non_torch_band(False, (0, 6, 4))[0] == BANDS.non_torch_v064
+    assert "0.6.5" in non_torch_band(False, (0, 6, 5))[1] and non_torch_band(False, (0, 6, 6))[0] == BANDS.non_torch_v0
+    assert non_torch_band(True, (0, 8, 5))[0] == BANDS.non_torch_growth + CUDA_CONTEXT
+    obs = {o.file: o for o in observations(FOLDER, cases) if o.term == "non_torch"}
+    assert obs["vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log"].growth is True   # V0 0.7.3, RTX 4060, 0.03 GiB
+    assert obs["vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log"].growth is True       # V1 0.12, L40S, 0.04 GiB
+    assert obs["vllm_0.6.4_llama-3.1-8b_rtx3090_1.log"].growth is False        # 0.6.4 counts the context too
+    assert obs["vllm_0.6.4_llama-3.1-8b_rtx3090_1.log"].upto_064 is True
+    assert obs["vllm_0.6.5-dev_llama-3-8b_h100_1.log"].upto_064 is False     # 0.6.5's memory_profiling
+    d = data_bands(FOLDER)
+    # 0.6.4: 0.35 GiB twice (RTX 3090), from the growth band's low end (it counts the growth too)
+    assert d.non_torch_v064 == Interval(25 * MiB, 364 * MiB)
+    # growth-rule figures 0.03 (RTX 4060) … 0.16 GiB (H100), ± printing, whole MiB; the prior's upper end
+    assert d.non_torch_growth == Interval(25 * MiB, BANDS.non_torch_growth.high)
+    assert max(o.printed.high for o in obs.values() if o.growth) < 170 * MiB
+
+
+def test_unquantized_text_estimate_takes_the_narrow_band_and_holds_the_printed_weights():
+    """vLLM allocates parameters × dtype (+ the rotary cache and padding): an unquantized text
+    model's estimate from its config gets [1.00, 1.02]; every log of such a model prints weights
+    inside it. Quantized (gpt-oss MXFP4) and multimodal (Gemma 4) configs keep [0.85, 1.15]."""
+    from kvgate.atomicio import read_json
+    from kvgate.engines.vllm.budget import WEIGHTS_ESTIMATE, WEIGHTS_ESTIMATE_PLAIN, weights_term
+    from kvgate.engines.vllm.logcheck import printed_bytes
+
+    est = {c.file: c for c in check_logs(FOLDER, weights="estimate")}
+    man = {e["file"]: e for e in read_json(FOLDER / "manifest.json")}
+    plain = ["vllm_0.6.4_llama-3.1-8b_rtx3090_1.log", "vllm_0.6.5-dev_llama-3-8b_h100_1.log",
+             "vllm_0.8-v0_qwen3-0.6b_h100_1.log", "vllm_0.7-v0_qwen2.5-32b_l40s_tp2_1.log",
+             "vllm_0.7-v0_deepseek-r1-distill-qwen-14b_rtx4090_tp2_1.log"]
+    for f in plain:
+        w = est[f].terms["weights"]
+        assert abs(w["high"] / w["low"] - float(WEIGHTS_ESTIMATE_PLAIN[1])) < 1e-6, f
+        p = printed_bytes(man[f]["weights"])  # the printed figure, its middle inside the band
+        assert w["low"] <= (p.low + p.high) // 2 <= w["high"], f
+    for f in ("vllm_0.19.0_gpt-oss-20b_a100_1.log", "vllm_0.19_gemma-4-26b-a4b_a100_1.log"):
+        w = est[f].terms["weights"]
+        assert abs(w["high"] / w["low"] - float(WEIGHTS_ESTIMATE[1] / WEIGHTS_ESTIMATE[0])) < 1e-6, f
+    t = weights_term(100 * GiB, ranks=2, exact=False, source="x", plain=True)
+    assert t.value.low == 50 * GiB and "unquantized" in t.source
+
+
+def test_fit_weights_from_an_unquantized_text_config_take_the_narrow_band():
+    """``kvgate fit`` on a config file: vLLM's narrow band for an unquantized text model, the
+    wide one for a quantized or multimodal config and under SGLang (its loader not read)."""
+    from types import SimpleNamespace
+
+    from kvgate.engines.vllm.engine import weights_for_fit
+    from kvgate.model import load_model
+
+    def band(ref: Path, engine: str = "vllm") -> float:
+        t = weights_for_fit(SimpleNamespace(weights_bytes=None, model=str(ref), dtype="auto"), 1,
+                            load_model(ref), None, engine)
+        return t.value.high / t.value.low
+
+    cfgs = FOLDER / "configs"
+    assert abs(band(cfgs / "qwen2.5-32b-instruct.json") - 1.02) < 1e-6
+    assert abs(band(cfgs / "qwen2.5-32b-instruct.json", "sglang") - 1.15 / 0.85) < 1e-6
+    assert abs(band(cfgs / "gpt-oss-120b.json") - 1.15 / 0.85) < 1e-6  # MXFP4 quantization_config
+    assert abs(band(FOLDER.parent / "configs" / "gemma-4-26b-a4b.json") - 1.15 / 0.85) < 1e-6  # vision tower

@@ -138,9 +138,10 @@ def test_estimate_mode_uses_kvgate_weights() -> None:
 
 def test_leave_one_tp_size_out_keeps_the_reported_share_inside() -> None:
     """benchmarks/fit_logs_oos.py: with the log's weights, bands calibrated without a whole TP
-    size hold 46 of 54 checkable vLLM pools (the share RESULTS.md reports). The eight misses are
-    the five in-sample ones (tests/test_fit_logs.py) and three vLLM 0.29 L40S logs, whose
-    0.5 GiB graph estimate lies above the 0.21+ graph band of the TP >= 2 logs alone."""
+    size hold 50 of 54 checkable vLLM pools (the share RESULTS.md reports). The four misses are
+    in-sample misses too (tests/test_fit_logs.py): the two Qwen3-VL TP-2 logs (the vision
+    encoder's profile peak) and two RTX 3090 TP-4 eager logs; the H200 0.15 log, missed in
+    sample, falls inside the wider bands calibrated without TP 1."""
     sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
     try:
         import fit_logs_oos as oos
@@ -151,7 +152,5 @@ def test_leave_one_tp_size_out_keeps_the_reported_share_inside() -> None:
     assert len(res) == 54
     missed = {f for f, (c, _) in res.items() if not c.inside}
     assert missed == {"vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_1.log", "vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_2.log",
-                      "vllm_0.18.1_qwen2.5-32b_rtx3090_tp4_eager_1.log", "vllm_0.19.0_qwen3.5-27b_rtx3090_tp4_eager_2.log",
-                      "vllm_0.29.0_gemma-4-26b-a4b-fp8_l40s_1.log", "vllm_0.29.0_gemma-4-26b-a4b-fp8_l40s_fp8kv_1.log",
-                      "vllm_0.29.0_gemma-4-26b-a4b-fp8_l40s_fp8kv_2.log", "vllm_0.15.0_qwen3-30b-a3b_h200_1.log"}
+                      "vllm_0.18.1_qwen2.5-32b_rtx3090_tp4_eager_1.log", "vllm_0.19.0_qwen3.5-27b_rtx3090_tp4_eager_2.log"}
     assert {g for _, g in res.values()} == {"TP 1", "TP 2", "TP 4", "TP 8"}

@@ -99,13 +99,14 @@ def test_engine_flags_state_the_log_rule(capsys):
 
 
 def test_fit_pool_table_says_none_for_a_non_positive_end(capsys):
-    # the preset's config file: weights estimated ±15%, so the pool's low end is below zero (the
-    # preset name carries the published checkpoint's exact bytes); 0.9: vLLM's default before 0.20.0
+    # the preset's config file: weights estimated (parameters × dtype, +0-2%, as vLLM allocates
+    # them; the preset name carries the published checkpoint's exact bytes); at 0.74 of the L4
+    # the pool's low end is below zero
     cfg = str(Path(__file__).parents[1] / "src" / "kvgate" / "model" / "presets" / "llama-3.1-8b.json")
-    argv = ["fit", cfg, "--gpu", "L4", "--max-model-len", "131072", "--gpu-memory-utilization", "0.9"]
+    argv = ["fit", cfg, "--gpu", "L4", "--max-model-len", "131072", "--gpu-memory-utilization", "0.74"]
     assert main(argv) in (0, 1, 4)
     row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("= KV cache pool (per GPU)"))
-    assert row.split()[-3:] == ["none", "6.59", "GiB"]
+    assert row.split()[-3:] == ["none", "0.83", "GiB"]
     main(argv + ["--json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["kv_pool_bytes"]["low"] < 0  # the JSON keeps the exact int

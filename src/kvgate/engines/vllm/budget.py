@@ -61,14 +61,37 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
   (an upper bound for the others). The gpt-oss-20b log of 0.12 (L40S, 2,048 tokens, 256
   sequences, V = 201,088) prints 1.83 GiB; at ``b + 36`` this rule gives 1.83 GiB (38 B ×
   51.5 M logits + the 2,048 hidden states).
-- **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator). V1 before 0.9.1
-  (``determine_available_memory`` 0.7.0 … 0.9.0) counts everything the GPU has in use less
-  torch's current allocation, the CUDA context included: those releases add
-  :data:`CUDA_CONTEXT` to the band; 0.9.1 and later (``memory_profiling``) count the growth
-  since the worker's first snapshot only. Printed V0
-  0.03 … 1.79 GiB (0.03 GiB RTX 4060; 1.79 GiB on the 0.6.5 memory-profiling branch, H100;
-  0.35 GiB RTX 3090; 0.25/0.30 GiB TP 2), V1 0.04 GiB. V1's upper end, 0.5 GiB, is not from a
-  V1 log (only one prints the term) but V0's TP 1 values (0.16–0.35) with a margin (a prior).
+- **Non-torch memory** (CUDA/NCCL/cuBLAS memory outside torch's allocator), by the rule the
+  release measures it with (:func:`non_torch_band`):
+
+  - *growth since the first snapshot*, V0 0.7 … 0.10 and V1 from 0.9.1: ``memory_profiling`` in
+    ``vllm/utils`` (0.7.0: ``result.non_torch_increase = diff_from_create.non_torch_memory``,
+    ``non_torch_memory = cuda_memory − torch.cuda.memory_reserved()``, the baseline snapshot
+    taken in ``Worker.init_device`` after ``torch.cuda.set_device``, so the CUDA context is
+    not in it); V1 reuses it from 0.9.1 (vllm-project/vllm#19312, "Reuse V0's
+    memory_profiling util for gpu worker memory profiling"); at 0.19 without ``--enforce-eager``
+    the window also holds ``profile_cudagraph_memory()`` (``gpu_worker.py``), so what graph
+    capture leaves outside torch counts too. At TP 1 it is what grows outside torch's
+    allocator after the snapshot (kernels loaded lazily, library handles: not read): 0.03 GiB (RTX 4060,
+    V0 0.7.3), 0.04 GiB (L40S, V1 0.12), 0.16 GiB (H100, V0 0.8). One band, V0 and V1 alike
+    (:attr:`Bands.non_torch_growth`), up to a prior 0.5 GiB: the two 0.19 logs on an A100
+    (no term printed) need 0.02–0.28 GiB more non-KV memory than 0.16 GiB leaves, a cause
+    not printed (their CUDA total, from the card's name, is one candidate; not checked).
+  - *V1 before 0.9.1* (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` 0.7.0 …
+    0.9.0: ``total_allocated_bytes = mem_get_info()[1] − mem_get_info()[0]``,
+    ``non_torch_allocations = total_allocated_bytes − torch_allocated_bytes``): everything the
+    GPU holds less torch's allocation, the CUDA context included: the growth band +
+    :data:`CUDA_CONTEXT`.
+  - *V0 0.6.4 and before* (:attr:`Bands.non_torch_v064`; ``vllm/worker/worker.py``
+    ``determine_num_available_blocks``: the same ``total_allocated_bytes −
+    torch_allocated_bytes`` as V1 before 0.9.1, the context and other processes included):
+    printed 0.35 GiB (RTX 3090, twice). *V0 0.6.5 … 0.6.6* (:attr:`Bands.non_torch_v0`;
+    ``memory_profiling(baseline_memory_in_bytes=total − init_gpu_memory, …)``:
+    ``current_cuda_memory_bytes − baseline − weights − Δ torch allocated``, so torch memory
+    that is not the weights' counts too): 1.79 GiB (the 0.6.5 memory-profiling branch, H100).
+    Both count at least what the growth rule counts (their bands start at its low end); other
+    processes on the GPU count in 0.6.4, so neither has an upper end in the code: deployed, the
+    V0 band of before (0.03 … 1.79 GiB).
 - **CUDA graph pool**: before 0.21 (captured after the KV cache, not subtracted) printed
   0.13 GiB (Qwen3-0.6B, 0.8 V0, 67 sizes) and 1.62 GiB (Qwen3.5 GGUF hybrid, 0.18); from
   0.21 (estimated and subtracted) 0.17 GiB (estimate, TP 4) and 0.09 GiB (actual, TP 2,
@@ -78,7 +101,19 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
   Llama-3.1-8B reads 16,060,522,496 B of safetensors and vLLM prints 14.9888 GiB
   (+0.2%); repacked quantized formats add more (gpt-oss MXFP4). Band on a checkpoint's
   bytes split over TP × PP ranks: [1.00, 1.08]; on an estimate from config.json:
-  [0.85, 1.15].
+  [0.85, 1.15], except an unquantized text model (no ``quantization_config``, no vision or
+  audio tower, the config's own dtype), whose bytes the config determines:
+  :data:`WEIGHTS_ESTIMATE_PLAIN` [1.00, 1.02]. vLLM creates every parameter in the model dtype
+  (``vllm/model_executor/model_loader/loader.py`` 0.7.0 ``with
+  set_default_torch_dtype(model_config.dtype): model = _initialize_model(...)``), so the load
+  allocates parameters × dtype bytes and a few buffers more: the rotary ``cos_sin_cache``
+  (``rotary_embedding.py``: ``cache = cache.to(dtype)``, ``register_buffer("cos_sin_cache",
+  cache, persistent=False)``, max_position × rotary_dim: 32 MiB for Llama-3.1-8B), the
+  vocabulary padded to a multiple of 64 (``vocab_parallel_embedding.py``
+  ``DEFAULT_VOCAB_PADDING_SIZE = 64``) and what TP replicates (norms). The logs: +0.02%
+  (Llama-3-8B), +0.2% (Llama-3.1-8B, the rotary cache), +0.9% (Qwen3-0.6B), +0.6% and +1.4%
+  (Qwen2.5-32B and DeepSeek-R1-Distill-Qwen-14B at TP 2: 0.19–0.20 GiB more a rank, a cause
+  not read); the upper end 1.02 holds them.
 
 The table of every log, its interval and its width, in-sample (these bands) and
 leave-one-out (each log's interval from bands calibrated without it), is made by
@@ -110,33 +145,41 @@ class Bands:
         k: ``(K_LO, K_HI)``, multiples of the profile run's ``T·w`` bytes.
         c_v0: ``(C_LO, C_HI)``, bytes per sampler logit, V0 (V1's sampler is from the code:
             :func:`v1_logits_rule`).
-        non_torch_v0, non_torch_v1: non-torch memory, bytes.
+        non_torch_v0: non-torch memory of V0 0.6.5 … 0.6.6 (growth less the weights and torch's
+            change: ``memory_profiling(baseline_memory_in_bytes=…)``), bytes.
+        non_torch_growth: non-torch memory as ``memory_profiling`` measures it (growth since the
+            first snapshot: V0 from 0.7, V1 from 0.9.1; V1 before adds :data:`CUDA_CONTEXT`), bytes.
         cuda_graph: the CUDA graph pool before 0.21 (not subtracted), bytes.
         cuda_graph_021: the CUDA graph pool from 0.21 (estimated and subtracted), bytes.
+        non_torch_v064: non-torch memory of V0 0.6.4 and before (all GPU memory in use less
+            torch's allocation: the context and other processes count), bytes.
     """
 
     k: tuple[Fraction, Fraction]
     c_v0: tuple[int, int]
     non_torch_v0: Interval
-    non_torch_v1: Interval
+    non_torch_growth: Interval
     cuda_graph: Interval
     cuda_graph_021: Interval
+    non_torch_v064: Interval = Interval(25 * MiB, 1839 * MiB)
 
     def to_dict(self) -> dict[str, Any]:
         return {"k": [float(x) for x in self.k], "c_v0": list(self.c_v0),
-                "non_torch_v0": self.non_torch_v0.to_dict(), "non_torch_v1": self.non_torch_v1.to_dict(),
-                "cuda_graph": self.cuda_graph.to_dict(), "cuda_graph_021": self.cuda_graph_021.to_dict()}
+                "non_torch_v0": self.non_torch_v0.to_dict(), "non_torch_growth": self.non_torch_growth.to_dict(),
+                "cuda_graph": self.cuda_graph.to_dict(), "cuda_graph_021": self.cuda_graph_021.to_dict(),
+                "non_torch_v064": self.non_torch_v064.to_dict()}
 
 
 #: the deployed bands: the data bands of tests/data/fit_logs widened by the hand margins of the
-#: module docstring (K_LO 1.03 where the data give 1.04; V1 non-torch up to 0.5 GiB)
+#: module docstring (K_LO 1.03 where the data give 1.04; growth-rule non-torch up to 0.5 GiB)
 BANDS = Bands(
     k=(Fraction(103, 100), Fraction(105, 100)),
     c_v0=(0, 25),      # bytes per logit of the sampler in the profile run, V0
     non_torch_v0=Interval(25 * MiB, 1839 * MiB),   # 0.03 GiB − 5 MiB … 1.79 GiB + 5 MiB
-    non_torch_v1=Interval(35 * MiB, 512 * MiB),    # 0.04 GiB − 5 MiB … V0's TP=1 RTX 3090 0.35 GiB + margin
+    non_torch_growth=Interval(25 * MiB, 512 * MiB),  # 0.03 GiB − 5 MiB … prior 0.5 GiB (module docstring)
     cuda_graph=Interval(128 * MiB, 1664 * MiB),    # 0.13 … 1.62 GiB, ± printing
     cuda_graph_021=Interval(87 * MiB, 1664 * MiB),  # 0.09 (0.21+) … 1.62 GiB, ± printing
+    non_torch_v064=Interval(25 * MiB, 1839 * MiB),  # the V0 band of before: other processes count
 )
 #: code-derived floor of V0's sampler band (not from logs)
 C_LO = BANDS.c_v0[0]
@@ -147,7 +190,13 @@ WEIGHTS_FILE = (Fraction(1), Fraction(108, 100))
 CUDA_CONTEXT = Interval(490 * MiB, 560 * MiB)
 #: V1 measures non-torch memory as growth since its first snapshot from 0.9.1 (memory_profiling)
 V1_PROFILER_FROM = (0, 9, 1)
+#: V0 measures it so from 0.7.0 (memory_profiling with the baseline snapshot of init_device)
+V0_PROFILER_FROM = (0, 7)
+#: V0 0.6.5 … 0.6.6: memory_profiling(baseline_memory_in_bytes=total − init free, weights)
+V065_RULE_FROM = (0, 6, 5)
 WEIGHTS_ESTIMATE = (Fraction(85, 100), Fraction(115, 100))
+#: an unquantized text model's estimate: parameters × dtype is what vLLM allocates, + buffers (docstring)
+WEIGHTS_ESTIMATE_PLAIN = (Fraction(1), Fraction(102, 100))
 _ACTIVE: ContextVar[Bands] = ContextVar("kvgate_vllm_bands", default=BANDS)
 
 
@@ -170,12 +219,25 @@ def active_bands() -> Bands:
 SOURCE = "vllm/v1/worker/gpu_worker.py determine_available_memory; band calibrated on tests/data/fit_logs"
 
 
-def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str) -> Term:
-    """Weights per GPU from a whole checkpoint's bytes split over ``ranks`` (TP × PP)."""
-    lo, hi = WEIGHTS_FILE if exact else WEIGHTS_ESTIMATE
+def weights_term(checkpoint_bytes: int, *, ranks: int, exact: bool, source: str, plain: bool = False) -> Term:
+    """Weights per GPU from a whole checkpoint's bytes split over ``ranks`` (TP × PP);
+    ``plain``: an estimate of an unquantized text model (:func:`plain_estimate`), whose band
+    is :data:`WEIGHTS_ESTIMATE_PLAIN`."""
+    lo, hi = WEIGHTS_FILE if exact else WEIGHTS_ESTIMATE_PLAIN if plain else WEIGHTS_ESTIMATE
     per = checkpoint_bytes // ranks
+    kind = "file" if exact else "ESTIMATE, unquantized text model: parameters × dtype" if plain else "ESTIMATE"
     return Term("weights", Interval.scaled(per, lo, hi),
-                f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({'file' if exact else 'ESTIMATE'})")
+                f"{source}, ÷ {ranks} rank(s), ×[{float(lo):.2f}, {float(hi):.2f}] ({kind})")
+
+
+def plain_estimate(config: dict[str, Any], *, multimodal: bool, dtype_override: str | None = None) -> bool:
+    """True when a config-estimated checkpoint is an unquantized text model in its own dtype:
+    no ``quantization_config``/``compression_config`` (top level or text config), no vision or
+    audio tower (``multimodal``), no other dtype assumed for the checkpoint (``dtype_override``)."""
+    if multimodal or dtype_override:
+        return False
+    keys = ("quantization_config", "compression_config")
+    return not any(config.get(k) for k in keys) and not any(text_config(config).get(k) for k in keys)
 
 
 def _dtype_and_hidden(config: dict[str, Any], dtype: str | None = None) -> tuple[int, int]:
@@ -250,20 +312,42 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
     return Term("activation peak (profile run)", v, src)
 
 
+def non_torch_band(v1: bool, version: tuple[int, ...] | None) -> tuple[Interval, str]:
+    """The non-torch band (before TP's NCCL term) by the rule the release measures it with
+    (module docstring): the growth band for V0 0.7+ and V1 0.9.1+, + :data:`CUDA_CONTEXT` for V1
+    before 0.9.1, the V0-before-0.7 band for 0.6.x; ``version`` not known: the hull of the
+    engine's rules."""
+    b = active_bands()
+    growth, ctx = b.non_torch_growth, b.non_torch_growth + CUDA_CONTEXT
+    src_g = "growth since the first snapshot (vllm/utils memory_profiling)"
+    if v1:
+        if version is None:
+            return Interval(growth.low, ctx.high), f"V1 band: {src_g}, + the CUDA context before 0.9.1 (release not known)"
+        if version < V1_PROFILER_FROM:
+            return ctx, (f"V1 band: {src_g}, + the CUDA context (V1 before 0.9.1 counts all GPU memory in use "
+                         "less torch's: vllm/v1/worker/gpu_worker.py determine_available_memory)")
+        return growth, f"V1 band: {src_g}"
+    if version is not None and version >= V0_PROFILER_FROM:
+        return growth, f"V0 band: {src_g}"
+    old, v064 = b.non_torch_v0, b.non_torch_v064
+    if version is None:
+        return (Interval(min(growth.low, old.low, v064.low), max(growth.high, old.high, v064.high)),
+                "V0 band, 0.6.x or later rules (release not known)")
+    if version < V065_RULE_FROM:
+        return v064, ("V0 0.6.4 band (vllm/worker/worker.py determine_num_available_blocks: all GPU memory in "
+                      "use less torch's allocation, the CUDA context included)")
+    return old, ("V0 0.6.5-0.6.6 band (vllm/utils memory_profiling(baseline_memory_in_bytes=...): torch memory "
+                 "other than the weights counted too)")
+
+
 def non_torch_term(s: VllmSettings, release: Release | None = None, gpu_name: str | None = None) -> Term:
-    """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator; V1 before 0.9.1
-    counts the CUDA context too (module docstring); at TP ≥ 2 (or PP ≥ 2) the NCCL and custom
-    all-reduce buffers of :func:`kvgate.engines.vllm.comm.tp_comm_term` for ``gpu_name``'s
-    card class."""
+    """CUDA context growth, NCCL, cuBLAS: memory outside torch's allocator, by the release's
+    rule (:func:`non_torch_band`); at TP ≥ 2 (or PP ≥ 2) the NCCL and custom all-reduce buffers
+    of :func:`kvgate.engines.vllm.comm.tp_comm_term` for ``gpu_name``'s card class."""
     from kvgate.engines.vllm.comm import tp_comm_term  # noqa: PLC0415
 
-    b = active_bands()
-    v = b.non_torch_v1 if s.v1 else b.non_torch_v0
-    src = f"{'V1' if s.v1 else 'V0'} band from tests/data/fit_logs"
-    if s.v1 and release is not None and release.version < V1_PROFILER_FROM:
-        v = v + CUDA_CONTEXT
-        src += (" + the CUDA context (V1 before 0.9.1 counts all GPU memory in use less torch's: "
-                "vllm/v1/worker/gpu_worker.py determine_available_memory)")
+    v, src = non_torch_band(s.v1, release.version if release is not None else None)
+    src += " from tests/data/fit_logs"
     comm = tp_comm_term(s.tensor_parallel_size, s.pipeline_parallel_size, gpu_name)
     if comm is not None:
         v = v + comm.value

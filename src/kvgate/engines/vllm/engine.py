@@ -23,6 +23,7 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
     from kvgate.engines.vllm.budget import weights_term  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
+    plain = False
     if inputs.weights_bytes is not None:
         b, exact, src = inputs.weights_bytes, True, f"--weights-bytes {inputs.weights_bytes:,} B"
     else:
@@ -31,6 +32,12 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
         quant = any("quantization_config" in n for n in (wb.notes or []))
         how = "and its quantization_config" if quant else "(parameters × dtype)"
         src = wb.source if wb.exact else f"estimate from {inputs.model}'s config {how}"
+        if engine == "vllm" and not exact and not quant and model is not None:
+            # vLLM's loader allocates parameters × dtype (kvgate.engines.vllm.budget.WEIGHTS_ESTIMATE_PLAIN)
+            from kvgate.engines.vllm.budget import plain_estimate  # noqa: PLC0415
+            from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
+
+            plain = plain_estimate(model.config or {}, multimodal=is_multimodal(inputs.model))
     if getattr(inputs, "dtype", "auto") != "auto" and model is not None:
         from kvgate.fit.dtype import resolve_dtype, weight_ratio  # noqa: PLC0415
 
@@ -38,7 +45,7 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
         ratio = weight_ratio(cfg, resolve_dtype(inputs.dtype, cfg, engine, getattr(gpu, "name", None))[0])
         if ratio is not None:
             b, src = b * ratio[0] // ratio[1], f"{src}, × {ratio[0]}/{ratio[1]} (--dtype {inputs.dtype})"
-    return weights_term(b, ranks=ranks, exact=exact, source=src)
+    return weights_term(b, ranks=ranks, exact=exact, source=src, plain=plain)
 
 
 @dataclass(frozen=True)

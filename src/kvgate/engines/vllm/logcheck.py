@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from kvgate.atomicio import read_json
-from kvgate.engines.vllm.budget import weights_term
+from kvgate.engines.vllm.budget import plain_estimate, weights_term
 from kvgate.engines.vllm.fit import fit_vllm
 from kvgate.engines.vllm.flags import build_flags
 from kvgate.errors import KvgateError
 from kvgate.fit.gpus import Gpu, lookup_gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, parse_version
-from kvgate.fit.widths import model_widths
+from kvgate.fit.widths import is_multimodal, model_widths
 from kvgate.model import ModelSpec, load_model
 from kvgate.model.weights import estimate_weight_bytes
 from kvgate.units import GiB
@@ -176,7 +176,10 @@ def _weights(folder: Path, e: dict[str, Any], inp: dict[str, Any], model: ModelS
         other = {x["file"]: x for x in read_json(folder / "manifest.json", what="fit log manifest")}[w["from_log"]]
         return Term("weights", printed_bytes(other["weights"]), f"printed by {w['from_log']} (same checkpoint)"), "other log"
     wb = estimate_weight_bytes(model.config or {}, w.get("estimate_dtype"))
-    return (weights_term(wb.bytes, ranks=ranks, exact=False,
+    ref = inp["model"]
+    mm = is_multimodal(folder / ref) if ref.endswith(".json") else False
+    plain = plain_estimate(model.config or {}, multimodal=mm, dtype_override=w.get("estimate_dtype"))
+    return (weights_term(wb.bytes, ranks=ranks, exact=False, plain=plain,
                          source=f"ESTIMATE from the config ({wb.params:,} parameters × {w.get('estimate_dtype') or 'config dtype'})"),
             "estimate")
 
