@@ -512,7 +512,8 @@ def weight_bytes(ref: str | Path) -> WeightBytes:
         reader = read_gguf(p)
         if not len(reader.tensors):
             raise WeightsError(f"{p} is a GGUF header without tensor infos: its weights are not available from it",
-                               hint="give the full .gguf, or the model's safetensors / config.json for an estimate")
+                               hint="give the loaded size with --weights-bytes (e.g. --weights-bytes 5.03GB), the full .gguf, "
+                                    "or the model's safetensors / config.json for an estimate")
         return WeightBytes(bytes=gguf_weight_bytes(reader), exact=True, source=str(p), tensors=len(reader.tensors))
     named = _named_weights(str(ref)) if not p.exists() else None
     if named is not None:

@@ -77,5 +77,5 @@ def check_quantization(given: str | None, config: dict[str, Any], weights_given:
                           "loading them, and kvgate does not model the loaded size",
                           hint="give the loaded weights with --weights-bytes (vLLM's log: 'Model loading took X GiB'), "
                                "or leave --quantization out")
-    return (f"--quantization {q}: vLLM quantizes the weights while loading (the size is --weights-bytes'); the KV "
+    return (f"--quantization {q}: vLLM quantizes the weights while loading (the size is --weights-bytes's); the KV "
             "cache's dtype is --kv-cache-dtype's")
