@@ -273,7 +273,8 @@ def _text(r: dict[str, Any]) -> str:
         w = b["bandwidth_below_which_a_hit_is_slower_bytes_per_s"]
         lines += ["boundaries (each with the others held):",
                   f"  host tier from            {'none' if hb is None else fmt_human(hb)} gains >= "
-                  f"{100 * r['min_gain_share']:.3g}% of prompt tokens",
+                  f"{100 * r['min_gain_share']:.3g}% of prompt tokens"
+                  + ("" if r.get("cache_model", "lru") == "lru" else " on the plain LRU curve"),
                   f"  host->device bandwidth    {'not available' if w is None else f'{w / 1e9:.4g} GB/s'}: below it a "
                   "hit is slower than recomputing",
                   f"  trace reuse share         {_pct(b['reuse_share_below_which_it_never_pays'])}: below it no host "

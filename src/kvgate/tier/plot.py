@@ -88,7 +88,8 @@ def render_tier_png(rep: dict[str, Any], curve: LruCurve) -> bytes:
         if hb is not None and dev_x and not own_curve:
             ax.axvline(dev_x + hb / GiB, color="C3", ls=":", lw=1.2,
                        label=f"boundary: a host tier of {fmt_human(hb)} or more adds >= "
-                             f"{100 * rep['min_gain_share']:.3g}% of tokens")
+                             f"{100 * rep['min_gain_share']:.3g}% of tokens"
+                             + ("" if model == "lru" else " (plain LRU curve)"))
     ax.set_xscale("log")
     ax.set_xlabel(f"prefix-cache capacity (GiB; one {rep['block_tokens']}-token block = {fmt_human(block)})")
     ax.set_ylabel("prompt tokens served from the cache (%)")
