@@ -60,3 +60,14 @@ def test_rows_say_refused_with_the_engines_message():
     assert [r.fits for r in rows] == ["refused", "refused"] and smallest_fitting(rows) is None
     text = render_rows(rows, "--tp-size")
     assert "refused" in text and max(len(ln) for ln in text.splitlines()) <= 100
+
+
+def test_long_reasons_are_wrapped_whole_under_100_columns():
+    reason = "the weights alone are larger than the GPU: more tensor parallel ranks (-tp) or smaller (quantized) weights"
+
+    def answer_at(tp):
+        raise KvgateError(reason + f" at {tp}")
+    text = render_rows(tp_rows(answer_at, [1, 2]), "-tp")
+    assert max(len(ln) for ln in text.splitlines()) <= 100
+    assert " ".join(" ".join(text.split()).split("-tp 1: ")[1:]).startswith(reason)
+    assert "…" not in text.split("-tp 1: ")[1]

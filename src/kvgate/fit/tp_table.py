@@ -65,15 +65,17 @@ def _n(v: float | int | None, fmt: str) -> str:
 
 
 def render_rows(rows: Sequence[TpRow], flag: str) -> str:
-    """The table as text (under 100 columns): TP, verdict, requests and tokens per GPU."""
-    head = ["TP", "verdict", "requests at once", "KV tokens per GPU", "why"]
+    """The table as text (under 100 columns): TP, verdict, requests and tokens per GPU; then
+    each size's reason on its own lines, wrapped."""
+    import textwrap  # noqa: PLC0415
+
+    head = ["TP", "verdict", "requests at once", "KV tokens per GPU"]
     body = [[f"{flag} {r.tp}", _WORD.get(r.fits, "refused"),
              f"{_n(r.requests['low'], '.2f')} … {_n(r.requests['high'], '.2f')}",
-             f"{_n(r.tokens['low'], ',')} … {_n(r.tokens['high'], ',')}", r.reason] for r in rows]
-    room = 100 - sum(max(len(str(x[i])) for x in [head, *body]) + 2 for i in range(4))
-    for b in body:
-        b[4] = b[4] if len(b[4]) <= room else b[4][:room - 1] + "…"
-    return table(body, header=head, align="lllll")
+             f"{_n(r.tokens['low'], ',')} … {_n(r.tokens['high'], ',')}"] for r in rows]
+    why = [textwrap.fill(r.reason, 100, initial_indent=f"  {flag} {r.tp}: ", subsequent_indent="      ")
+           for r in rows if r.reason]
+    return table(body, header=head, align="llll") + ("\n" + "\n".join(why) if why else "")
 
 
 def tp_note(rows: Sequence[TpRow], flag: str, given: int) -> str | None:
