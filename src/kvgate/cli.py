@@ -62,10 +62,25 @@ class _Parser(argparse.ArgumentParser):
     #: their JSON document on standard output.
     json_errors = False
 
+    #: set by :func:`main`: the command named on the line and its option strings, so that an
+    #: unknown option gets a "did you mean" and the command's own --help
+    command: str | None = None
+    options: frozenset[str] = frozenset()
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        hint = f"{self.prog} --help lists the options"
+        prog = self.prog if self.prog != "kvgate" or not _Parser.command else f"kvgate {_Parser.command}"
+        hint = f"{prog} --help lists the options"
         if "expected one argument" in message:
-            hint = "a value starting with '-' needs the = form, e.g. --margin=-5%; " + hint
+            opt = message.split(":", 1)[0].replace("argument ", "").split("/")[-1].strip() or "--name"
+            hint = f"{opt} needs a value (one that starts with '-' takes the = form: {opt}=-…); " + hint
+        if message.startswith("unrecognized arguments:"):
+            import difflib  # noqa: PLC0415
+
+            unknown = [a.partition("=")[0] for a in message.split(":", 1)[1].split() if a.startswith("-")]
+            close = [m for u in unknown for m in difflib.get_close_matches(u, sorted(_Parser.options), n=1,
+                                                                          cutoff=0.75)]
+            if close:
+                hint = f"did you mean {', '.join(dict.fromkeys(close))}? " + hint
         if _Parser.json_errors:
             _json_error(message, hint, EXIT_INPUT)
         self.exit(EXIT_INPUT, f"ERROR: {message}\nHINT: {hint}\n")
@@ -284,6 +299,8 @@ def _main(argv: list[str]) -> int:
     # no command named anywhere (``kvgate --help``, ``kvgate bogus``): no command's options are built
     names_only = only is None and not any(a.replace("-", "_") in _module_names() for a in argv)
     parser = build_parser(only, names_only=names_only)
+    argv = engine_spellings(parser, argv)
+    _Parser.command, _Parser.options = _command_options(parser, argv)
     try:
         args = parser.parse_args(argv)
     except KvgateError as exc:  # a flag's type that raised kvgate's own error
@@ -312,6 +329,43 @@ def _main(argv: list[str]) -> int:
         if _caused_by_interrupt(exc):  # Ctrl-C inside an import or a class body, re-raised as another error
             raise KeyboardInterrupt from exc
         return _internal(exc, as_json)
+
+
+#: commands whose flags are an engine's: ``--max_model_len`` is read as vLLM reads it (a command
+#: line to launch, as ``run``/``measure`` take, is never rewritten)
+_ENGINE_FLAG_COMMANDS = frozenset({"fit", "tier", "geometry", "gate", "replay", "import-log"})
+
+
+def _command_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, frozenset[str]]:
+    """The command ``argv`` names and its option strings (for a usage error's hint)."""
+    for action in parser._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and argv and argv[0] in choices:
+            return argv[0], frozenset(o for a in choices[argv[0]]._actions for o in a.option_strings)
+    return None, frozenset()
+
+
+def engine_spellings(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with ``--max_model_len`` / ``--max_model_len=N`` spelled ``--max-model-len``
+    where that is one of the command's options, as vLLM's ``FlexibleArgumentParser``
+    (``vllm/utils``: ``--foo_bar`` → ``--foo-bar``) reads a pasted command line; only for the
+    commands that take engine flags, and never after ``--``."""
+    if not argv or argv[0] not in _ENGINE_FLAG_COMMANDS:
+        return argv
+    known: set[str] = set()
+    for action in parser._actions:
+        for choice in (getattr(action, "choices", None) or {}).values() if isinstance(
+                getattr(action, "choices", None), dict) else ():
+            known.update(o for a in choice._actions for o in a.option_strings)
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        if a == "--":
+            return out + argv[i:]
+        name, eq, value = a.partition("=")
+        if a.startswith("--") and "_" in name and name.replace("_", "-") in known:
+            a = name.replace("_", "-") + eq + value
+        out.append(a)
+    return out
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

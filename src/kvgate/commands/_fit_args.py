@@ -70,7 +70,8 @@ def _bytes(text: str) -> int:
 def add_fit_flags(p: argparse.ArgumentParser) -> None:
     """MODEL, ``--engine``, the GPU, weights, release, and vLLM's memory flags."""
     p.add_argument("model", metavar="MODEL", help="model directory (exact weights from its safetensors), .gguf file, "
-                   "config.json, or preset name (weights then ESTIMATED from the config)")
+                   "Hub id in the local cache, config.json (weights ESTIMATED from it), or preset name "
+                   "(the published checkpoint's exact bytes)")
     p.add_argument("--engine", choices=ENGINES, default=None,
                    help="the engine you will launch (default: the one whose flags are given, else vllm)")
     g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
