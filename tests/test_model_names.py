@@ -145,3 +145,13 @@ def test_cant_tell_names_the_deciding_term_and_the_flag(capsys):
     assert "the term that decides it is weights" in out and "--weights-bytes" in out and "model folder" in out
     ours = out.split("the term that decides it")[1].split("measure it:")[0]
     assert max(len(line) for line in ("  the term that decides it" + ours).splitlines()) <= 100
+
+
+def test_did_you_mean_warns_when_the_name_says_quantized_and_the_suggestion_does_not(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        load_model("Qwen/Qwen3-32B-FP8")
+    assert "did you mean qwen3-32b" in e.value.message and "names a FP8 checkpoint" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        load_model("lama-3.1-70b")
+    assert "checkpoint" not in e.value.message

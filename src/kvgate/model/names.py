@@ -84,6 +84,10 @@ def _rel(p: Path) -> str:
         return str(p)
 
 
+#: words in a checkpoint's name that say its weights are quantized
+_QUANT_WORD = re.compile(r"(?<![a-z])(fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|bnb|4bit|8bit|gguf)(?![a-z])")
+
+
 def unknown_model_error(name: str) -> ConfigError:
     """``model config not found`` with what kvgate does know: a "did you mean" among the
     presets and shipped configs, the presets, and where the shipped configs are."""
@@ -101,6 +105,10 @@ def unknown_model_error(name: str) -> ConfigError:
         f"no model file or preset named {name!r}"
     if mean:
         msg += f" (did you mean {' or '.join(mean)}?)"
+        quant = _QUANT_WORD.findall(name.lower())
+        if quant and not any(q in m.lower() for q in quant for m in mean):
+            msg += (f"; {name} names a {quant[0].upper()} checkpoint and these do not: their weights are "
+                    "another size (give its config.json or --weights-bytes)")
     hint = f"give a model folder, a config.json, a .gguf or a preset ({', '.join(presets)})"
     if _HUB_ID.match(name.strip()):
         hint += (f"; {name} is not in the local Hugging Face cache ({_rel(hub_cache_dir())}): "
