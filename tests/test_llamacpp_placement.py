@@ -142,3 +142,14 @@ def test_no_np_runs_four_slots_with_a_unified_cache(run_cli):
     assert any("-np not given" in n for n in d["notes"])
     old = json.loads(run_cli(*args, "--release", "b5489"))
     assert old["settings"]["parallel"] == 1
+
+
+def test_unified_note_and_a_given_ctx_above_the_trained_length(run_cli):
+    """-np not given: 4 slots share one unified cache (the note says so, not "each gets"); -c above
+    n_ctx_train (40,960 for Qwen3-8B) fits, and the -c flip point says its search stops there."""
+    out = run_cli("fit", "tests/data/llamacpp/conformance/qwen3-8b.gguf", "--gpu", "RTX 4090", "-c", "65536",
+                  "-ngl", "99", "--weights-bytes", "5.03GB")
+    flat = " ".join(out.split())
+    assert "one KV cache shared by the -np 4 sequences (unified)" in flat
+    assert "each of -np 4 sequences gets" not in flat
+    assert "up to 40,960 (-np 4 sequences share it); the search stops at n_ctx_train, the given 65,536" in flat

@@ -80,7 +80,9 @@ def render_llamacpp(a: FitAnswer, *, sources: bool = False) -> str:
     elif c["sure"] is None:
         flips.append(f"  -c: with every layer on the GPU, none for sure, up to {_n(c['possible'])} at best {share}")
     elif c["sure"] == c["possible"]:
-        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} {share}")
+        capped = c["sure"] == f.get("ctx_size_cap") and s["ctx_size"] > c["sure"]
+        flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} {share}" + (
+            f"; the search stops at n_ctx_train, the given {_n(s['ctx_size'])} is answered above" if capped else ""))
     else:
         flips.append(f"  -c: with every layer on the GPU, up to {_n(c['sure'])} for sure, {_n(c['possible'])} at best "
                      f"{share}")

@@ -406,8 +406,12 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
         fits, reason, err = "unknown", "the buffers' interval straddles the GPU's memory", None
     else:
         fits, reason, err = "yes", f"{_gib(left.low)} of the GPU stays free at least", None
-    notes = [f"-c {ctx:,} is the whole context: each of -np {flags.parallel} "
-             f"sequence{'s' if flags.parallel != 1 else ''} gets n_ctx_seq = {n_ctx_seq:,}"]
+    if flags.kv_unified and flags.parallel > 1:  # one stream: any sequence may grow to all of it
+        notes = [f"-c {ctx:,} is one KV cache shared by the -np {flags.parallel} sequences (unified): together "
+                 f"they hold {n_ctx:,} cells, one alone up to n_ctx_seq = {n_ctx_seq:,}"]
+    else:
+        notes = [f"-c {ctx:,} is the whole context: each of -np {flags.parallel} "
+                 f"sequence{'s' if flags.parallel != 1 else ''} gets n_ctx_seq = {n_ctx_seq:,}"]
     if fitted is not None and fitted["changed"]:
         fits, reason, err, fit_note = _fit_verdict(fitted, model.num_layers, ctx, fits, reason, err)
         notes.insert(0, fit_note)
