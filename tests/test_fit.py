@@ -409,3 +409,11 @@ def test_no_gpu_and_no_nvml_says_what_to_give(monkeypatch, run_cli_fail):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     err = run_cli_fail("fit", "llama-3.1-8b", "--max-model-len", "4096")
     assert "--gpu NAME" in err
+
+
+def test_gpu_name_with_a_count_points_to_tensor_parallel_and_typos_get_did_you_mean():
+    with pytest.raises(KvgateError) as e:
+        lookup_gpu("2xH100")
+    assert "one card" in e.value.message and "-tp 2" in e.value.hint
+    with pytest.raises(KvgateError, match=r"unknown GPU 'RTX4900' \(did you mean RTX 4090"):
+        lookup_gpu("RTX4900")

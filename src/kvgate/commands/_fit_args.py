@@ -69,7 +69,7 @@ def _bytes(text: str) -> int:
 
 def add_fit_flags(p: argparse.ArgumentParser) -> None:
     """MODEL, ``--engine``, the GPU, weights, release, and vLLM's memory flags."""
-    p.add_argument("model", metavar="MODEL", help="model directory (exact weights from its safetensors), .gguf file, "
+    p.add_argument("model", metavar="MODEL", nargs="?", help="model directory (exact weights from its safetensors), .gguf file, "
                    "Hub id in the local cache, config.json (weights ESTIMATED from it), or preset name "
                    "(the published checkpoint's exact bytes)")
     p.add_argument("--engine", choices=ENGINES, default=None,

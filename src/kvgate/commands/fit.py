@@ -72,6 +72,9 @@ def run(args: Any) -> int:
         emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src}
                                   for n, (a, mib, src) in GPU_TABLE.items()]}, gpu_table_text())
         return EXIT_OK
+    if args.model is None:  # optional only for --gpu list
+        raise KvgateError("the following arguments are required: MODEL",
+                          hint="kvgate fit MODEL --gpu NAME (kvgate fit --gpu list shows the cards)")
     if getattr(args, "gpu", None) is not None and not args.gpu.strip():
         raise KvgateError("--gpu is empty", hint="--gpu NAME (--gpu list shows the table), or --total BYTES")
     inp = fit_inputs_from_args(args)

@@ -242,7 +242,19 @@ def lookup_gpu(text: str) -> Gpu:
     if k in ("rtx-4060-ti", "4060-ti", "4060ti"):
         raise KvgateError("GPU 'RTX 4060 Ti' is ambiguous: 8 GB or 16 GB",
                           hint="--gpu RTX-4060-Ti-16GB or --gpu RTX-4060-Ti-8GB")
-    raise KvgateError(f"unknown GPU {text!r}", hint=f"one of: {', '.join(GPU_TABLE)}; or --total BYTES")
+    count = re.match(r"^\s*(\d+)\s*[x×*]\s*(.+)$", text, re.I)
+    if count:  # "2xH100": one card's name; the count is the engine's tensor parallel size
+        card = lookup_gpu(count.group(2))
+        raise KvgateError(f"--gpu names one card, not {text!r}",
+                          hint=f"--gpu {card.name!r} with the engine's tensor parallel size for the "
+                               f"{count.group(1)} cards (vLLM -tp {count.group(1)}, SGLang --tp-size {count.group(1)})")
+    import difflib  # noqa: PLC0415
+
+    keys = {_key(n): n for n in GPU_TABLE} | {a: n for n, (al, _, _) in GPU_TABLE.items() for a in al}
+    close = list(dict.fromkeys(keys[m] for m in difflib.get_close_matches(k, list(keys), n=3, cutoff=0.7)))
+    mean = f" (did you mean {' or '.join(close)}?)" if close else ""
+    raise KvgateError(f"unknown GPU {text!r}{mean}",
+                      hint=f"kvgate fit --gpu list shows the {len(GPU_TABLE)} cards with their sources; or --total BYTES")
 
 
 def gpu_from_total(total_bytes: int) -> Gpu:
