@@ -77,19 +77,6 @@ def detect_from_file(path: str | Path) -> str | None:
     return next((e.name for e in engines() if suffix in e.file_suffixes), None)
 
 
-def engine_of_file_format(suffix: str) -> Engine:
-    """The engine whose model files end in ``suffix`` (``.gguf``: llama.cpp), which reads
-    their metadata into a model (:meth:`kvgate.engines.base.Engine.model_from_metadata`).
-
-    Raises:
-        KvgateError: no engine loads such files.
-    """
-    name = detect_from_file(f"model{suffix}")
-    if name is None:
-        raise KvgateError(f"no engine loads {suffix} files", hint=f"engines: {', '.join(ENGINES)}")
-    return get_engine(name)
-
-
 def engine_of_flag_group(title: str, names: Iterable[str] = ENGINES) -> str | None:
     """The engine whose flag group in ``--help`` is titled ``title``, else ``None``."""
     return next((n for n in names if title.startswith(get_engine(n).flags_title)), None)

@@ -3,7 +3,7 @@
 Uses the ``gguf`` package's ``GGUFReader`` (it memory-maps the file; kvgate only reads
 the key/value header and the tensor-info table). The metadata becomes a model as the
 engine that loads GGUF files reads it (llama.cpp: :mod:`kvgate.engines.llamacpp.gguf`,
-asked through :func:`kvgate.engines.registry.engine_of_file_format`).
+asked through :func:`kvgate.engines.formats.metadata_reader`).
 """
 
 from __future__ import annotations
@@ -127,11 +127,11 @@ def load_gguf(path: Path) -> ModelSpec:
     Raises:
         GGUFError: not GGUF / truncated. ConfigError: metadata kvgate cannot use.
     """
-    from kvgate.engines.registry import engine_of_file_format  # noqa: PLC0415
+    from kvgate.engines.formats import metadata_reader  # noqa: PLC0415
 
     reader = read_gguf(path)
     meta = gguf_metadata(reader)
-    spec: ModelSpec = engine_of_file_format(".gguf").model_from_metadata(meta, name=Path(path).stem, source=str(path))
+    spec: ModelSpec = metadata_reader(".gguf")(meta, name=Path(path).stem, source=str(path))
     spec.config["weight_bytes"] = gguf_weight_bytes(reader)
     spec.config["weight_tensors"] = len(reader.tensors)
     tok = reader.fields.get("tokenizer.ggml.tokens")

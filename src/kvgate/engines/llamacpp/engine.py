@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvgate.engines.base import EngineBase
+from kvgate.engines.formats import suffixes_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.pool import EnginePool
@@ -98,7 +99,7 @@ ENGINE = LlamaCppEngine(
     release_is_build=True,
     words={"quant": "-ctk {q} -ctv {q}", "len": "-c (per sequence)", "seqs": "-np", "offload": "KV on the host",
            "tp": "more GPUs", "record_len": "-c per sequence", "kv_dtype_flag": "-ctk/-ctv"},
-    file_suffixes=(".gguf",),
+    file_suffixes=suffixes_of("llama.cpp"),
     layout_flags=frozenset({"n_seq", "unified", "swa_full", "n_ubatch", "flash_attn", "n_batch"}),
     tier_on_lru_curve=False, fit_lists_term_sources=True,
 )
