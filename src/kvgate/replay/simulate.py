@@ -82,6 +82,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
+from kvgate.replay import compiled
 from kvgate.replay.allocators import schedule_budget, schedule_contiguous
 from kvgate.replay.results import (
     DEFAULT_BLOCK_SIZE,
@@ -91,7 +92,7 @@ from kvgate.replay.results import (
     allocator_result,
 )
 from kvgate.replay.series import series
-from kvgate.replay.timeline import Timeline, block_steps, build_timeline
+from kvgate.replay.timeline import LazyTimelines, Timeline, block_steps, build_timeline
 from kvgate.replay.timeline import mul_exact as _mul
 from kvgate.replay.trace import Trace
 
@@ -237,7 +238,6 @@ def replay(
 
     # Contiguous: K identical slots, FIFO.
     admit_c = schedule_contiguous(arrive, o, K)
-    tl_c = build_timeline(admit_c, p, o, B)
     # Paged: logical reservation of the whole request's blocks against the budget.
     cost_arr = _mul((p + o + (B - 1)) // B, bb) + fixed
     fits = np.asarray(cost_arr <= budget, dtype=bool)
@@ -249,7 +249,8 @@ def replay(
     del fits
     admit_p = schedule_budget(arrive_p, o_p, cost_arr, budget)
     del cost_arr
-    tl_p = build_timeline(admit_p, p_p, o_p, B)
+    timelines = LazyTimelines({"contiguous": (admit_c, p, o, B), "paged": (admit_p, p_p, o_p, B)})
+    walks = _walks(timelines, K=K, budget=budget, L=L, S=S, bb=bb, fixed=fixed)
     res = ReplayResult(
         inputs={
             "trace": trace.source,
@@ -271,25 +272,49 @@ def replay(
         summary={},
         warnings=warns,
         attribution=trace.attribution,
-        timelines={"contiguous": tl_c, "paged": tl_p},
+        timelines=timelines,
+        walks=walks,
         block_bytes=bb,
         block_size=B,
         slot_bytes=S,
         fixed_bytes=fixed,
         decode_rate=rate,
     )
-    res.contiguous = allocator_result("contiguous", res, tl_c, admit_c, arrive, p, o, too_long, 0)
-    res.paged = allocator_result("paged", res, tl_p, admit_p, arrive_p, p_p, o_p, too_long, over)
+    if walks:
+        res.contiguous = allocator_result("contiguous", res, None, admit_c, arrive, p, o, too_long, 0,
+                                          stats=walks["contiguous"])  # fmt: skip
+        res.paged = allocator_result("paged", res, None, admit_p, arrive_p, p_p, o_p, too_long, over, stats=walks["paged"])
+    else:
+        res.contiguous = allocator_result("contiguous", res, timelines["contiguous"], admit_c, arrive, p, o, too_long, 0)
+        res.paged = allocator_result("paged", res, timelines["paged"], admit_p, arrive_p, p_p, o_p, too_long, over)
     res.summary = _summary(res, K, S)
     return res
+
+
+def _walks(timelines: LazyTimelines, *, K: int, budget: int, L: int, S: int, bb: int, fixed: int) -> dict:
+    """Both schedules walked compiled (:func:`kvgate.replay.compiled.walk`): the figures
+    without the timelines. Empty when numba is not used or a byte figure could pass int64
+    (then the timelines are built and read, in Python ints where needed)."""
+    if not compiled.USE:
+        return {}
+    B = timelines.source("contiguous")[3]
+    m_paged = len(timelines.source("paged")[0])
+    live_paged = min(m_paged, budget // (fixed + bb))  # each live request reserves ≥ fixed + one block
+    if not (compiled.int64_safe(K, L, B, S, bb, fixed) and compiled.int64_safe(live_paged, L, B, S, bb, fixed)):
+        return {}
+    return {name: compiled.walk_stats(*timelines.source(name), S, fixed, bb, name == "contiguous")
+            for name in ("contiguous", "paged")}  # fmt: skip
 
 
 def _summary(res: ReplayResult, K: int, S: int) -> dict:
     c = res.contiguous
     bound = K * S
-    tl = res.timelines["contiguous"]
-    paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max()) for lo, hi in tl.chunks()),
-                               default=0)  # fmt: skip
+    if res.walks:
+        paged_footprint_peak = int(res.walks["contiguous"][compiled.AS_PAGED_PEAK])
+    else:
+        tl = res.timelines["contiguous"]
+        paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max())
+                                    for lo, hi in tl.chunks()), default=0)  # fmt: skip
     measured: int | None = c.peak_reserved_bytes - paged_footprint_peak
     unwritten: int | None = c.reclaim_at_peak_bytes
     reason = None
