@@ -161,6 +161,18 @@ def schedule_budget_loop(arrive: Any, service: Any, cost: Any, budget: int, out:
 
 
 @_njit
+def _fdiv(x: Any, b: int, shift: int) -> Any:  # pragma: no cover - compiled
+    """x // b (floor), a shift when b = 2^shift (shift ≥ 0)."""
+    return x >> shift if shift >= 0 else x // b
+
+
+@_njit
+def _fmod(x: Any, b: int, shift: int) -> Any:  # pragma: no cover - compiled
+    """x % b (floor: 0 ≤ result < b), a mask when b = 2^shift."""
+    return x & (b - 1) if shift >= 0 else x % b
+
+
+@_njit
 def _fen_add(tree: Any, r: int, v: int) -> None:  # pragma: no cover - compiled
     i = r + 1
     while i < len(tree):
@@ -196,6 +208,11 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
     none), and the last values of the last epoch starting at or before it (``fill_*``).
     """
     B = block_size
+    sh = -1  # log2(B) when B is a power of two: divisions become shifts
+    if B & (B - 1) == 0:
+        sh = 0
+        while (1 << sh) < B:
+            sh += 1
     m = len(admit)
     nb = len(bins_r)
     hf = np.empty(1024, dtype=np.int64)  # live sequences: finish step, request index
@@ -233,16 +250,16 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
             d = c + (B - 1)
             n -= 1
             C -= c
-            Q -= d // B
-            _fen_add(tree, d % B, -1)
+            Q -= _fdiv(d, B, sh)
+            _fen_add(tree, _fmod(d, B, sh), -1)
         while i < m and admit[i] == t:  # then admissions, in request order
             if output[i] > 0:
                 c = prompt[i] - t + 1
                 d = c + (B - 1)
                 n += 1
                 C += c
-                Q += d // B
-                _fen_add(tree, d % B, 1)
+                Q += _fdiv(d, B, sh)
+                _fen_add(tree, _fmod(d, B, sh), 1)
                 if size == len(hf):
                     hf = _grow(hf)
                     hj = _grow(hj)
@@ -265,16 +282,16 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
             break
         st = t
         t_last = nxt - 1
-        h_first = (B - st % B) % B
-        h_last = (B - t_last % B) % B
+        h_first = _fmod(B - _fmod(st, B, sh), B, sh)
+        h_last = _fmod(B - _fmod(t_last, B, sh), B, sh)
         ge_first = 0 if h_first == 0 else n - _fen_prefix(tree, h_first)
         ge_last = 0 if h_last == 0 else n - _fen_prefix(tree, h_last)
         pos_first = C + n * st
         pos_last = pos_first + n * (t_last - st)
-        blocks_first = Q + n * (st // B) + ge_first
-        blocks_last = Q + n * (t_last // B) + ge_last
-        w_first = n * fixed + (pos_first * block_bytes) // B
-        w_last = n * fixed + (pos_last * block_bytes) // B
+        blocks_first = Q + n * _fdiv(st, B, sh) + ge_first
+        blocks_last = Q + n * _fdiv(t_last, B, sh) + ge_last
+        w_first = n * fixed + _fdiv(pos_first * block_bytes, B, sh)
+        w_last = n * fixed + _fdiv(pos_last * block_bytes, B, sh)
         as_paged_last = n * fixed + blocks_last * block_bytes
         if contiguous:
             r_first = n * slot_bytes

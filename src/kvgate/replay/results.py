@@ -18,6 +18,7 @@ from kvgate.replay.timeline import Timeline, block_steps
 from kvgate.replay.timeline import mul_exact as _mul
 
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
+SUM_CHUNK = 1 << 20  # requests per chunk of the schedule-free sums (position·steps, block·steps)
 
 
 @dataclass
@@ -127,7 +128,8 @@ class ReplayResult:
 def _delays(admit: np.ndarray, arrive: np.ndarray, rate: float) -> tuple:
     if len(admit) == 0:
         return None, None, None, None
-    w = (admit - arrive).astype(np.float64) / rate
+    w = (admit - arrive).astype(np.float64)
+    w /= rate
     p50, p99 = np.percentile(w, [50, 99])
     return float(p50), float(p99), float(w.max()), float(w.mean())
 
@@ -140,10 +142,15 @@ def position_steps(prompt: np.ndarray, output: np.ndarray) -> tuple[int, int]:
     if len(output) == 0:
         return 0, 0
     p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
-    if float(o.max()) * (float(p.max()) + float(o.max()) + 1) * len(o) < 2**62:
-        return int((o * p + o * (o + 1) // 2).sum()), int(o.sum())
-    po = o.astype(object)
-    return int((po * p.astype(object) + po * (po + 1) // 2).sum()), int(po.sum())
+    if float(o.max()) * (float(p.max()) + float(o.max()) + 1) * min(len(o), SUM_CHUNK) >= 2**62:
+        po = o.astype(object)
+        return int((po * p.astype(object) + po * (po + 1) // 2).sum()), int(po.sum())
+    pos = steps = 0
+    for a in range(0, len(o), SUM_CHUNK):  # in chunks: temporaries of a chunk, not of the trace
+        oc, pc = o[a : a + SUM_CHUNK], p[a : a + SUM_CHUNK]
+        pos += int((oc * pc + oc * (oc + 1) // 2).sum())
+        steps += int(oc.sum())
+    return pos, steps
 
 
 def _time_mean(res: ReplayResult, t_end: int, *, contiguous: bool, prompt: np.ndarray,

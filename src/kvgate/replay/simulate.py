@@ -146,7 +146,8 @@ def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) ->
     """
     a = np.asarray(arrival_s, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        x = a / speed * decode_rate
+        x = a / speed
+        x *= decode_rate  # (in place: one temporary array, not three)
     last = float(np.max(x)) if len(x) else 0.0
     if not (math.isfinite(last) and last <= MAX_ARRIVAL_STEP):
         span = float(np.max(a) - np.min(a)) if len(a) else 0.0
@@ -156,7 +157,8 @@ def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) ->
             f"({MAX_ARRIVAL_STEP / decode_rate * speed:.6g} s)",
             hint="check the trace's time column (seconds, or date-times); a bad timestamp makes a huge span",
         )
-    return np.ceil(np.round(x, 6)).astype(np.int64)
+    np.round(x, 6, out=x)
+    return np.ceil(x, out=x).astype(np.int64)
 
 
 def replay(
