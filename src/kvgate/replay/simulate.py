@@ -59,18 +59,23 @@ What the summary compares (the gate's paging candidate, DESIGN.md §3):
 - ``ratio`` = measured / bound.
 
 Code: :mod:`kvgate.replay.allocators` (the admission schedules: one pass each over the
-requests with a heap, O(n log K) and O(n log n), vectorized until the first request that
-has to wait), :mod:`kvgate.replay.timeline` (memory over time from cumulative sums over
-the admission/finish events, exactly: integer steps, block rounding through per-residue
-counts of live sequences, no per-token loop), :mod:`kvgate.replay.results` (the figures
-read off a timeline, reduced chunk by chunk), :mod:`kvgate.replay.series` (points to
-plot). This module checks the parameters and ties them together; it re-exports the names
-it always had (``Timeline``, ``build_timeline``, ``schedule_contiguous``, ``series``...).
+requests with a heap, O(n log K) and O(n log n)), :mod:`kvgate.replay.compiled` (those
+loops compiled with numba, and one streaming walk over each schedule's admission/finish
+events that reads every figure off it without storing its epochs), :mod:`kvgate.replay.timeline`
+(memory over time as epoch arrays, built only when read: ``ReplayResult.timelines`` is a
+:class:`~kvgate.replay.timeline.LazyTimelines`; exactly: integer steps, block rounding
+through per-residue counts of live sequences, no per-token loop), :mod:`kvgate.replay.results`
+(the figures; the numpy path reads them off a timeline chunk by chunk),
+:mod:`kvgate.replay.series` (points to plot, binned by the compiled walk when no timeline
+is built). Without numba, or when a byte figure could pass int64, the numpy path runs;
+the two are tested equal. This module checks the parameters and ties them together; it
+re-exports the names it always had (``Timeline``, ``build_timeline``,
+``schedule_contiguous``, ``series``...).
 
-Speed and memory (``benchmarks/replay_scaling.py``, ``benchmarks/RESULTS.md`` "Speed
-(issue 9): replay"): 10^6 requests replay through both allocators in about 1.5-2.5 s on
-two CPU cores; memory is the request arrays plus about 40 bytes per epoch of each
-timeline (two epochs per request at most), a few hundred bytes per request in all.
+Speed and memory (``benchmarks/replay_scaling.py --peer``, ``benchmarks/RESULTS.md``
+"Trace replay at 10^7"): memory is the request arrays, the two schedules and a heap of the
+live sequences, about 100 bytes per request; a timeline (~40 bytes per epoch, two epochs
+per request at most) only when one is read.
 """
 
 from __future__ import annotations
