@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from kvgate.replay import compiled
+from kvgate.replay import compiled, fastpath
 from kvgate.replay.allocators import schedule_budget, schedule_contiguous
 from kvgate.replay.simulate import replay, series
 from kvgate.replay.timeline import LazyTimelines
@@ -18,10 +18,15 @@ from kvgate.replay.trace import Trace, synthetic_lognormal
 pytestmark = pytest.mark.skipif(not compiled.HAVE_NUMBA, reason="numba does not import here")
 
 
+@pytest.fixture(autouse=True)
+def _compiled_from_one_request(monkeypatch):
+    monkeypatch.setattr(fastpath, "MIN_REQUESTS", 1)  # (the tests' traces are small)
+
+
 def _both(monkeypatch, fn):
     out = []
     for use in (True, False):
-        monkeypatch.setattr(compiled, "USE", use)
+        monkeypatch.setattr(fastpath, "ENABLED", use)
         out.append(fn())
     return out
 
@@ -82,7 +87,7 @@ def test_compiled_walk_is_refused_when_bytes_could_pass_int64(monkeypatch):
     big = 2**40
     r = replay(t, slot_bytes=64 * big, block_bytes=16 * big, max_seq=64, block_size=16, budget_bytes=2**61)
     assert r.walks == {}
-    monkeypatch.setattr(compiled, "USE", False)
+    monkeypatch.setattr(fastpath, "ENABLED", False)
     assert json.dumps(r.to_dict()) == json.dumps(
         replay(t, slot_bytes=64 * big, block_bytes=16 * big, max_seq=64, block_size=16, budget_bytes=2**61).to_dict()
     )
@@ -117,3 +122,12 @@ def test_replay_keeps_no_timeline_until_one_is_read():
     assert not r.timelines.is_built("paged")
     assert len(r.timelines["paged"]) == int(r.walks["paged"][compiled.N_EPOCHS])
     assert r.timelines.is_built("paged")
+
+
+def test_small_traces_take_the_numpy_path_without_numba(monkeypatch):
+    """Below fastpath.MIN_REQUESTS the replay neither walks compiled nor needs numba."""
+    monkeypatch.setattr(fastpath, "MIN_REQUESTS", 10**6)
+    t = _random_trace(13, 300)
+    r = replay(t, slot_bytes=5120, block_bytes=160, max_seq=512, block_size=16, slots=3)
+    assert r.walks == {}
+    assert not fastpath.use(10**6 - 1) and fastpath.use(10**6)

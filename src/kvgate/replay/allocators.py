@@ -10,7 +10,8 @@ request that has to wait, "admit at arrival" is checked vectorized
 (:func:`first_blocked`) and the loop starts only there. The loop reads its inputs in
 chunks of :data:`CHUNK` requests, so the Python objects it handles are bounded by the
 chunk, not by the trace (10^7 requests once held ~1 GB of Python ints here). When numba
-imports, both loops run compiled over the whole trace instead
+imports and the trace is large (:mod:`kvgate.replay.fastpath`), both loops run compiled
+over the whole trace instead
 (:mod:`kvgate.replay.compiled`: the same schedules, 10^7 requests in well under a second).
 """
 
@@ -20,7 +21,7 @@ import heapq
 
 import numpy as np
 
-from kvgate.replay import compiled
+from kvgate.replay import fastpath
 
 CHUNK = 1 << 16  # requests converted to Python ints at a time by the admission loops
 _PREFIX = 1 << 12  # requests in the first, cheap look for where admission first waits
@@ -68,7 +69,9 @@ def schedule_contiguous(arrive: np.ndarray, service: np.ndarray, slots: int) -> 
     non-decreasing. Returns int64 steps, non-decreasing.
     """
     n = len(arrive)
-    if compiled.USE and n:  # the whole loop compiled: no need to find where it first waits
+    if n and fastpath.use(n):  # the whole loop compiled: no need to find where it first waits
+        from kvgate.replay import compiled
+
         out = np.empty(n, dtype=np.int64)
         compiled.schedule_contiguous_loop(compiled.i64(arrive), compiled.i64(service), min(int(slots), n), out)
         return out
@@ -109,7 +112,9 @@ def schedule_budget(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, b
     steps. Returns int64 steps, non-decreasing.
     """
     n = len(arrive)
-    if compiled.USE and n and cost.dtype != object and int(budget) < compiled.LIMIT:
+    if n and cost.dtype != object and int(budget) < 2**62 and fastpath.use(n):
+        from kvgate.replay import compiled
+
         out = np.empty(n, dtype=np.int64)
         compiled.schedule_budget_loop(compiled.i64(arrive), compiled.i64(service), compiled.i64(cost), int(budget), out)
         return out

@@ -40,8 +40,6 @@ except ImportError:  # pragma: no cover - exercised by forcing HAVE_NUMBA off in
     numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
-#: Whether the replay uses this module (tests turn it off to compare with the numpy path).
-USE = HAVE_NUMBA
 LIMIT = 2**62  # largest byte figure the compiled walk forms in int64
 
 #: Indices into the int64 statistics array :func:`walk` fills.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvgate.replay.compiled import FINAL_END, N_EPOCHS, walk_bins
 from kvgate.replay.results import ReplayResult
 
 
@@ -24,6 +23,8 @@ def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict
     schedule (:func:`_binned_walk`: the same numbers, without the timeline's memory)."""
     rate = res.decode_rate
     if res.walks and not getattr(res.timelines, "is_built", lambda _: True)(allocator):
+        from kvgate.replay.compiled import N_EPOCHS
+
         stats = res.walks[allocator]
         if 2 * int(stats[N_EPOCHS]) >= max_points and stats[N_EPOCHS] > 0:
             return _binned_walk(res, allocator, max_points)
@@ -80,6 +81,8 @@ def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict
 
 def _binned_walk(res: ReplayResult, allocator: str, max_points: int) -> dict:
     """The binned branch of :func:`series` from :func:`kvgate.replay.compiled.walk_bins`."""
+    from kvgate.replay.compiled import FINAL_END, walk_bins
+
     admit, prompt, output, B = res.timelines.source(allocator)  # type: ignore[attr-defined]
     keep = np.flatnonzero(output > 0)
     t0, t1 = int(admit[keep[0]]), int(res.walks[allocator][FINAL_END])  # first epoch's start, last one's end

@@ -60,7 +60,7 @@ What the summary compares (the gate's paging candidate, DESIGN.md §3):
 
 Code: :mod:`kvgate.replay.allocators` (the admission schedules: one pass each over the
 requests with a heap, O(n log K) and O(n log n)), :mod:`kvgate.replay.compiled` (those
-loops compiled with numba, and one streaming walk over each schedule's admission/finish
+loops compiled with numba for traces of 50,000 requests or more, :mod:`kvgate.replay.fastpath`, and one streaming walk over each schedule's admission/finish
 events that reads every figure off it without storing its epochs), :mod:`kvgate.replay.timeline`
 (memory over time as epoch arrays, built only when read: ``ReplayResult.timelines`` is a
 :class:`~kvgate.replay.timeline.LazyTimelines`; exactly: integer steps, block rounding
@@ -87,7 +87,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
-from kvgate.replay import compiled
+from kvgate.replay import fastpath
 from kvgate.replay.allocators import schedule_budget, schedule_contiguous
 from kvgate.replay.results import (
     DEFAULT_BLOCK_SIZE,
@@ -302,8 +302,10 @@ def _walks(timelines: LazyTimelines, *, K: int, budget: int, L: int, S: int, bb:
     """Both schedules walked compiled (:func:`kvgate.replay.compiled.walk`): the figures
     without the timelines. Empty when numba is not used or a byte figure could pass int64
     (then the timelines are built and read, in Python ints where needed)."""
-    if not compiled.USE:
+    if not fastpath.use(len(timelines.source("contiguous")[0])):
         return {}
+    from kvgate.replay import compiled
+
     B = timelines.source("contiguous")[3]
     m_paged = len(timelines.source("paged")[0])
     live_paged = min(m_paged, budget // (fixed + bb))  # each live request reserves ≥ fixed + one block
@@ -317,7 +319,9 @@ def _summary(res: ReplayResult, K: int, S: int) -> dict:
     c = res.contiguous
     bound = K * S
     if res.walks:
-        paged_footprint_peak = int(res.walks["contiguous"][compiled.AS_PAGED_PEAK])
+        from kvgate.replay.compiled import AS_PAGED_PEAK
+
+        paged_footprint_peak = int(res.walks["contiguous"][AS_PAGED_PEAK])
     else:
         tl = res.timelines["contiguous"]
         paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max())
