@@ -131,3 +131,12 @@ def test_small_traces_take_the_numpy_path_without_numba(monkeypatch):
     r = replay(t, slot_bytes=5120, block_bytes=160, max_seq=512, block_size=16, slots=3)
     assert r.walks == {}
     assert not fastpath.use(10**6 - 1) and fastpath.use(10**6)
+
+
+def test_compiled_replay_matches_the_brute_force_step_simulator():
+    """tests/test_replay.py's property (every figure against a step-by-step simulation),
+    run here with the compiled path on (this module's fixture: from one request on)."""
+    from tests.test_replay import test_replay_matches_brute_force
+
+    assert fastpath.use(1)
+    test_replay_matches_brute_force()
