@@ -1,7 +1,8 @@
 """The replay's loops compiled with numba: the two admission schedules and one streaming
 walk over a schedule's events that reads every figure off it without storing the epochs.
 
-The same numbers as the numpy path (:mod:`kvgate.replay.allocators`,
+Used for traces of 50,000 requests or more (:mod:`kvgate.replay.fastpath`). The same
+numbers as the numpy path (:mod:`kvgate.replay.allocators`,
 :mod:`kvgate.replay.timeline`, :mod:`kvgate.replay.results`), kept for a machine where
 numba does not import (:data:`HAVE_NUMBA`) and for figures that would not fit int64; the
 two are tested equal (``tests/test_replay_compiled.py``).
