@@ -33,6 +33,18 @@ reader on the same files (read only).
     python benchmarks/replay_scaling.py --end-to-end --sizes 1000000,10000000 --repeat 3
     python benchmarks/replay_scaling.py --end-to-end --src /tmp/before/src --sizes 1000000
     python benchmarks/replay_scaling.py --readers --sizes 1000000
+
+Against a peer (issue 27: "replay at 10^7 ≤ 1.5 GiB and ≤ 2× a pyarrow+numpy peer"):
+``--peer`` times, one fresh process after another (never two at once), on the CSV of
+seconds of N requests and both budgets: ``kvgate replay`` as a user runs it (text answer),
+``kvgate replay --json`` (the plotted series too; its figures are checked equal to the
+peer's), ``benchmarks/replay_peer.py`` (pyarrow + numpy), and with ``--src`` the same text
+command on another checkout (the "before" column). Wall, CPU (user + system) and peak RSS
+come from ``wait4``; the table is printed (RESULTS.md, "## Trace replay at 10^7", holds
+it) and ``--write`` keeps the rows in ``benchmarks/results/replay_peer.json``.
+
+    nice python benchmarks/replay_scaling.py --peer --sizes 100000,1000000,10000000 \
+        --src /tmp/before/src --write
 """
 
 from __future__ import annotations
@@ -266,6 +278,82 @@ def readers(sizes: list[int], folder: Path) -> None:
                 )
 
 
+# --- against the pyarrow + numpy peer ------------------------------------------------------------
+
+PEER_SECTION = "## Trace replay at 10^7"
+REPLAY_ARGS = ["--model", "qwen3-30b-a3b", "--max-seq", "8192", "--kv-format", "int8-f32scale"]
+BUDGETS = (("headroom 12,982 MiB", ["--budget", str(HEADROOM)]), ("8 slots", ["--slots", "8"]))
+
+
+def _measure(cmd: list[str], src: str | None = None) -> dict:
+    """Run ``cmd`` alone; its wall time, CPU time (user + system), peak RSS and stdout."""
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}: {err.read().decode()[-2000:]}")
+        return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss * 1024,
+                "stdout": out.read().decode()}  # fmt: skip
+
+
+def peer_rows(sizes: list[int], folder: Path, before: str | None) -> list[dict]:
+    """kvgate replay (text, --json), the peer and optionally the before checkout, per size and budget."""
+    src = str(HERE.parent / "src")
+    rows = []
+    for n in sizes:
+        path = str(make_files(n, folder, ("seconds-csv",))["seconds-csv"])
+        for label, flags in BUDGETS:
+            kv_cmd = [sys.executable, "-m", "kvgate", "replay", *REPLAY_ARGS, "--trace", path, *flags]
+            row: dict = {"requests": n, "budget": label, "load": os.getloadavg()}
+            row["kvgate"] = _measure(kv_cmd, src)
+            row["kvgate_json"] = _measure(kv_cmd + ["--json"], src)
+            row["peer"] = _measure([sys.executable, str(HERE / "replay_peer.py"), path, *flags])
+            if before:
+                row["before"] = _measure(kv_cmd, before)
+            kv = json.loads(row["kvgate_json"]["stdout"])
+            peer = json.loads(row["peer"]["stdout"])
+            row["differ"] = [f"{sec}.{k}" for sec in peer for k, v in peer[sec].items() if kv[sec][k] != v]
+            row["compared"] = sum(len(v) for v in peer.values())
+            row["ratio"] = kv["summary"]["ratio"]
+            for k in ("kvgate", "kvgate_json", "peer", "before"):
+                row.get(k, {}).pop("stdout", None)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def peer_markdown(rows: list[dict]) -> str:
+    def cell(r: dict) -> str:
+        return f"{r['wall_s']:.2f} / {r['cpu_s']:.2f} | {r['rss'] / 2**30:.2f}"
+
+    has_before = any("before" in r for r in rows)
+    head = "| requests | budget | kvgate replay: wall / CPU (s) | peak RSS (GiB) | `--json`: wall / CPU (s) | " \
+           "peak RSS (GiB) | peer: wall / CPU (s) | peak RSS (GiB) | kvgate / peer wall |"  # fmt: skip
+    sep = "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    if has_before:
+        head += " before: wall / CPU (s) | before peak RSS (GiB) |"
+        sep += "---:|---:|"
+    head += " figures equal to the peer's |"
+    sep += "---|"
+    lines = [head, sep]
+    for r in rows:
+        line = (f"| {r['requests']:,} | {r['budget']} | {cell(r['kvgate'])} | {cell(r['kvgate_json'])} | "
+                f"{cell(r['peer'])} | {r['kvgate']['wall_s'] / r['peer']['wall_s']:.2f}× |")  # fmt: skip
+        if has_before:
+            line += f" {cell(r['before'])} |" if "before" in r else " – | – |"
+        line += f" {'yes' if not r['differ'] else 'NO: ' + ', '.join(r['differ'])} ({r['compared']} figures) |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="10000,100000,1000000")
@@ -274,9 +362,18 @@ def main() -> int:
     p.add_argument("--end-to-end", action="store_true", help="time load_trace + replay on files, fresh processes")
     p.add_argument("--readers", action="store_true", help="time pyarrow, polars and the Python reader (read only)")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"files for --end-to-end, of {', '.join(KINDS)}")
-    p.add_argument("--src", help="another checkout's src/ for --end-to-end (the 'before' column)")
+    p.add_argument("--src", help="another checkout's src/ for --end-to-end / --peer (the 'before' column)")
+    p.add_argument("--peer", action="store_true", help="kvgate replay against benchmarks/replay_peer.py, fresh processes")
     p.add_argument("--files", default=str(Path(tempfile.gettempdir()) / "kvgate-replay-bench"), help="cache of files")
     a = p.parse_args()
+    if a.peer:
+        folder = Path(a.files)
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = peer_rows([int(x) for x in a.sizes.split(",")], folder, a.src)
+        print(peer_markdown(rows))
+        if a.write:
+            (HERE / "results" / "replay_peer.json").write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     if a.end_to_end or a.readers:
         folder = Path(a.files)
         folder.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,10 @@ Both are one pass over the requests with a heap (O(n log K), O(n log n)). Until 
 request that has to wait, "admit at arrival" is checked vectorized
 (:func:`first_blocked`) and the loop starts only there. The loop reads its inputs in
 chunks of :data:`CHUNK` requests, so the Python objects it handles are bounded by the
-chunk, not by the trace (10^7 requests once held ~1 GB of Python ints here).
+chunk, not by the trace (10^7 requests once held ~1 GB of Python ints here). When numba
+imports and the trace is large (:mod:`kvgate.replay.fastpath`), both loops run compiled
+over the whole trace instead
+(:mod:`kvgate.replay.compiled`: the same schedules, 10^7 requests in well under a second).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+
+from kvgate.replay import fastpath
 
 CHUNK = 1 << 16  # requests converted to Python ints at a time by the admission loops
 _PREFIX = 1 << 12  # requests in the first, cheap look for where admission first waits
@@ -64,6 +69,12 @@ def schedule_contiguous(arrive: np.ndarray, service: np.ndarray, slots: int) -> 
     non-decreasing. Returns int64 steps, non-decreasing.
     """
     n = len(arrive)
+    if n and fastpath.use(n):  # the whole loop compiled: no need to find where it first waits
+        from kvgate.replay import compiled
+
+        out = np.empty(n, dtype=np.int64)
+        compiled.schedule_contiguous_loop(compiled.i64(arrive), compiled.i64(service), min(int(slots), n), out)
+        return out
     k = first_blocked(arrive, service, np.ones(n, dtype=np.int64), slots)
     out = np.asarray(arrive, dtype=np.int64).copy()
     if k == n:
@@ -101,6 +112,12 @@ def schedule_budget(arrive: np.ndarray, service: np.ndarray, cost: np.ndarray, b
     steps. Returns int64 steps, non-decreasing.
     """
     n = len(arrive)
+    if n and cost.dtype != object and int(budget) < 2**62 and fastpath.use(n):
+        from kvgate.replay import compiled
+
+        out = np.empty(n, dtype=np.int64)
+        compiled.schedule_budget_loop(compiled.i64(arrive), compiled.i64(service), compiled.i64(cost), int(budget), out)
+        return out
     k = first_blocked(arrive, service, cost, budget) if cost.dtype != object else 0
     out = np.asarray(arrive, dtype=np.int64).copy()
     if k == n:

@@ -7,6 +7,7 @@ by the decode rate). See :mod:`kvgate.replay.simulate` for the service model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -14,10 +15,10 @@ import numpy as np
 
 from kvgate.options import DEFAULT_PAGE_SIZE as DEFAULT_BLOCK_SIZE  # positions per block (vLLM's default)
 from kvgate.replay.timeline import Timeline, block_steps
-from kvgate.replay.timeline import dot_exact as _dot
 from kvgate.replay.timeline import mul_exact as _mul
 
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
+SUM_CHUNK = 1 << 20  # requests per chunk of the schedule-free sums (position·steps, block·steps)
 
 
 @dataclass
@@ -83,12 +84,14 @@ class ReplayResult:
     summary: dict
     warnings: list[str]
     attribution: str | None
-    timelines: dict[str, Timeline] = field(repr=False)
+    timelines: Mapping[str, Timeline] = field(repr=False)
     block_bytes: int = 0
     block_size: int = DEFAULT_BLOCK_SIZE
     slot_bytes: int = 0
     fixed_bytes: int = 0
     decode_rate: float = DEFAULT_DECODE_RATE
+    #: per allocator, the statistics of :func:`kvgate.replay.compiled.walk` (when it ran)
+    walks: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def reserved_bytes(self, allocator: str, which: str = "last", lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Reserved bytes per epoch of ``allocator`` (``"contiguous"``, ``"paged"``, or
@@ -125,29 +128,43 @@ class ReplayResult:
 def _delays(admit: np.ndarray, arrive: np.ndarray, rate: float) -> tuple:
     if len(admit) == 0:
         return None, None, None, None
-    w = (admit - arrive).astype(np.float64) / rate
+    w = (admit - arrive).astype(np.float64)
+    w /= rate
     p50, p99 = np.percentile(w, [50, 99])
     return float(p50), float(p99), float(w.max()), float(w.mean())
 
 
-def _time_mean(
-    tl: Timeline, res: ReplayResult, t_end: int, *, contiguous: bool, prompt: np.ndarray, output: np.ndarray
-) -> tuple[int, int]:
+def position_steps(prompt: np.ndarray, output: np.ndarray) -> tuple[int, int]:
+    """Σ over requests and their decode steps of the positions held, and of the sequences
+    live (sequence·steps), exactly. A request holds p + k positions in its k-th step
+    (k = 1..o), so it adds o·p + o(o + 1)/2 and o, whenever it runs: the same sums as
+    over a timeline's epochs (``Σ (first + last)·length / 2`` and ``Σ live·length``)."""
+    if len(output) == 0:
+        return 0, 0
+    p, o = np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64)
+    if float(o.max()) * (float(p.max()) + float(o.max()) + 1) * min(len(o), SUM_CHUNK) >= 2**62:
+        po = o.astype(object)
+        return int((po * p.astype(object) + po * (po + 1) // 2).sum()), int(po.sum())
+    pos = steps = 0
+    for a in range(0, len(o), SUM_CHUNK):  # in chunks: temporaries of a chunk, not of the trace
+        oc, pc = o[a : a + SUM_CHUNK], p[a : a + SUM_CHUNK]
+        pos += int((oc * pc + oc * (oc + 1) // 2).sum())
+        steps += int(oc.sum())
+    return pos, steps
+
+
+def _time_mean(res: ReplayResult, t_end: int, *, contiguous: bool, prompt: np.ndarray,
+               output: np.ndarray) -> tuple[int, int]:  # fmt: skip
     """Time averages over steps 0 .. t_end − 1 of reserved and written bytes (floored).
 
-    Written: n·fixed + positions·block_bytes/B, summed exactly per epoch (positions grow
-    by n per step: Σ = (first + last)·length/2). Reserved: slots × S for contiguous; for
-    paged n·fixed + blocks·block_bytes, with blocks summed by :func:`block_steps`.
+    Written: n·fixed + positions·block_bytes/B, summed exactly over the steps
+    (:func:`position_steps`). Reserved: slots × S for contiguous; for paged n·fixed +
+    blocks·block_bytes, with blocks summed by :func:`block_steps`. Neither depends on the
+    schedule but through ``t_end``.
     """
-    if t_end <= 0 or len(tl) == 0:
+    if t_end <= 0:
         return 0, 0
-    pos_sum = seq_steps = 0
-    for lo, hi in tl.chunks():
-        length = tl.end_of(lo, hi) - tl.start[lo:hi]
-        first = tl.positions_first[lo:hi]
-        pos_sum += _dot(first + first + tl.live[lo:hi] * (length - 1), length)
-        seq_steps += _dot(tl.live[lo:hi], length)
-    pos_sum //= 2
+    pos_sum, seq_steps = position_steps(prompt, output)
     fixed = seq_steps * res.fixed_bytes
     written = Fraction(fixed, t_end) + Fraction(pos_sum * res.block_bytes, res.block_size * t_end)
     if contiguous:
@@ -160,16 +177,31 @@ def _time_mean(
 def allocator_result(
     name: str,
     res: ReplayResult,
-    tl: Timeline,
+    tl: Timeline | None,
     admit: np.ndarray,
     arrive: np.ndarray,
     prompt: np.ndarray,
     service: np.ndarray,
     too_long: int,
     over_budget: int,
+    stats: np.ndarray | None = None,
 ) -> AllocatorResult:
+    """One allocator's figures, read off ``tl`` chunk by chunk, or off ``stats`` (the
+    statistics of :func:`kvgate.replay.compiled.walk` over the same schedule) when given."""
     rate = res.decode_rate
-    if len(tl):
+    if stats is not None:
+        from kvgate.replay import compiled as k
+
+        peak, written_at_peak = int(stats[k.PEAK]), int(stats[k.WRITTEN_AT_PEAK])
+        peak_written = int(stats[k.PEAK_WRITTEN])
+        max_conc = int(stats[k.MAX_LIVE])
+        if stats[k.N_EPOCHS] == 0:
+            peak, peak_time, written_at_peak, peak_written, max_conc = 0, None, 0, 0, 0
+        elif name == "contiguous":
+            peak_time = float(stats[k.PEAK_START] / rate)
+        else:
+            peak_time = float((stats[k.PEAK_END] - 1) / rate)
+    elif len(tl):
         # Chunk by chunk over the epochs (bounded memory): the peak, the first epoch that
         # reaches it, the most written while it holds, the most written at all.
         peak = written_at_peak = peak_written = None
@@ -199,7 +231,7 @@ def allocator_result(
         peak, peak_time, written_at_peak, peak_written, max_conc = 0, None, 0, 0, 0
     p50, p99, dmax, dmean = _delays(admit, arrive, rate)
     t_end = int((admit + service).max()) if len(admit) else 0
-    mean_res, mean_wr = _time_mean(tl, res, t_end, contiguous=name == "contiguous", prompt=prompt, output=service)
+    mean_res, mean_wr = _time_mean(res, t_end, contiguous=name == "contiguous", prompt=prompt, output=service)
     return AllocatorResult(
         name=name,
         admitted=int(len(admit)),

@@ -17,9 +17,18 @@ def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict
     joining the points with straight lines draws the replay (values step once per decode
     step inside an epoch). Otherwise time is cut into ``max_points // 2`` equal bins
     (``binned`` true, ``t_s`` the bin centres) and each bin shows the largest value of any
-    epoch in it, so peaks stay visible."""
-    tl = res.timelines[allocator]
+    epoch in it, so peaks stay visible.
+
+    The binned points of a timeline not yet built come from a compiled walk over the
+    schedule (:func:`_binned_walk`: the same numbers, without the timeline's memory)."""
     rate = res.decode_rate
+    if res.walks and not getattr(res.timelines, "is_built", lambda _: True)(allocator):
+        from kvgate.replay.compiled import N_EPOCHS
+
+        stats = res.walks[allocator]
+        if 2 * int(stats[N_EPOCHS]) >= max_points and stats[N_EPOCHS] > 0:
+            return _binned_walk(res, allocator, max_points)
+    tl = res.timelines[allocator]
     if len(tl) == 0:
         return {"t_s": [], "reserved_bytes": [], "written_bytes": [], "live": [], "binned": False}
     r_first, r_last = res.reserved_bytes(allocator, "first"), res.reserved_bytes(allocator, "last")
@@ -61,6 +70,28 @@ def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict
         out_w[empty] = np.asarray(w_last, dtype=np.float64)[idx]
         out_n[empty] = tl.live[idx]
     centers = (t0 + (np.arange(nb) + 0.5) * width) / rate
+    return {
+        "t_s": centers.tolist(),
+        "reserved_bytes": [int(x) for x in out_r],
+        "written_bytes": [int(x) for x in out_w],
+        "live": [int(x) for x in out_n],
+        "binned": True,
+    }
+
+
+def _binned_walk(res: ReplayResult, allocator: str, max_points: int) -> dict:
+    """The binned branch of :func:`series` from :func:`kvgate.replay.compiled.walk_bins`."""
+    from kvgate.replay.compiled import FINAL_END, walk_bins
+
+    admit, prompt, output, B = res.timelines.source(allocator)  # type: ignore[attr-defined]
+    keep = np.flatnonzero(output > 0)
+    t0, t1 = int(admit[keep[0]]), int(res.walks[allocator][FINAL_END])  # first epoch's start, last one's end
+    nb = max(1, max_points // 2)
+    width = max(1, -(-(t1 - t0) // nb))
+    nb = -(-(t1 - t0) // width)
+    out_r, out_w, out_n = walk_bins(admit, prompt, output, B, res.slot_bytes, res.fixed_bytes, res.block_bytes,
+                                    allocator == "contiguous", t0, width, nb)  # fmt: skip
+    centers = (t0 + (np.arange(nb) + 0.5) * width) / res.decode_rate
     return {
         "t_s": centers.tolist(),
         "reserved_bytes": [int(x) for x in out_r],

@@ -59,18 +59,23 @@ What the summary compares (the gate's paging candidate, DESIGN.md §3):
 - ``ratio`` = measured / bound.
 
 Code: :mod:`kvgate.replay.allocators` (the admission schedules: one pass each over the
-requests with a heap, O(n log K) and O(n log n), vectorized until the first request that
-has to wait), :mod:`kvgate.replay.timeline` (memory over time from cumulative sums over
-the admission/finish events, exactly: integer steps, block rounding through per-residue
-counts of live sequences, no per-token loop), :mod:`kvgate.replay.results` (the figures
-read off a timeline, reduced chunk by chunk), :mod:`kvgate.replay.series` (points to
-plot). This module checks the parameters and ties them together; it re-exports the names
-it always had (``Timeline``, ``build_timeline``, ``schedule_contiguous``, ``series``...).
+requests with a heap, O(n log K) and O(n log n)), :mod:`kvgate.replay.compiled` (those
+loops compiled with numba for traces of 50,000 requests or more, :mod:`kvgate.replay.fastpath`, and one streaming walk over each schedule's admission/finish
+events that reads every figure off it without storing its epochs), :mod:`kvgate.replay.timeline`
+(memory over time as epoch arrays, built only when read: ``ReplayResult.timelines`` is a
+:class:`~kvgate.replay.timeline.LazyTimelines`; exactly: integer steps, block rounding
+through per-residue counts of live sequences, no per-token loop), :mod:`kvgate.replay.results`
+(the figures; the numpy path reads them off a timeline chunk by chunk),
+:mod:`kvgate.replay.series` (points to plot, binned by the compiled walk when no timeline
+is built). Without numba, or when a byte figure could pass int64, the numpy path runs;
+the two are tested equal. This module checks the parameters and ties them together; it
+re-exports the names it always had (``Timeline``, ``build_timeline``,
+``schedule_contiguous``, ``series``...).
 
-Speed and memory (``benchmarks/replay_scaling.py``, ``benchmarks/RESULTS.md`` "Speed
-(issue 9): replay"): 10^6 requests replay through both allocators in about 1.5-2.5 s on
-two CPU cores; memory is the request arrays plus about 40 bytes per epoch of each
-timeline (two epochs per request at most), a few hundred bytes per request in all.
+Speed and memory (``benchmarks/replay_scaling.py --peer``, ``benchmarks/RESULTS.md``
+"Trace replay at 10^7"): memory is the request arrays, the two schedules and a heap of the
+live sequences, about 100 bytes per request; a timeline (~40 bytes per epoch, two epochs
+per request at most) only when one is read.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
+from kvgate.replay import fastpath
 from kvgate.replay.allocators import schedule_budget, schedule_contiguous
 from kvgate.replay.results import (
     DEFAULT_BLOCK_SIZE,
@@ -91,7 +97,7 @@ from kvgate.replay.results import (
     allocator_result,
 )
 from kvgate.replay.series import series
-from kvgate.replay.timeline import Timeline, block_steps, build_timeline
+from kvgate.replay.timeline import LazyTimelines, Timeline, block_steps, build_timeline
 from kvgate.replay.timeline import mul_exact as _mul
 from kvgate.replay.trace import Trace
 
@@ -145,7 +151,8 @@ def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) ->
     """
     a = np.asarray(arrival_s, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        x = a / speed * decode_rate
+        x = a / speed
+        x *= decode_rate  # (in place: one temporary array, not three)
     last = float(np.max(x)) if len(x) else 0.0
     if not (math.isfinite(last) and last <= MAX_ARRIVAL_STEP):
         span = float(np.max(a) - np.min(a)) if len(a) else 0.0
@@ -155,7 +162,8 @@ def arrival_steps(arrival_s: np.ndarray, *, speed: float, decode_rate: float) ->
             f"({MAX_ARRIVAL_STEP / decode_rate * speed:.6g} s)",
             hint="check the trace's time column (seconds, or date-times); a bad timestamp makes a huge span",
         )
-    return np.ceil(np.round(x, 6)).astype(np.int64)
+    np.round(x, 6, out=x)
+    return np.ceil(x, out=x).astype(np.int64)
 
 
 def replay(
@@ -237,7 +245,6 @@ def replay(
 
     # Contiguous: K identical slots, FIFO.
     admit_c = schedule_contiguous(arrive, o, K)
-    tl_c = build_timeline(admit_c, p, o, B)
     # Paged: logical reservation of the whole request's blocks against the budget.
     cost_arr = _mul((p + o + (B - 1)) // B, bb) + fixed
     fits = np.asarray(cost_arr <= budget, dtype=bool)
@@ -249,7 +256,8 @@ def replay(
     del fits
     admit_p = schedule_budget(arrive_p, o_p, cost_arr, budget)
     del cost_arr
-    tl_p = build_timeline(admit_p, p_p, o_p, B)
+    timelines = LazyTimelines({"contiguous": (admit_c, p, o, B), "paged": (admit_p, p_p, o_p, B)})
+    walks = _walks(timelines, K=K, budget=budget, L=L, S=S, bb=bb, fixed=fixed)
     res = ReplayResult(
         inputs={
             "trace": trace.source,
@@ -271,25 +279,53 @@ def replay(
         summary={},
         warnings=warns,
         attribution=trace.attribution,
-        timelines={"contiguous": tl_c, "paged": tl_p},
+        timelines=timelines,
+        walks=walks,
         block_bytes=bb,
         block_size=B,
         slot_bytes=S,
         fixed_bytes=fixed,
         decode_rate=rate,
     )
-    res.contiguous = allocator_result("contiguous", res, tl_c, admit_c, arrive, p, o, too_long, 0)
-    res.paged = allocator_result("paged", res, tl_p, admit_p, arrive_p, p_p, o_p, too_long, over)
+    if walks:
+        res.contiguous = allocator_result("contiguous", res, None, admit_c, arrive, p, o, too_long, 0,
+                                          stats=walks["contiguous"])  # fmt: skip
+        res.paged = allocator_result("paged", res, None, admit_p, arrive_p, p_p, o_p, too_long, over, stats=walks["paged"])
+    else:
+        res.contiguous = allocator_result("contiguous", res, timelines["contiguous"], admit_c, arrive, p, o, too_long, 0)
+        res.paged = allocator_result("paged", res, timelines["paged"], admit_p, arrive_p, p_p, o_p, too_long, over)
     res.summary = _summary(res, K, S)
     return res
+
+
+def _walks(timelines: LazyTimelines, *, K: int, budget: int, L: int, S: int, bb: int, fixed: int) -> dict:
+    """Both schedules walked compiled (:func:`kvgate.replay.compiled.walk`): the figures
+    without the timelines. Empty when numba is not used or a byte figure could pass int64
+    (then the timelines are built and read, in Python ints where needed)."""
+    if not fastpath.use(len(timelines.source("contiguous")[0])):
+        return {}
+    from kvgate.replay import compiled
+
+    B = timelines.source("contiguous")[3]
+    m_paged = len(timelines.source("paged")[0])
+    live_paged = min(m_paged, budget // (fixed + bb))  # each live request reserves ≥ fixed + one block
+    if not (compiled.int64_safe(K, L, B, S, bb, fixed) and compiled.int64_safe(live_paged, L, B, S, bb, fixed)):
+        return {}
+    return {name: compiled.walk_stats(*timelines.source(name), S, fixed, bb, name == "contiguous")
+            for name in ("contiguous", "paged")}  # fmt: skip
 
 
 def _summary(res: ReplayResult, K: int, S: int) -> dict:
     c = res.contiguous
     bound = K * S
-    tl = res.timelines["contiguous"]
-    paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max()) for lo, hi in tl.chunks()),
-                               default=0)  # fmt: skip
+    if res.walks:
+        from kvgate.replay.compiled import AS_PAGED_PEAK
+
+        paged_footprint_peak = int(res.walks["contiguous"][AS_PAGED_PEAK])
+    else:
+        tl = res.timelines["contiguous"]
+        paged_footprint_peak = max((int(res.reserved_bytes("contiguous-as-paged", lo=lo, hi=hi).max())
+                                    for lo, hi in tl.chunks()), default=0)  # fmt: skip
     measured: int | None = c.peak_reserved_bytes - paged_footprint_peak
     unwritten: int | None = c.reclaim_at_peak_bytes
     reason = None

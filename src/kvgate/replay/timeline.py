@@ -11,12 +11,14 @@ the epoch arrays (the result) grow with the trace.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 EVENT_CHUNK = 1 << 18  # events per chunk of the running sums
 EPOCH_CHUNK = 1 << 20  # epochs per chunk when results are reduced over a timeline
+_SUM_CHUNK = 1 << 20  # requests per chunk of block_steps
 _CHUNK = 1 << 12  # events per sub-chunk when counting residues (small: stays in cache)
 
 
@@ -69,6 +71,35 @@ class Timeline:
         size = size or EPOCH_CHUNK
         for lo in range(0, len(self), size):
             yield lo, min(lo + size, len(self))
+
+
+class LazyTimelines(Mapping):
+    """Timelines by allocator name, built (:func:`build_timeline`) the first time one is
+    read: a replay reads its figures off a streaming walk (:mod:`kvgate.replay.compiled`)
+    and keeps only what a timeline is built from (the schedule and the request arrays),
+    so a timeline's ~40 bytes per epoch are spent only when one is asked for."""
+
+    def __init__(self, sources: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> None:
+        self._sources = sources
+        self._built: dict[str, Timeline] = {}
+
+    def source(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(admission steps, prompt, output, block size) of ``name``'s schedule."""
+        return self._sources[name]
+
+    def is_built(self, name: str) -> bool:
+        return name in self._built
+
+    def __getitem__(self, name: str) -> Timeline:
+        if name not in self._built:
+            self._built[name] = build_timeline(*self._sources[name])
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
 
 
 def mul_exact(a: np.ndarray, k: int) -> np.ndarray:
@@ -206,4 +237,8 @@ def block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> int:
         q, r = np.divmod(n, B)
         return B * q * (q + 1) // 2 + r * (q + 1)
 
-    return int((F(prompt + output) - F(prompt)).sum())
+    total = 0
+    for a in range(0, len(prompt), _SUM_CHUNK):  # in chunks: a chunk's temporaries, not the trace's
+        pc, oc = prompt[a : a + _SUM_CHUNK], output[a : a + _SUM_CHUNK]
+        total += int((F(pc + oc) - F(pc)).sum())
+    return total

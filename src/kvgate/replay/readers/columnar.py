@@ -149,6 +149,8 @@ def read_columns(
         if any(p[3] != kind for p in parts):
             return None
         t = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
+    del parts
+    pa.default_memory_pool().release_unused()  # the parser's blocks, else kept by the pool (~300 MB at 10^7 rows)
     return RawColumns(prompt, output, t, kind, line_of=_line_finder(path, head.kind), reader="columnar")
 
 
