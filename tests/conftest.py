@@ -47,3 +47,17 @@ def run_cli(capsys):
         assert main(list(argv)) == 0
         return capsys.readouterr().out
     return run
+
+
+@pytest.fixture(autouse=True)
+def _transformers_logs_to_the_live_stderr():
+    """transformers' logger keeps the stream that was ``sys.stderr`` when it first logged; a test
+    that captured stderr then leaves it a closed stream, and a later warning prints "--- Logging
+    error ---" with a traceback (seen under pytest-xdist, where the order differs)."""
+    import sys
+
+    mod = sys.modules.get("transformers.utils.logging")
+    handler = getattr(mod, "_default_handler", None) if mod is not None else None
+    if handler is not None:
+        handler.stream = sys.stderr  # not setStream: it flushes the old, closed stream
+    yield

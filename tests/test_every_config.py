@@ -43,3 +43,15 @@ def test_every_config_answers_or_refuses_cleanly(cfg: Path, label: str, argv: li
     else:
         assert rc == 2, (rc, doc)
         assert isinstance(doc["error"], str) and doc["error"]
+
+
+def test_a_config_transformers_rejects_prints_kvgates_lines_only(capsys):
+    """FalconH1Config logs an error with the whole config before it raises; kvgate's answer is
+    its own ERROR/HINT pair, without transformers' log line."""
+    from kvgate.cli import main
+
+    cfg = Path(__file__).resolve().parent / "data" / "configs" / "falcon-h1-0.5b-reconstructed.json"
+    main(["weights", str(cfg)])
+    err = capsys.readouterr().err
+    assert "[transformers]" not in err and "Logging error" not in err
+    assert err.startswith("ERROR:") or not err

@@ -193,12 +193,12 @@ def layer_types_of(text: Any) -> list[str]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """transformers' config classes log and warn about fields they rename or ignore;
-    kvgate's output stays its own (what matters is in ``ModelSpec.notes``)."""
+    """transformers' config classes log and warn about fields they rename or ignore, and log an
+    error with the whole config before a class rejects it; kvgate's output stays its own (what matters is in ``ModelSpec.notes``)."""
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
+    hf_logging.set_verbosity(hf_logging.CRITICAL)  # its error lines too: kvgate raises its own (ConfigError)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
