@@ -5,6 +5,8 @@
 # over zero-weight GGUFs. Carried folder C (git-ignored, default build/h6) holds: llama.cpp.tar.gz,
 # gguf/ (headers + SIZES.txt from `llamacpp_gpu_buffers.py headers`), llamacpp_gpu_buffers.py.
 # Usage on the device, from the repo root: bash build/h6/run.sh   (OUT set by the device tool)
+# ONLY=id,id… runs those cases (CASES and DIAG of the .py) in that order; SKIP=id,… leaves some out;
+# a second call on the still-warm machine reuses /tmp/lcb (no rebuild).
 T0=$(date +%s)
 TOTAL=${TOTAL:-585}
 C=${C:-$(pwd)/build/h6}
@@ -27,8 +29,9 @@ fi
 LEFT=$(( TOTAL - ( $(date +%s) - T0 ) ))
 log "runs, ${LEFT}s left"
 mkdir -p /tmp/gg && cp "$C"/gguf/* /tmp/gg/
+rm -rf /tmp/res  # a warm machine keeps the last call's logs
 PYTHONUNBUFFERED=1 python3 "$C/llamacpp_gpu_buffers.py" run /tmp/gg --server /tmp/lcb/bin/llama-server \
-  --out /tmp/res --budget $(( LEFT - 25 )) 2>&1 | tee -a "$S"
+  --out /tmp/res --budget $(( LEFT - 25 )) ${ONLY:+--only "$ONLY"} ${SKIP:+--skip "$SKIP"} 2>&1 | tee -a "$S"
 cp /tmp/res/runs.json "$OUT/" 2>/dev/null
 (cd /tmp/res && tar czf "$OUT/logs.tar.gz" *.log) 2>/dev/null
 gzip -c "$OUT/build.log" > "$OUT/build.log.gz"; rm -f "$OUT/build.log"

@@ -84,6 +84,19 @@ CASES = [
     ("l16-ngl1-ub2048", "llama8b-f16", "-c 32768 -ngl 1 -ub 2048"),
 ]
 
+#: diagnostic runs, not compared with kvgate (flags kvgate does not take): ``(id, model, flags,
+#: environment)``. ``GGML_SCHED_DEBUG=2`` with ``-lv 5`` prints every split of the graph
+#: reserves with its inputs and every node's backend and size (``ggml-backend.cpp``
+#: ``ggml_backend_sched_print_assignments``); ``--no-op-offload`` keeps the ops of CPU layers
+#: on the CPU (``common/arg.cpp``).
+DIAG = [
+    ("l16-ngl0-sched", "llama8b-f16", "-c 32768 -ngl 0 -lv 5", {"GGML_SCHED_DEBUG": "2"}),
+    ("l16-ngl0-nooff", "llama8b-f16", "-c 32768 -ngl 0 --no-op-offload", {}),
+    ("l16-ngl20-nooff", "llama8b-f16", "-c 32768 -ngl 20 --no-op-offload", {}),
+    ("l16-ngl0-c8k", "llama8b-f16", "-c 8192 -ngl 0", {}),
+    ("l4-ngl0-c8k", "llama8b-q4_0", "-c 8192 -ngl 0", {}),
+]
+
 # --------------------------------------------------------------------------------------------
 # 1. headers
 
@@ -225,7 +238,8 @@ def healthy(port: int) -> bool:
         return False
 
 
-def run_case(server: str, gguf_path: Path, flags: str, log: Path, port: int, timeout: float) -> dict:
+def run_case(server: str, gguf_path: Path, flags: str, log: Path, port: int, timeout: float,
+             env: dict | None = None) -> dict:
     cmd = [server, "-m", str(gguf_path), "--host", "127.0.0.1", "--port", str(port), "--no-warmup", "-t", "8", "-lv", "4"]  # -lv 4: the buffer lines are INFO of llama.cpp itself
     cmd += flags.split()
     t0 = time.monotonic()
@@ -235,7 +249,7 @@ def run_case(server: str, gguf_path: Path, flags: str, log: Path, port: int, tim
 
         pre = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
         proc = subprocess.Popen([*pre, *cmd], stdout=lf, stderr=subprocess.STDOUT,  # noqa: S603
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **(env or {})})
         ready, used, rss = False, None, {}
         while time.monotonic() - t0 < timeout:
             if proc.poll() is not None:
@@ -265,12 +279,19 @@ def cmd_run(a: argparse.Namespace) -> int:
     extend(d)
     deadline = time.monotonic() + a.budget
     res = {}
-    for i, (cid, model, flags) in enumerate(CASES):
+    every = {c[0]: (c[1], c[2], c[3] if len(c) > 3 else {}) for c in [*CASES, *DIAG]}
+    only = [x for x in (a.only or "").split(",") if x]
+    skip = {x for x in (a.skip or "").split(",") if x}
+    order = only or [c[0] for c in CASES]
+    for i, cid in enumerate(order):
+        if cid in skip or cid not in every:
+            continue
+        model, flags, env = every[cid]
         left = deadline - time.monotonic()
         if left < 20:
             res[cid] = {"skipped": "out of time"}
             continue
-        r = run_case(a.server, d / f"{model}.gguf", flags, out / f"{cid}.log", 18000 + i, min(60.0, left - 5))
+        r = run_case(a.server, d / f"{model}.gguf", flags, out / f"{cid}.log", 18000 + i, min(60.0, left - 5), env)
         res[cid] = r
         print(cid, json.dumps(r), flush=True)
         (out / "runs.json").write_text(json.dumps(res, indent=1))
@@ -374,6 +395,8 @@ def main() -> int:
     r.add_argument("--server", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--budget", type=float, default=240.0, help="seconds for all cases")
+    r.add_argument("--only", help="comma-separated case ids (of CASES and DIAG), run in this order")
+    r.add_argument("--skip", help="comma-separated case ids not to run")
     c = sub.add_parser("compare")
     c.add_argument("dir")
     c.add_argument("out", help="the run's output folder (logs and runs.json)")

@@ -71,10 +71,16 @@ def test_compute_buffer_from_gguf_keys_by_hand():
     -c 32768 -np 4 -fa on -ub 512: n_kv = 8192, E = 512 × 4096 × 4 = 8,388,608,
     mask = 512 × 8192 × 2 = 8,388,608; FFN low 2 × 512 × 14336 × 4 + mask + 2E = 83,886,080,
     high 3 × … + mask + 4E = 130,023,424; logits 4 … 512 rows × 128 × 4 + E are smaller.
-    Band: 83,886,080 × 0.9 = 75,497,472 … ⌈130,023,424 × 1.15⌉ = 149,526,938."""
+    The q8_0 cache adds CUDA flash attention's f16 copies of K and V (``ggml-cuda/fattn.cu``
+    ``ggml_cuda_flash_attn_ext_get_alloc_size`` at 0c1e57098bba: 128 tokens a stream take the
+    MMA kernel, which needs f16 K and V): 8192 cells × 4 streams × 1024 × 2 B × (K, V) =
+    134,217,728; that phase is larger: low 134,217,728 + mask + 2E = 159,383,552, high
+    + 4E = 176,160,768. Band: × 0.9 = 143,445,196 … ⌈× 1.15⌉ = 202,584,884."""
     m = load_model(str(CONF / "preset-llama-3.1-8b.gguf"))
     f = LlamaCppFlags(ctx_size=32768, parallel=4, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on")
-    assert compute_buffer(m, f, 32768, release=resolve_release("llama.cpp", None)) == Interval(75_497_472, 149_526_938)
+    assert compute_buffer(m, f, 32768, release=resolve_release("llama.cpp", None)) == Interval(143_445_196, 202_584_884)
+    f16 = dataclasses.replace(f, cache_type_k="f16", cache_type_v="f16")  # no copies: the FFN phase
+    assert compute_buffer(m, f16, 32768, release=resolve_release("llama.cpp", None)) == Interval(75_497_472, 149_526_938)
 
 
 def test_gguf_vocabulary_falls_back_to_tokens_then_unknown():

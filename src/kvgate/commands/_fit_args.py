@@ -152,6 +152,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     lc.add_argument("--host-memory", dest="host_memory", metavar="BYTES", type=_bytes, default=None,
                     help="host RAM for the layers and KV off the GPU (default: this machine's)")
     lc.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one KV cache for all sequences")
+    lc.add_argument("--no-op-offload", dest="no_op_offload", action="store_true",
+                    help="CPU layers' ops stay on the CPU (no weight copies in the GPU's compute buffer)")
     s.add_argument("--chunked-prefill-size", metavar="N", type=_count, default=None,
                    help="prefill chunk (does not change the pool)")
     s.add_argument("--swa-full-tokens-ratio", metavar="R", type=_fraction, default=None,
@@ -227,7 +229,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                          ("-ctv", args.cache_type_v), ("-ngl", args.n_gpu_layers),
                                          ("-fa", args.flash_attn), ("-ub", args.ubatch_size), ("-b", args.batch_size),
                                          ("-kvu", args.kv_unified or None), ("-fit", args.fit),
-                                         ("-fitt", args.fit_target), ("--host-memory", args.host_memory)) if v is not None]
+                                         ("-fitt", args.fit_target), ("--host-memory", args.host_memory),
+                                         ("--no-op-offload", getattr(args, "no_op_offload", False) or None)) if v is not None]
     shared_tp = _tp_for_sglang(args, given)
     engines = [e for e, fl in given.items() if fl]
     if len(engines) > 1:
@@ -260,6 +263,8 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                             ("fit_target", None if args.fit_target is None else args.fit_target * 2**20),
                             ("host_memory", args.host_memory)) if v is not None}
     lc["kv_unified"] = bool(args.kv_unified)
+    if getattr(args, "no_op_offload", False):
+        lc["op_offload"] = False
     if engine == "llama.cpp" and args.kv_cache_dtype.strip().lower() != "auto":  # else sized f16, the flag dropped
         raise KvgateError(f"--kv-cache-dtype {args.kv_cache_dtype} is vLLM's and SGLang's flag: llama.cpp does not read it",
                           hint="llama.cpp's KV types are -ctk / -ctv (e.g. -ctk q8_0 -ctv q8_0); or --engine vllm")

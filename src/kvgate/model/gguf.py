@@ -172,11 +172,16 @@ def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
     ``output`` (``{"bytes", "shape", "cuda_bytes"}``, shape as ggml's ``ne``: ``[n_embd,
     n_vocab]``; no ``output`` when the head is tied to ``token_embd``), ``other_bytes``
     (output_norm …); ``layer_cuda_bytes`` / ``other_cuda_bytes`` the same in a CUDA buffer
-    (:func:`cuda_alloc_bytes`: row padding and 128 B alignment). Bytes are ``ggml_nbytes``
+    (:func:`cuda_alloc_bytes`: row padding and 128 B alignment); ``layer_max_cuda_bytes`` /
+    ``layer_attn_max_cuda_bytes`` the largest tensor of each layer (of its ``attn`` tensors),
+    CUDA-sized: what one op-offloaded matmul copies onto the GPU. Bytes are ``ggml_nbytes``
     (:func:`gguf_weight_bytes`); no tensor data is read."""
     layers: dict[int, int] = {}
     cuda: dict[int, int] = {}
-    out: dict[str, Any] = {"layer_bytes": layers, "other_bytes": 0, "layer_cuda_bytes": cuda, "other_cuda_bytes": 0}
+    big: dict[int, int] = {}
+    big_attn: dict[int, int] = {}
+    out: dict[str, Any] = {"layer_bytes": layers, "other_bytes": 0, "layer_cuda_bytes": cuda, "other_cuda_bytes": 0,
+                           "layer_max_cuda_bytes": big, "layer_attn_max_cuda_bytes": big_attn}
     for t in reader.tensors:
         name, nb = str(t.name), int(t.n_bytes)
         shape = [int(x) for x in t.shape]
@@ -188,6 +193,9 @@ def gguf_tensor_summary(reader: Any) -> dict[str, Any]:
             i = int(name.split(".")[1])
             layers[i] = layers.get(i, 0) + nb
             cuda[i] = cuda.get(i, 0) + cb
+            big[i] = max(big.get(i, 0), cb)
+            if ".attn_" in name:
+                big_attn[i] = max(big_attn.get(i, 0), cb)
         elif name in ("token_embd.weight", "output.weight"):
             out[name.split(".")[0]] = {"bytes": nb, "shape": shape, "cuda_bytes": cb}
         else:

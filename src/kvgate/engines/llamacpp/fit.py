@@ -49,7 +49,7 @@ from kvgate.fit.answer import FitAnswer
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.release import Release
-from kvgate.geometry import KVGeometry
+from kvgate.geometry import KVGeometry, get_format
 from kvgate.model import ModelSpec, text_config
 from kvgate.units import MiB
 
@@ -63,7 +63,8 @@ class LlamaCppFlags:
     ``-fa`` (auto/on/off), ``-ub``, ``-b``, ``-kvu``; ``n_outputs_max`` the logits rows the
     graph reserve keeps (``None``: by release, :func:`logits_rows`); ``ngl_given`` whether
     ``-ngl`` was on the command line (``--fit`` leaves a given ``-ngl`` alone); ``fit`` the
-    ``-fit on|off`` switch (``None``: the build's default, :func:`fit_on`)."""
+    ``-fit on|off`` switch (``None``: the build's default, :func:`fit_on`); ``op_offload``
+    false for ``--no-op-offload`` (CPU layers' ops stay on the CPU, :func:`_cpu_layer_phase`)."""
 
     ctx_size: int | None = None
     parallel: int = 1
@@ -79,6 +80,7 @@ class LlamaCppFlags:
     fit: str | None = None
     fit_target: int | None = None
     host_memory: int | None = None
+    op_offload: bool = True
 
     def __post_init__(self) -> None:
         if self.flash_attn not in FLASH_ATTN:
@@ -358,15 +360,137 @@ def compute_phases(model: ModelSpec, f: LlamaCppFlags, ctx: int, *, release: Rel
     lo = [2 * n * n_ff * 4 + mask + 2 * e, r_lo * v_lo * 4 + e]
     hi = [3 * n * n_ff * 4 + mask + 4 * e, r_hi * v_hi * 4 + e]
     ngl = f.n_gpu_layers if ngl is None else ngl
-    if not fa and ngl > 0:
+    conv = _fa_f16_copies(model, f, n_kv, fa, n)
+    if conv:  # the FA op's own allocation holds f16 copies of a quantized K and V
+        lo.append(conv + mask + 2 * e)
+        hi.append(conv + mask + 4 * e)
+    k_gpu, out_on = gpu_placement(model.num_layers, ngl, release)
+    # a CPU layer's ops run on the GPU when the reserve's ubatch reaches the offload batch
+    offload = f.op_offload and n >= OP_OFFLOAD_MIN_BATCH and k_gpu < model.num_layers
+    if k_gpu == 0 and not out_on and not offload:
+        return 0, 0  # nothing of the graph runs on the GPU: no CUDA0 compute buffer is printed
+    cpu = _cpu_layer_phase(model, f, ctx, k_gpu, n, mask, e, fa, w, weights_bytes) if offload else None
+    if not fa and (ngl > 0 or offload):
         a = n * n_kv * n_head * 4
-        lo.append(a + mask + e * 11 // 2)
-        hi.append(a + mask + 7 * e)
-    if not gpu_placement(model.num_layers, ngl, release)[1]:  # output layer on the CPU (:data:`PLACEMENT`): its matrix is copied in for the matmul
-        w_lo, w_hi, _ = _output_matrix_bytes(model, w, weights_bytes)
-        lo.append(int(w_lo) + r_lo * v_lo * 4 + e)
-        hi.append(int(w_hi) + r_hi * v_hi * 4 + e)
+        kv_cp = cpu[2] if cpu else 0  # a CPU layer's K and V copied in for the KQ matmul
+        lo.append(a + mask + e * 11 // 2 + kv_cp)
+        hi.append(a + mask + 7 * e + kv_cp)
+    if cpu:
+        lo.append(cpu[0])
+        hi.append(cpu[1])
+    if not out_on and f.op_offload:  # output layer on the CPU (:data:`PLACEMENT`): its matmul is offloaded,
+        w_lo, w_hi, _ = _output_matrix_bytes(model, w, weights_bytes)  # the matrix copied in, from 32 rows
+        if r_lo >= OP_OFFLOAD_MIN_BATCH:
+            lo.append(int(w_lo) + r_lo * v_lo * 4 + e)
+        if r_hi >= OP_OFFLOAD_MIN_BATCH:
+            hi.append(int(w_hi) + r_hi * v_hi * 4 + e)
     return max(lo), max(hi)
+
+
+#: the batch from which the CUDA backend takes an op whose weight sits in host memory
+#: (``ggml-cuda.cu`` at 0c1e57098bba: ``ggml_backend_cuda_device_offload_op`` returns
+#: ``get_op_batch_size(op) >= op_offload_min_batch_size``, ``GGML_OP_OFFLOAD_MIN_BATCH`` else
+#: 32; the batch of a ``MUL_MAT`` is ``ne[1]``, its rows; ``GET_ROWS`` never)
+OP_OFFLOAD_MIN_BATCH = 32
+
+
+def _cpu_layer_phase(model: ModelSpec, f: LlamaCppFlags, ctx: int, k_gpu: int, n: int, mask: int, e: int,
+                     fa: bool, w: GraphWidths, weights_bytes: int | None) -> tuple[int, int, int]:
+    """``(low, high, K + V copy)`` bytes of the CUDA compute buffer while a layer left on the
+    CPU is computed in the worst-case (``-ub``-token) graph reserve.
+
+    The engine (0c1e57098bba): ``ggml-backend.cpp`` ``ggml_backend_sched_backend_id_from_cur``
+    gives an op whose weight is in a host buffer ("check if a backend with higher prio wants
+    to offload the op") to the GPU when ``ggml_backend_offload_op`` says so (batch ≥ 32,
+    :data:`OP_OFFLOAD_MIN_BATCH`; ``--no-op-offload`` turns it off). The CPU layers' weights
+    sit in host memory (``llama-model.cpp`` ``make_cpu_buft_list``: the GPU's host buffer type
+    ``CUDA_Host`` comes first), so at ``-ub 512`` every matmul and norm of a CPU layer runs on
+    the GPU, and the weight-less ops around them follow ("expand gpu backends up and down"),
+    flash attention included (its probe, 1 token a sequence, found it on the layer's device,
+    so ``-fa auto`` stays on). Pass 5 then copies every input from the CPU into the GPU's
+    compute buffer: each weight in a split of its own ("by starting a new split, the memory
+    of the previously offloaded weights can be reused"), the layer's K and V views of the
+    whole cache (the cache stays with its layer on the CPU), the mask once. So the buffer
+    must hold
+    - the attention split: K + V copies (the layer's cells × row bytes, of the cache type),
+      the f16 copies CUDA's flash attention adds for a quantized cache
+      (:func:`_fa_f16_copies`), the mask, Q, the output and the residual (3 E);
+    - an FFN split: the largest weight of the layer (CUDA-sized: the GGUF's tensor infos, or
+      ¼ … ½ of a layer's share of the weights), gate and up outputs (2 × ``n × n_ff × 4``)
+      and 2 E;
+    and ``ggml-alloc.c``'s best-fit allocator leaves the mask where the first attention split
+    put it, above the K and V copies, so a weight copy that does not fit the hole below lands
+    on top: the high end stacks both splits (with the largest attention weight before them).
+
+    Checked on the pinned build's scheduler and allocator, the CUDA offload rule grafted onto
+    an RPC device (zero-weight Llama-3.1-8B shape, 4 layers; benchmarks/RESULTS.md): F16
+    ``-c 32768 -np 4 -kvu`` 320.00 MiB (the H100's logged 320 MiB at ``-ngl`` 0, 1 and 20),
+    ``-c 8192`` 216.00, ``-ub 2048`` 688.01, ``-ub 256`` 180.00, Q8_0 257.00, Q4_0 185.00.
+    """
+    g = kv_geometry(model, f)
+    lay: LlamaCpp = g.layout  # type: ignore[assignment]
+    L = _per_seq(ctx, f.parallel)
+    n_layer = model.num_layers
+    cpu_ids = range(0, n_layer - k_gpu)
+    f16 = get_format("f16")
+    kv_cp = conv = 0
+    for i in cpu_ids:
+        spec = g.engine_specs[i]
+        cells = lay.cells(spec, L)
+        if not cells:
+            continue
+        k_b, v_b = cells * spec.k_bytes(g.fmt_k, 1), cells * spec.v_bytes(g.fmt_v, 1)
+        c = 0
+        if fa and g.fmt_k.name != f16.name:
+            c += -(-cells * spec.k_bytes(f16, 1) // 128) * 128
+        if fa and g.fmt_v.name != f16.name:
+            c += -(-cells * spec.v_bytes(f16, 1) // 128) * 128
+        if k_b + v_b + c > kv_cp + conv:
+            kv_cp, conv = k_b + v_b, c
+    t = (model.config or {}).get("gguf_tensors") or {}
+    big = t.get("layer_max_cuda_bytes") or {}
+    if big:
+        w_lo = w_hi = max(big.get(i, 0) for i in cpu_ids)
+        w_attn = max((t.get("layer_attn_max_cuda_bytes") or {}).get(i, 0) for i in cpu_ids)
+    else:
+        per = (weights_bytes or 2 * n_layer * 12 * w.n_embd * w.n_embd) // max(1, n_layer)
+        w_lo, w_hi, w_attn = per // 4, per // 2, per // 4
+    ff = 2 * n * w.n_ff * 4
+    attn = kv_cp + conv + mask + 3 * e
+    lo = max(attn, w_lo + ff + 2 * e)
+    hi = 2 * e + w_attn + kv_cp + conv + mask + w_hi + ff
+    return lo, hi, kv_cp
+
+
+def _fa_f16_copies(model: ModelSpec, f: LlamaCppFlags, n_kv: int, fa: bool, n: int = 512) -> int:
+    """Bytes of the f16 copies the CUDA flash-attention op allocates for a K or V cache that is
+    not f16 (``ggml-cuda/fattn.cu`` ``ggml_cuda_flash_attn_ext_get_alloc_size`` at 0c1e57098bba:
+    the MMA/tile kernels a 512-token ubatch uses need f16 K and V; ``fattn-common.cuh``
+    ``ggml_cuda_flash_attn_ext_get_f16_extra_data`` adds ``ggml_nelements(K) × 2`` and the same
+    for V, each 128-aligned): ``n_kv`` cells × streams × the widest layer's K (V) width × 2 B.
+    An H100 run at ``-c 65536 -np 2 -ctk q8_0 -ctv q8_0`` (Llama-3.1-8B): 2 × 32,768 × 1,024 ×
+    2 B × (K, V) = 256 MiB of its 320.09 MiB compute buffer (issue 26).
+
+    ``fattn.cu`` ``ggml_cuda_get_best_fattn_kernel``: on tensor-core GPUs a quantized cache
+    takes the vector kernel (no f16 copies: ``ggml_cuda_get_fattn_vec_case`` has q8_0/q4_0)
+    only while a stream has at most 2 tokens (``Q->ne[1] <= 2``, Ada and Hopper); the
+    ``n``-token reserve gives each of the streams ``n / streams``."""
+    if not fa:
+        return 0
+    streams = 1 if f.kv_unified else f.parallel
+    if n // streams <= 2:
+        return 0
+    att = [ly for ly in model.layers if ly.num_kv_heads > 0]
+    if not att:
+        return 0
+    k_w = max(ly.num_kv_heads * ly.head_dim for ly in att)
+    v_w = max(ly.num_kv_heads * (ly.v_head_dim or ly.head_dim) for ly in att)
+    b = 0
+    if f.cache_type_k != "f16":
+        b += -(-n_kv * streams * k_w * 2 // 128) * 128
+    if f.cache_type_v != "f16":
+        b += -(-n_kv * streams * v_w * 2 // 128) * 128
+    return b
 
 
 def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weights_source: str, gpu: Gpu,
