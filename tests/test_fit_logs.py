@@ -32,7 +32,7 @@ def test_printed_values_carry_their_precision():
 
 
 def test_every_vllm_log_is_checked_or_says_why(cases):
-    assert len(cases) == 75  # 35 + 40 added in the third collection (SOURCES.md)
+    assert len(cases) == 108  # 35 + 40 added in the third collection + 33 in the fourth (SOURCES.md)
     for c in cases:
         assert (c.skip is None) == (c.predicted is not None), c.file
         if c.skip:
@@ -42,14 +42,14 @@ def test_every_vllm_log_is_checked_or_says_why(cases):
 def test_logged_pool_inside_the_interval(cases):
     checked = [c for c in cases if c.predicted is not None]
     inside = [c for c in checked if c.inside]
-    assert len(checked) == 54
-    # 49 of 54 in-sample; the 0.8.5-dev L40S log is not checkable (its utilization is neither
+    assert len(checked) == 61
+    # 56 of 61 in-sample; the 0.8.5-dev L40S log is not checkable (its utilization is neither
     # printed nor on a command line, and at vLLM's default 0.9 it would be outside: its skip
     # reason says so, benchmarks/RESULTS.md counts it both ways). The five misses are the ones
     # benchmarks/RESULTS.md explains: Qwen3-VL's vision profile (two H100 TP-2 logs, 0.17 GiB
     # below), a TP-4 RTX 3090 eager pool 0.01 GiB above, a Qwen3.5 hybrid at max_num_seqs 1,
     # Qwen3-30B-A3B's profile peak at 1,024 sampler rows on an H200 (0.21 GiB below).
-    assert len(inside) == 49
+    assert len(inside) == 56
     missed = {c.file for c in checked if not c.inside}
     assert missed == {"vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_1.log", "vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_2.log",
                       "vllm_0.18.1_qwen2.5-32b_rtx3090_tp4_eager_1.log", "vllm_0.19.0_qwen3.5-27b_rtx3090_tp4_eager_2.log",
@@ -58,7 +58,7 @@ def test_logged_pool_inside_the_interval(cases):
     assert "0.9" in skipped["vllm_0.8.5-dev_llama-3.1-8b_l40s_1.log"]
     # every log checked with its own weights line, its printed utilization and a GPU of the table
     own = [c for c in checked if not c.presumed and c.weights_from == "log"]
-    assert len(own) == 31 and sum(bool(c.inside) for c in own) == 28
+    assert len(own) == 32 and sum(bool(c.inside) for c in own) == 29
 
 
 def test_v1_sampler_from_the_code_meets_the_printed_peaks(cases):
