@@ -92,8 +92,8 @@ def test_leave_one_out_uses_bands_without_the_log(loo):
     # a log that prints no non-KV term sees the bands of all logs
     case, bands = loo["vllm_0.19.0_gpt-oss-20b_a100_1.log"]
     assert bands == data_bands(FOLDER) and case.inside
-    # 56 of 62: the 0.6.5 branch above, and the five in-sample misses (tests/test_fit_logs.py)
-    assert sum(bool(c.inside) for c, _ in loo.values()) == 56 and len(loo) == 62
+    # 57 of 64: the 0.6.5 branch above, and the six in-sample misses (tests/test_fit_logs.py)
+    assert sum(bool(c.inside) for c, _ in loo.values()) == 57 and len(loo) == 64
 
 
 def test_log_check_gpu_from_the_printed_total_or_a_class(tmp_path):

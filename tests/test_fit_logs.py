@@ -32,7 +32,7 @@ def test_printed_values_carry_their_precision():
 
 
 def test_every_vllm_log_is_checked_or_says_why(cases):
-    assert len(cases) == 112  # 35 + 40 added in the third collection + 37 in the fourth (SOURCES.md)
+    assert len(cases) == 114  # 35 + 40 added in the third collection + 39 in the fourth (SOURCES.md)
     for c in cases:
         assert (c.skip is None) == (c.predicted is not None), c.file
         if c.skip:
@@ -42,16 +42,17 @@ def test_every_vllm_log_is_checked_or_says_why(cases):
 def test_logged_pool_inside_the_interval(cases):
     checked = [c for c in cases if c.predicted is not None]
     inside = [c for c in checked if c.inside]
-    assert len(checked) == 62
-    # 57 of 62 in-sample; the 0.8.5-dev L40S log is not checkable (its utilization is neither
+    assert len(checked) == 64
+    # 58 of 64 in-sample; the 0.8.5-dev L40S log is not checkable (its utilization is neither
     # printed nor on a command line, and at vLLM's default 0.9 it would be outside: its skip
-    # reason says so, benchmarks/RESULTS.md counts it both ways). The five misses are the ones
+    # reason says so, benchmarks/RESULTS.md counts it both ways). The six misses are the ones
     # benchmarks/RESULTS.md explains: Qwen3-VL's vision profile (two H100 TP-2 logs, 0.17 GiB
-    # below), a TP-4 RTX 3090 eager pool 0.01 GiB above, a Qwen3.5 hybrid at max_num_seqs 1,
+    # below, and a TP-1 start of the same model 2.2 GiB below), a TP-4 RTX 3090 eager pool 0.01 GiB above, a Qwen3.5 hybrid at max_num_seqs 1,
     # Qwen3-30B-A3B's profile peak at 1,024 sampler rows on an H200 (0.21 GiB below).
-    assert len(inside) == 57
+    assert len(inside) == 58
     missed = {c.file for c in checked if not c.inside}
     assert missed == {"vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_1.log", "vllm_0.12.0_qwen3-vl-30b-a3b_h100_tp2_2.log",
+                      "vllm_0.11.0rc2_qwen3-vl-30b-a3b_h100_1.log",
                       "vllm_0.18.1_qwen2.5-32b_rtx3090_tp4_eager_1.log", "vllm_0.19.0_qwen3.5-27b_rtx3090_tp4_eager_2.log",
                       "vllm_0.15.0_qwen3-30b-a3b_h200_1.log"}
     skipped = {c.file: c.skip for c in cases if c.skip}
