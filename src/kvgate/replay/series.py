@@ -70,13 +70,13 @@ def series(res: ReplayResult, allocator: str, *, max_points: int = 2000) -> dict
         out_w[empty] = np.asarray(w_last, dtype=np.float64)[idx]
         out_n[empty] = tl.live[idx]
     centers = (t0 + (np.arange(nb) + 0.5) * width) / rate
-    return {
-        "t_s": centers.tolist(),
-        "reserved_bytes": [int(x) for x in out_r],
-        "written_bytes": [int(x) for x in out_w],
-        "live": [int(x) for x in out_n],
-        "binned": True,
-    }
+    return _binned_points(centers, out_r, out_w, out_n)
+
+
+def _binned_points(centers: np.ndarray, reserved: np.ndarray, written: np.ndarray, live: np.ndarray) -> dict:
+    """The binned series as printed: bin centres in seconds, bytes and live sequences as ints."""
+    return {"t_s": centers.tolist(), "reserved_bytes": [int(x) for x in reserved],
+            "written_bytes": [int(x) for x in written], "live": [int(x) for x in live], "binned": True}
 
 
 def _binned_walk(res: ReplayResult, allocator: str, max_points: int) -> dict:
@@ -92,10 +92,4 @@ def _binned_walk(res: ReplayResult, allocator: str, max_points: int) -> dict:
     out_r, out_w, out_n = walk_bins(admit, prompt, output, B, res.slot_bytes, res.fixed_bytes, res.block_bytes,
                                     allocator == "contiguous", t0, width, nb)  # fmt: skip
     centers = (t0 + (np.arange(nb) + 0.5) * width) / res.decode_rate
-    return {
-        "t_s": centers.tolist(),
-        "reserved_bytes": [int(x) for x in out_r],
-        "written_bytes": [int(x) for x in out_w],
-        "live": [int(x) for x in out_n],
-        "binned": True,
-    }
+    return _binned_points(centers, out_r, out_w, out_n)
