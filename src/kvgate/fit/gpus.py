@@ -62,11 +62,11 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
                   "nvidia-smi '0MiB /  81559MiB' (NVIDIA H100 80GB HBM3, github vllm-project/vllm issue #55169; "
                   "H100: 81559MiB in " + _MODAL + "); the H800 prints the same"),
     "H100 NVL 94GB": (("h100-nvl", "h100-94gb", "h100nvl"), 95_830,
-                      "nvidia-smi '4MiB /  95830MiB' (NVIDIA H100 NVL, search index file ids 12249344301, "
-                      "22559350744)"),
+                      "nvidia-smi '4MiB /  95830MiB' (NVIDIA H100 NVL, driver 580.65.06, in a public DeepSpeed "
+                      "benchmark README; the same total in a Rackspace OpenStack Flex blog post, 2025-12-03)"),
     "H200": (("h200", "h200-141gb"), 143_771, "nvidia-smi memory.total 143771 MiB on an H200, driver 580.159.04, measured"),
-    "B200": (("b200",), 183_359, "nvidia-smi '0MiB / 183359MiB' (NVIDIA B200, search index file ids "
-                                        "9174932594, 58371658710)"),
+    "B200": (("b200",), 183_359, "nvidia-smi '0MiB / 183359MiB' (NVIDIA B200, driver 575.57.08, the sample "
+                                        "output of Modal's GPU glossary page 'What is nvidia-smi?')"),
     "A100 80GB": (("a100-80gb", "a100-80g", "a100-sxm4-80gb", "a100-pcie-80gb", "a100-80gb-pcie"), 81_920,
                   "A100 80GB: 81920MiB in " + _MODAL),
     "A100 40GB": (("a100-40gb", "a100-40g", "a100-sxm4-40gb", "a100-pcie-40gb"), 40_960,
@@ -75,8 +75,8 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "L4": (("l4",), 23_034, "L4: 23034MiB in " + _MODAL),
     "A10": (("a10", "a10g"), 23_028, "A10: 23028MiB in " + _MODAL + " (A10 and A10G)"),
     "RTX A6000": (("a6000", "rtx-a6000"), 49_140,
-                  "nvidia-smi '0MiB / 49140MiB' (NVIDIA RTX A6000, ECC off, search index file ids 47845772123, "
-                  "53180135391); 46068MiB with ECC on (file id 29365792628)"),
+                  "nvidia-smi '0MiB / 49140MiB' (NVIDIA RTX A6000, ECC off, driver 565.57.01, in a public "
+                  "RunPod support ticket, 2025-12-23); 46068MiB with ECC on (the L40S's figure, same memory)"),
     "RTX 3090": (("3090", "rtx-3090", "rtx3090"), 24_576,
                  "nvidia-smi '22598MiB /  24576MiB' (NVIDIA GeForce RTX 3090, github noonghunna/club-3090 issue "
                  "#1128)"),
@@ -93,11 +93,11 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
     "T4": (("t4", "tesla-t4"), 15_360, "T4: 15360MiB in " + _MODAL + "; 15109MiB with ECC on; "
            "tests/data/fit_logs/vllm_0.4-dev_deepseek-coder-6.7b_t4_tp2_1.log runs on a T4"),
     "RTX 3060 12GB": (("3060", "rtx-3060", "rtx3060", "rtx-3060-12gb", "3060-12gb"), 12_288,
-                      "nvidia-smi '0MiB /  12288MiB' (NVIDIA GeForce RTX 3060, search index file ids 58747849603, "
-                      "54822057571)"),
+                      "nvidia-smi '0MiB /  12288MiB' (NVIDIA GeForce RTX 3060, driver 560.35.02 under WSL, "
+                      "in a public training log, 2025-11-22)"),
     "RTX 4060": (("4060", "rtx-4060", "rtx4060", "rtx-4060-8gb"), 8_188,
-                 "nvidia-smi '9MiB /   8188MiB' (NVIDIA GeForce RTX 4060, search index file ids 32088945492, "
-                 "52645250491); tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log runs on one"),
+                 "nvidia-smi '9MiB /   8188MiB' (NVIDIA GeForce RTX 4060, driver 550.163.01, in a public "
+                 "Unsloth validation report, 2025-11-29); tests/data/fit_logs/vllm_0.7.3-dev_qwen2.5-7b-bnb4_rtx4060_1.log runs on one"),
     "RTX 5090": (("5090", "rtx-5090", "rtx5090", "rtx-5090-d"), 32_607,
                  "nvidia-smi '32607MiB' in tests/data/fit_logs/vllm_0.15.2rc1_qwen3-coder-30b-a3b-fp8_rtx5070ti+rtx5090d_1.log; "
                  "'29340MiB /  32607MiB' in github noonghunna/club-3090 issue #1322"),
