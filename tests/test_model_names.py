@@ -52,7 +52,10 @@ def test_unknown_name_says_did_you_mean_and_lists_shipped_configs(monkeypatch, t
         load_model("lama-3.1-70b")
     assert e.value.message.startswith("no model file or preset named 'lama-3.1-70b'")
     assert "did you mean llama-3.1-70b" in e.value.message
-    assert "tests/data/configs" in e.value.hint and "qwen3-8b" in e.value.hint
+    assert "tests/data/configs" in e.value.hint and "llama-3.1-405b" in e.value.hint
+    # the hint names the nearest few shipped configs, not all of them, and says how to see the rest
+    shown = e.value.hint.split("the nearest: ")[1].split(" (`ls ")[0].split(", ")
+    assert len(shown) == 6 and "whisper-small" not in shown and "`ls tests/data/configs/` for the other" in e.value.hint
 
 
 def test_hub_id_not_cached_is_refused_with_the_cache_and_the_switch(monkeypatch, tmp_path, capsys):

@@ -88,6 +88,10 @@ def _rel(p: Path) -> str:
 _QUANT_WORD = re.compile(r"(?<![a-z])(fp8|fp4|nvfp4|mxfp4|awq|gptq|int4|int8|w4a16|w8a8|bnb|4bit|8bit|gguf)(?![a-z])")
 
 
+#: how many shipped configs the hint names (the nearest by name); `ls` gives the rest
+_NEAREST = 6
+
+
 def unknown_model_error(name: str) -> ConfigError:
     """``model config not found`` with what kvgate does know: a "did you mean" among the
     presets and shipped configs, the presets, and where the shipped configs are."""
@@ -115,8 +119,11 @@ def unknown_model_error(name: str) -> ConfigError:
                  f"`huggingface-cli download {name} config.json`, or set {HUB_ENV}=1 to ask the Hub")
     if shipped:
         folder = _rel(shipped[0].parent)
-        hint += (f"; {len(shipped)} published configs ship in {folder}/ (give the file): "
-                 f"{', '.join(c.stem for c in shipped)}")
+        stems = {_squeeze(c.stem): c.stem for c in shipped}
+        near = [stems[k] for k in difflib.get_close_matches(want, list(stems), n=_NEAREST, cutoff=0.0)]
+        more = len(shipped) - len(near)
+        hint += (f"; {len(shipped)} published configs ship in {folder}/ (give the file), the nearest: "
+                 f"{', '.join(near)}" + (f" (`ls {folder}/` for the other {more})" if more else ""))
     return ConfigError(msg, hint=hint)
 
 
