@@ -355,7 +355,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
             continue
         got = read_log((out / f"{cid}.log").read_text(errors="replace"))
         doc = kvgate_fit(d / f"{model}.gguf", flags)
-        pred = {"model": term(doc, "model buffer"), "kv": term(doc, "KV buffer"), "compute": term(doc, "compute buffer")}
+        pred = {"model": term(doc, "model buffer"), "kv": term(doc, "KV buffer"), "compute": term(doc, "compute buffer"),
+                "context": term(doc, "CUDA context")}
+        parts = [v for v in pred.values() if v is not None]
+        pred["process"] = (sum(v[0] for v in parts), sum(v[1] for v in parts)) if len(parts) == 4 else None
         row = {"case": cid, "command": r.get("command"), "ready": r.get("ready"), "logged": got, "gpu_used_mib": r.get("gpu_used_mib"),
                "kvgate": {k: v for k, v in pred.items()}, "kvgate_error": doc.get("error"),
                "kvgate_settings": doc.get("settings"), "kvgate_fits": doc.get("fits"), "kvgate_reason": doc.get("reason"),
@@ -372,13 +375,16 @@ def cmd_compare(a: argparse.Namespace) -> int:
             ps = f"{lo:,.2f}" if abs(lo - hi) < 0.01 else f"[{lo:,.2f}, {hi:,.2f}]"
             return f"{lg:,.2f} / {ps} {ok}"
 
+        used, proc = r.get("gpu_used_mib"), pred["process"]
+        pcell = "n.a." if used is None or proc is None else (
+            f"{used:,} / [{proc[0]:,.0f}, {proc[1]:,.0f}] {'in' if proc[0] - 1 <= used <= proc[1] + 1 else 'MISS'}")
         table.append(f"| {cid} | `{flags}` | {cell('model')} | {cell('kv')} | {cell('compute')} | "
-                     f"{r.get('gpu_used_mib') or 'n.a.'} | {(got['slots'] or {}).get('n_slots', 'n.a.')} |")
+                     f"{pcell} | {(got['slots'] or {}).get('n_slots', 'n.a.')} |")
     res = ROOT / "benchmarks/results"
     (res / "llamacpp_gpu_buffers.json").write_text(json.dumps({"llama_cpp": "0c1e57098bba (llama-cpp-python 0.3.36 vendor), CUDA sm_90",
                                                                 "rows": rows}, indent=1))
     head = ("| case | flags | model buffer CUDA0 MiB logged / kvgate | KV CUDA0 | compute CUDA0 | process MiB "
-            "(nvidia-smi) | slots |\n|---|---|---|---|---|---|---|")
+            "(nvidia-smi) / kvgate's sum | slots |\n|---|---|---|---|---|---|---|")
     (res / "llamacpp_gpu_buffers.md").write_text(head + "\n" + "\n".join(table) + "\n")
     print(head)
     print("\n".join(table))

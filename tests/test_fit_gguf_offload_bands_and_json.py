@@ -305,3 +305,17 @@ def test_model_buffer_exact_from_tensor_infos(tmp_path):
                          resolve_release("llama.cpp", None))
         assert a.terms[0].value == Interval.point(want), ngl
         assert "exact from the GGUF's tensor infos" in a.terms[0].source
+
+
+# ------------------------------------------------------------------ engine from the file
+def test_a_gguf_with_no_engine_flags_is_fitted_as_llama_cpp(run_cli):
+    """``kvgate fit model.gguf --gpu H100`` with no flag of any engine: only llama.cpp loads a
+    GGUF (kvgate.engines.registry.detect_from_file), so its rules apply, with llama-server's
+    defaults (-c = n_ctx_train, 4 unified slots). Seen on the H100 device run of
+    benchmarks/llamacpp_gpu_buffers.py: `llama-server -m llama8b-f16.gguf` with no flags was
+    refused by kvgate under vLLM's rules ("no hidden_size")."""
+    doc = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "--total", "24GiB", "--weights-bytes", "8.7GB", "--json"))
+    assert doc["engine"] == "llama.cpp"
+    same = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "--total", "24GiB", "--weights-bytes", "8.7GB", "--json",
+                              "--engine", "llama.cpp"))
+    assert doc["kv_pool_bytes"] == same["kv_pool_bytes"] and doc["terms"] == same["terms"]

@@ -73,7 +73,8 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    "Hub id in the local cache, config.json (weights ESTIMATED from it), or preset name "
                    "(the published checkpoint's exact bytes)")
     p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="the engine you will launch (default: the one whose flags are given, else vllm)")
+                   help="the engine you will launch (default: the one whose flags are given, else llama.cpp for a .gguf, "
+                        "else vllm)")
     g = p.add_argument_group("the GPU (one of; default: this machine's GPU 0 through NVML)")
     g.add_argument("--gpu", metavar="NAME", nargs="?", const="list",
                    help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
@@ -236,7 +237,12 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
     if len(engines) > 1:
         raise KvgateError("flags of two engines: " + "; ".join(f"{', '.join(given[e])} ({e})" for e in engines),
                           hint="give the flags of the engine you will launch")
-    engine = args.engine or (engines[0] if engines else "vllm")
+    if args.engine or engines:
+        engine = args.engine or engines[0]
+    else:  # no engine named: the one that alone loads the model's file (a GGUF: llama.cpp), else vLLM
+        from kvgate.engines.registry import detect_from_file  # noqa: PLC0415
+
+        engine = detect_from_file(args.model) or "vllm"
     for e in engines:
         if e != engine:
             raise KvgateError(f"{', '.join(given[e])}: {e} flag(s) under --engine {engine}",
