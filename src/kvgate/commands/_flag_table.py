@@ -9,21 +9,19 @@ import argparse
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kvgate.commands._types import count, nonneg_int, positive_int, real, vllm_int
+from kvgate.commands._types import _arg, count, nonneg_int, positive_int, real, vllm_int
 from kvgate.engines.flag_help import Flag, FlagTable, Use
 from kvgate.errors import KvgateError
 
 
-def _human_int(flag: str, allow_auto: bool = False) -> Any:
-    def parse(text: str) -> int | None:
+def _human_int(flag: str, allow_auto: bool = False) -> Callable[[str], int]:
+    """vLLM's ``human_readable_int`` (:mod:`kvgate.fit.humanint`); ``auto`` (``allow_auto``) is -1."""
+    def parse(text: str) -> int:
         from kvgate.fit.humanint import human_readable_int  # noqa: PLC0415
 
-        try:
-            v = human_readable_int(text, flag=flag, allow_auto=allow_auto)
-            return -1 if v is None else v  # auto / -1
-        except KvgateError as exc:
-            raise argparse.ArgumentTypeError(exc.message) from None
-    return parse
+        v = human_readable_int(text, flag=flag, allow_auto=allow_auto)
+        return -1 if v is None else v  # auto / -1
+    return _arg(parse)
 
 
 _unit_fraction = real(0.0, 1.0, open_min=True)
@@ -58,26 +56,25 @@ _count = _llamacpp_int(nonneg_int)
 _positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
 
-def parse_bytes_arg(text: str) -> int:
+def _parse_bytes(text: str) -> int:
     from kvgate.units import parse_bytes  # noqa: PLC0415
 
-    try:
-        return parse_bytes(text)
-    except KvgateError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
+    return parse_bytes(text)
 
 
-def json_object(text: str) -> dict[str, Any]:
+parse_bytes_arg = _arg(_parse_bytes)
+
+
+def _json_object(text: str) -> dict[str, Any]:
     from kvgate.guarded import loads_json  # noqa: PLC0415
 
-    try:
-        v = loads_json(text, what="the value")  # depth and digits guarded: never a traceback
-    except KvgateError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
+    v = loads_json(text, what="the value")  # depth and digits guarded: never a traceback
     if not isinstance(v, dict):
-        raise argparse.ArgumentTypeError(
-            "must be a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'")
+        raise KvgateError("must be a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'")
     return v
+
+
+json_object = _arg(_json_object)
 
 
 #: :attr:`Use.type`'s converter names: ``(flag as messages name it, *args) -> argparse type``
