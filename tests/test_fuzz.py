@@ -411,7 +411,7 @@ def check_speculative(text: str) -> None:
     """A --speculative-config value through the vLLM geometry's parser and the flag's type."""
     import argparse
 
-    from kvgate.commands._args import _json_object
+    from kvgate.commands._flag_table import json_object as _json_object
     from kvgate.engines.vllm.pool import parse_speculative_config
 
     only_kvgate_errors(lambda: parse_speculative_config(text))

@@ -8,7 +8,6 @@ refuses more than 4,300 digits (``ValueError``, ``sys.get_int_max_str_digits``),
 Every JSON document and every number kvgate reads from outside goes through here:
 
 - :func:`loads_json`: a JSON document (depth, digits, NaN/Infinity, UTF-8 checked);
-- :func:`json_lines`: a JSON Lines stream, one guarded object per line, streamed;
 - :func:`parse_int` / :func:`parse_float`: one number from text or from parsed JSON,
   with bounds, never ``inf``/``nan`` unless asked;
 - :func:`check_regular` / :func:`open_regular` / :func:`read_regular`: files, only
@@ -23,7 +22,6 @@ import json
 import math
 import os
 import stat
-from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from kvgate.errors import KvgateError
@@ -143,21 +141,6 @@ def json_depth(obj: Any, stop: int) -> int:
                     return deepest
             stack.extend((v, d) for v in (o.values() if isinstance(o, dict) else o) if isinstance(v, (dict, list)))
     return deepest
-
-
-def json_lines(lines: Iterable[str | bytes], *, what: str = "JSON line", where: str = "",
-               first_line: int = 1) -> Iterator[tuple[int, Any]]:
-    """``(line number, object)`` for each non-blank line of a JSON Lines stream, parsed
-    one at a time through :func:`loads_json` (a file object is read line by line, never
-    whole).
-
-    Raises:
-        KvgateError: a line that is not usable JSON, naming ``where`` and the line.
-    """
-    for n, line in enumerate(lines, first_line):
-        if not line.strip():
-            continue
-        yield n, loads_json(line, what=what, where=f"{where} line {n}" if where else f"line {n}")
 
 
 def parse_int(value: Any, *, what: str, where: str = "", minimum: int | None = None,

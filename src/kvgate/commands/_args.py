@@ -5,7 +5,8 @@ typed options from the parsed Namespace. Only :mod:`kvgate.commands` calls these
 library below takes the typed options.
 
 Engine flags come in kvgate's words and in the engines' (a user pastes the flags of their
-engine command). An engine-only flag without ``--layout`` selects that engine's layout;
+engine command); the engines' are declared in their packages (``engines/<name>/flag_table.py``)
+and built here by :mod:`kvgate.commands._flag_table`. An engine-only flag without ``--layout`` selects that engine's layout;
 flags of two engines together, or an engine flag under another ``--layout``, are an error.
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvgate.commands._types import count, nonneg_int, positive_float, positive_int, vllm_int
+from kvgate.commands._flag_table import add_engine_groups, given_engine_flags
+from kvgate.commands._types import count, nonneg_int, positive_float, positive_int
 from kvgate.errors import KvgateError
 from kvgate.options import (
     DEFAULT_DECODE_RATE,
@@ -35,47 +37,6 @@ VLLM, LLAMACPP = "vllm", "llama.cpp"
 # = kvgate.measure.runner.DEFAULT_SETTLE_S (0.25 s: 250 idle samples at 1 ms), spelled here so
 # that building a parser does not import the measurement stack.
 DEFAULT_SETTLE = "0.25s"
-
-# dest -> (engine, flag as shown in messages); a dest counts as given when not None/False.
-ENGINE_FLAGS: dict[str, tuple[str, str]] = {
-    "vllm_max_model_len": (VLLM, "--max-model-len"),
-    "vllm_max_num_seqs": (VLLM, "--max-num-seqs"),
-    "vllm_kv_cache_dtype": (VLLM, "--kv-cache-dtype"),
-    "vllm_tp": (VLLM, "--tensor-parallel-size/-tp"),
-    "vllm_pp": (VLLM, "--pipeline-parallel-size/-pp"),
-    "vllm_dcp": (VLLM, "--decode-context-parallel-size/-dcp"),
-    "block_size": (VLLM, "--block-size"),
-    "max_num_batched_tokens": (VLLM, "--max-num-batched-tokens"),
-    "disable_hybrid_kv_cache_manager": (VLLM, "--disable-hybrid-kv-cache-manager"),
-    "enable_prefix_caching": (VLLM, "--[no-]enable-prefix-caching"),
-    "speculative_config": (VLLM, "--speculative-config"),
-    "vllm_version": (VLLM, "--vllm-version"),
-    "mamba_ssm_dtype": (VLLM, "--mamba-ssm-dtype"),
-    "mamba_cache_dtype": (VLLM, "--mamba-cache-dtype"),
-    "lcpp_ctx_size": (LLAMACPP, "-c/--ctx-size"),
-    "lcpp_parallel": (LLAMACPP, "-np/--parallel"),
-    "n_seq": (LLAMACPP, "--n-seq"),
-    "lcpp_cache_type_k": (LLAMACPP, "-ctk/--cache-type-k"),
-    "lcpp_cache_type_v": (LLAMACPP, "-ctv/--cache-type-v"),
-    "n_ubatch": (LLAMACPP, "-ub/--ubatch-size"),
-    "n_batch": (LLAMACPP, "-b/--batch-size"),
-    "flash_attn": (LLAMACPP, "-fa/--flash-attn"),
-    "swa_full": (LLAMACPP, "--swa-full"),
-    "kv_unified": (LLAMACPP, "-kvu/--kv-unified"),
-}
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    from kvgate.guarded import loads_json  # noqa: PLC0415
-
-    try:
-        v = loads_json(text, what="the value")  # depth and digits guarded: never a traceback
-    except KvgateError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
-    if not isinstance(v, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'")
-    return v
-
 
 def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slots_help: str | None = None,
                      max_seq_help: str | None = None) -> None:
@@ -103,49 +64,7 @@ def add_engine_flags(p: argparse.ArgumentParser, *, model: str = "required", slo
     g.add_argument("--sliding-full", action="store_true",
                    help="sliding-window layers at full length (vLLM: --disable-hybrid-kv-cache-manager; llama.cpp: "
                         "--swa-full)")
-    v = p.add_argument_group("vLLM flags (imply --layout vllm)")
-    v.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=vllm_int, default=None,
-                   help="= --max-seq (vLLM's spelling: 32k = 32,000, 32K = 32,768)")
-    v.add_argument("--max-num-seqs", dest="vllm_max_num_seqs", metavar="N", type=vllm_int, default=None, help="= --slots")
-    v.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
-                   help="= --kv-format (auto: the model's dtype)")
-    v.add_argument("--tensor-parallel-size", "-tp", dest="vllm_tp", metavar="N", type=positive_int, default=None, help="= --tp")
-    v.add_argument("--pipeline-parallel-size", "-pp", dest="vllm_pp", metavar="N", type=positive_int, default=None,
-                   help="pipeline stages: figures are one rank's of the stage that sets the pool")
-    v.add_argument("--decode-context-parallel-size", "-dcp", dest="vllm_dcp", metavar="N", type=positive_int,
-                   default=None, help="ranks sharing one request's tokens (decode context parallel)")
-    v.add_argument("--block-size", type=positive_int, default=None, help="tokens per KV block (default 16)")
-    v.add_argument("--max-num-batched-tokens", type=vllm_int, default=None,
-                   help="scheduler token budget (sliding-window blocks)")
-    v.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
-                   help="sliding layers allocated at full length")
-    v.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                   help="prefix caching (changes Mamba state pages)")
-    v.add_argument("--speculative-config", type=_json_object, default=None, help="JSON, as vLLM takes it")
-    v.add_argument("--vllm-version", default=None, help="vLLM version X.Y.Z whose rules to apply")
-    v.add_argument("--mamba-ssm-dtype", default=None, help="SSM state dtype")
-    v.add_argument("--mamba-cache-dtype", default=None, help="Mamba conv state dtype")
-    l = p.add_argument_group("llama.cpp flags (imply --layout llama.cpp)")
-    l.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", metavar="N", type=nonneg_int, default=None,
-                   help="WHOLE context of all sequences, as llama.cpp means it; per sequence: pad256(pad256(c) / -np) "
-                        "(0 = the model's)")
-    l.add_argument("-np", "--parallel", dest="lcpp_parallel", metavar="N", type=positive_int, default=None,
-                   help="parallel sequences: = --slots and the cache's sequences")
-    l.add_argument("--n-seq", type=positive_int, default=None, help="the cache's sequences only (what-if: --slots apart)")
-    l.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", metavar="TYPE", default=None, help="K type (default f16)")
-    l.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", metavar="TYPE", default=None, help="V type (default f16)")
-    l.add_argument("-ub", "--ubatch-size", "--n-ubatch", dest="n_ubatch", metavar="N", type=positive_int, default=None,
-                   help="physical batch (default 512)")
-    l.add_argument("-b", "--batch-size", dest="n_batch", metavar="N", type=positive_int, default=None,
-                   help="logical batch (default 2048); llama.cpp clamps -ub to it")
-    l.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
-                   default=None, help="flash attention on|off|auto")
-    l.add_argument("--swa-full", action="store_true", help="full-size SWA cache")
-    l.add_argument("-kvu", "--kv-unified", dest="kv_unified", action="store_true", help="one unified KV cache")
-
-
-def _given(v: Any) -> bool:
-    return v is not None and v is not False
+    add_engine_groups(p, "layout")
 
 
 def _one(what: str, pairs: list[tuple[str, Any]]) -> Any:
@@ -194,10 +113,7 @@ def engine_options_from_args(args: argparse.Namespace, *, check: bool = True) ->
             does not take (checked here, so errors come before any work).
     """
     a = vars(args)
-    engines: dict[str, list[str]] = {}
-    for dest, (eng, flag) in ENGINE_FLAGS.items():
-        if _given(a.get(dest)):
-            engines.setdefault(eng, []).append(flag)
+    engines = {e: fs for e, fs in given_engine_flags(args, "layout", joined=True).items() if fs}
     if len(engines) > 1:
         raise KvgateError("flags of two engines mixed: " + "; ".join(f"{e}: {', '.join(fs)}" for e, fs in engines.items()),
                           hint="give the flags of one engine (the one whose numbers you want)")

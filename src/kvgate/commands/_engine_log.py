@@ -49,18 +49,12 @@ def add_engine_log_arguments(p: argparse.ArgumentParser) -> None:
     add_sources_flag(p)
 
 
-def _fraction(text: str) -> float:
-    from kvgate.commands._fit_args import _fraction as parse  # noqa: PLC0415
-
-    return parse(text)
-
-
 def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     """The what-if flags. ``gate``: ``kvgate gate`` already spells ``--total`` (the
     measurement's, the what-if GPU's with ``--engine-log``), ``--max-model-len``, ``-c``,
     ``-tp``, ``--kv-cache-dtype``, ``-ctk``/``-ctv``, ``-np`` and ``--vllm-version``."""
-    from kvgate.commands._fit_args import _human_int  # noqa: PLC0415
-    from kvgate.commands._types import nonneg_int, positive_int  # noqa: PLC0415
+    from kvgate.commands._flag_table import add_engine_table_flags  # noqa: PLC0415
+    from kvgate.commands._types import positive_int  # noqa: PLC0415
 
     g = p.add_argument_group("what if (the engine's answer for other settings; the log's non-KV terms carried)",
                              None)
@@ -69,41 +63,10 @@ def add_whatif_flags(p: argparse.ArgumentParser, *, gate: bool = False) -> None:
     if not gate:
         g.add_argument("--total", dest="total", metavar="BYTES", default=None,
                        help="another GPU by its nvidia-smi memory.total, e.g. 81559MiB")
-    g.add_argument("--gpu-memory-utilization", dest="whatif_util", metavar="U", type=_fraction, default=None,
-                   help="vLLM's share of the GPU")
-    g.add_argument("--mem-fraction-static", dest="whatif_mfs", metavar="F", type=_fraction, default=None,
-                   help="SGLang's share of free memory")
-    g.add_argument("--context-length", dest="whatif_context_length", metavar="L", type=positive_int, default=None,
-                   help="SGLang's tokens per request")
-    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="whatif_ngl", metavar="N", type=nonneg_int,
-                   default=None, help=argparse.SUPPRESS if gate else
-                   "llama.cpp's layers on the GPU (default: the log's 'offloaded N/M layers')")
-    if gate:  # SGLang's spelling of the target sequences (its --context-length is the target length)
-        g.add_argument("--max-running-requests", dest="sglang_max_running_requests", metavar="N", type=positive_int,
-                       default=None, help=argparse.SUPPRESS)
+    add_engine_table_flags(g, "whatif_gate" if gate else "whatif")
+    if gate:
         g.description = RULE_GATE
         p.add_argument("--pp", dest="pp", type=positive_int, default=None, help="the log's -pp, when it is silent")
-        return
-    g.add_argument("--max-model-len", dest="vllm_max_model_len", metavar="L", type=_human_int("--max-model-len"),
-                   default=None, help="vLLM's tokens per request (32k = 32,000, 32K = 32,768)")
-    g.add_argument("-c", "--ctx-size", dest="lcpp_ctx_size", metavar="N", type=nonneg_int, default=None,
-                   help="llama.cpp's whole context")
-    g.add_argument("-np", "--parallel", dest="lcpp_parallel", metavar="N", type=positive_int, default=None,
-                   help="llama.cpp's parallel sequences")
-    g.add_argument("-tp", "--tensor-parallel-size", "--tp-size", dest="vllm_tp", metavar="N", type=positive_int,
-                   default=None, help="a what-if tensor parallel size (the log's own when the log does not state it)")
-    g.add_argument("-pp", "--pipeline-parallel-size", dest="vllm_pp", metavar="N", type=positive_int, default=None,
-                   help="vLLM's pipeline stages (the log's own when the log does not state it)")
-    g.add_argument("--kv-cache-dtype", dest="vllm_kv_cache_dtype", metavar="DTYPE", default=None,
-                   help="a what-if KV dtype (vLLM/SGLang: fp8, auto, ...; the log's own when it does not state it)")
-    g.add_argument("-ctk", "--cache-type-k", dest="lcpp_cache_type_k", metavar="TYPE", default=None,
-                   help="llama.cpp's K type (q8_0, q4_0, f16, ...)")
-    g.add_argument("-ctv", "--cache-type-v", dest="lcpp_cache_type_v", metavar="TYPE", default=None,
-                   help="llama.cpp's V type (default: the log's; -ctk alone leaves V as it is)")
-    g.add_argument("-fa", "--flash-attn", dest="flash_attn", nargs="?", const="on", choices=("on", "off", "auto"),
-                   default=None, help="llama.cpp's flash attention on|off|auto")
-    g.add_argument("--vllm-version", "--release", dest="vllm_version", metavar="X.Y.Z", default=None,
-                   help="the engine release when the log does not print it")
 
 
 def _stated_tp(pool: EnginePool) -> int | None:

@@ -93,16 +93,6 @@ def count_list(text: str, flag: str, *, minimum: int = 0, maximum: int = MAX_COU
     return out
 
 
-def parse_fraction(text: str) -> Fraction:
-    """``10%``, ``0.1`` or ``1/10`` → Fraction(1, 10), any sign or size up to 10**60
-    (the caller checks its own range; :func:`share` for a flag's range).
-
-    Raises:
-        KvgateError: not a number.
-    """
-    return parse_share(text, what="", minimum=-(10**60), maximum=10**60)
-
-
 def vllm_int(text: str) -> int:
     """A positive integer as vLLM's own flags read it: ``32k`` = 32,000, ``32K`` = 32,768
     (:func:`kvgate.fit.humanint.human_readable_int`, vLLM's ``human_readable_int``)."""

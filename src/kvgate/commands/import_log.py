@@ -53,6 +53,7 @@ which were carried, re-split or re-estimated.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from kvgate.commands._args import add_sources_flag  # noqa: PLC0415
+    from kvgate.commands._flag_table import add_engine_table_flags  # noqa: PLC0415
 
     p.add_argument("log", help="the engine's startup log (text file)")
     add_sources_flag(p)
@@ -63,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=positive_int, default=None, help="the log's tensor-parallel size when it does not say it")
     p.add_argument("--pp", dest="pp", type=positive_int, default=None,
                    help="the log's vLLM pipeline-parallel size when it does not say it")
-    p.add_argument("--block-size", type=positive_int, default=None, help="vLLM block size when not the default 16")
+    add_engine_table_flags(p, "import_log")
     p.add_argument("--requested-kv-format", default=None, help="the KV cache type you asked the engine for")
     p.add_argument("--out", default=None, help="write the kvgate.measurement/1 JSON of the pool here")
     p.add_argument("--force", action="store_true", help="overwrite --out")

@@ -7,6 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvgate.commands._args import add_engine_flags, engine_options_from_args
+from kvgate.commands._flag_table import add_engine_table_flags
 from kvgate.commands._types import count, count_list, nonneg_int, positive_int, real, share
 from kvgate.errors import KvgateError
 from kvgate.output import emit, table
@@ -58,16 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--device-capacity", default=None, help="device prefix-cache pool in bytes (e.g. 64GiB)")
     c.add_argument("--device-blocks", type=nonneg_int, default=None, help="device pool in trace blocks")
     c.add_argument("--host-capacity", default=None, help="host tier in bytes (e.g. 1TiB)")
-    c.add_argument("--kv-offloading-size", dest="kv_offloading_size", type=real(0.0, 2.0**34, open_min=True),
-                   default=None, metavar="GiB", help="vLLM's CPU offload size in GiB (= --host-capacity)")
-    c.add_argument("--hicache-ratio", type=real(0.0, 2.0**20, open_min=True), default=None,
-                   help="SGLang HiCache host pool as a multiple of one rank's device pool (= --host-capacity)")
-    c.add_argument("--hicache-size", type=count(1, 2**40), default=None, metavar="GB",
-                   help="SGLang HiCache host pool per rank in GB (10^9 B); overrides --hicache-ratio, as in SGLang")
-    c.add_argument("--cache-ram", "-cram", dest="cache_ram", type=count(-1, 2**44), default=None, metavar="MiB",
-                   help="llama.cpp's host prompt cache in MiB (-1 no limit, 0 off; default 8192)")
-    c.add_argument("--slot-prompt-similarity", "-sps", type=real(0.0, 1.0), default=0.1,
-                   help="llama.cpp's, in [0, 1] (default 0.1)")
+    add_engine_table_flags(c, "tier")
     c.add_argument("--at-capacity-blocks", default=None, help="report the curve at exactly these, e.g. 256,1024")
     o = p.add_argument_group("output")
     o.add_argument("--plot", default=None, metavar="PNG",

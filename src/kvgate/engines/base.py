@@ -105,10 +105,6 @@ class Engine(Protocol):
     def load_model(self, ref: Any) -> Any:
         """The model at ``ref`` as this engine reads it (:class:`kvgate.model.ModelSpec`)."""
 
-    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
-        """The model (:class:`kvgate.model.ModelSpec`) in the metadata of a file only this
-        engine loads (:attr:`file_suffixes`: a GGUF's key/value header for llama.cpp)."""
-
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         """``kvgate fit``'s answer (:class:`kvgate.fit.answer.FitAnswer`) for ``inputs``
         (:class:`kvgate.commands._fit_args.FitInputs`), the loaded model and the GPU."""
@@ -210,11 +206,6 @@ class EngineBase:
         from kvgate.model import load_model  # noqa: PLC0415
 
         return load_model(ref)
-
-    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
-        from kvgate.errors import KvgateError  # noqa: PLC0415
-
-        raise KvgateError(f"{self.display} loads no model files of its own", hint="give the model's config.json")
 
     def module(self, role: str) -> ModuleType:
         """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""

@@ -17,6 +17,7 @@ from kvgate.errors import KvgateError
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.base import Engine
+    from kvgate.engines.flag_help import FlagTable
 
 #: engine name -> the module holding its ``ENGINE``; the order is the order of every list
 _HOMES: dict[str, str] = {
@@ -92,3 +93,13 @@ def load_model_for(ref: str | Path, layout: str | None) -> Any:
 
         return load_model(ref)
     return get_engine(name).load_model(ref)
+
+
+def flag_table(name: str) -> FlagTable:
+    """The flags the engine called ``name`` declares (its package's ``flag_table.TABLE``),
+    loaded without its rules (``kvgate --help`` and the usage errors stay light)."""
+    key = canonical_name(name) if name not in _HOMES else name
+    if key is None:
+        raise KvgateError(f"unknown engine {name!r}", hint=f"one of: {', '.join(ENGINES)}")
+    table: FlagTable = importlib.import_module(_HOMES[key].rpartition(".")[0] + ".flag_table").TABLE
+    return table

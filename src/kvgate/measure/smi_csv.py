@@ -44,7 +44,7 @@ Checks (errors and warnings name the log's line, counted from 1 in the file):
 - **One GPU per index.** A ``uuid`` that changes for one ``index`` mid-log (a GPU swapped
   or the log mixes hosts) is an error naming both lines.
 - **Encodings.** A UTF-8 byte-order mark is dropped; UTF-16 (what a PowerShell ``>``
-  redirect writes, with its BOM or without) is decoded (:func:`decode_log`).
+  redirect writes, with its BOM or without) is decoded (:func:`sniff_encoding`).
 - **Consistency.** When ``memory.free`` and ``memory.used`` are both logged, rows whose
   ``memory.used + memory.reserved`` differs from ``memory.total − memory.free`` by more
   than :func:`consistency_tolerance` are counted in a warning (used is still
@@ -82,9 +82,9 @@ class _BadRow(SmiCsvError):
 
 
 def sniff_encoding(head: bytes) -> str:
-    """The encoding of a log from its first bytes (see :func:`decode_log`): ``utf-16``
-    with a BOM, ``utf-16-le`` / ``utf-16-be`` without one (every other byte NUL), else
-    ``utf-8-sig``."""
+    """The encoding of a log from its first bytes: ``utf-16`` with a BOM (LE/BE),
+    ``utf-16-le`` / ``utf-16-be`` without one (every other byte of the first 64 a NUL: ASCII
+    written by PowerShell), else ``utf-8-sig`` (UTF-8 with or without a BOM)."""
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return "utf-16"
     head = head[:64]
@@ -93,21 +93,6 @@ def sniff_encoding(head: bytes) -> str:
     if len(head) >= 4 and all(b == 0 for b in head[0::2]) and any(head[1::2]):
         return "utf-16-be"
     return "utf-8-sig"
-
-
-def decode_log(data: bytes) -> str:
-    """The text of a log file's bytes: UTF-16 with a BOM (LE/BE), UTF-16-LE without one
-    (every odd byte of the first 64 a NUL: ASCII written by PowerShell), UTF-8 with or
-    without a BOM; undecodable bytes become U+FFFD (the row is then skipped as bad).
-    """
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return data.decode("utf-16", errors="replace")
-    head = data[:64]
-    if len(head) >= 4 and all(b == 0 for b in head[1::2]) and any(head[0::2]):
-        return data.decode("utf-16-le", errors="replace")
-    if len(head) >= 4 and all(b == 0 for b in head[0::2]) and any(head[1::2]):
-        return data.decode("utf-16-be", errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
 
 
 def _column(header_cell: str) -> tuple[str, str | None]:

@@ -137,12 +137,6 @@ def transformers_version() -> str | None:
     return str(transformers.__version__)
 
 
-def known_model_type(model_type: str) -> bool:
-    """True when the installed transformers has a config class for ``model_type``."""
-    mapping = with_config_classes(_config_mapping)
-    return mapping is not None and model_type in mapping
-
-
 def _dtype_name(v: Any) -> str | None:
     if v is None:
         return None

@@ -110,16 +110,6 @@ def mul_exact(a: np.ndarray, k: int) -> np.ndarray:
     return a * np.int64(k)
 
 
-def dot_exact(a: np.ndarray, b: np.ndarray) -> int:
-    """Σ a·b exactly (int64 when no overflow is possible, Python ints otherwise)."""
-    if len(a) == 0:
-        return 0
-    bound = float(np.abs(a).max()) * float(np.abs(b).max()) * len(a)
-    if bound < 2**62:
-        return int(np.dot(a.astype(np.int64), b.astype(np.int64)))
-    return int(sum(int(x) * int(y) for x, y in zip(a.tolist(), b.tolist())))
-
-
 def _events(s: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Events in time order: ``order`` (j < m: finish of request j; m + j: its admission)
     and their steps. At one step finishes come first; each kind keeps request order (the

@@ -46,10 +46,6 @@ class LlamaCppEngine(EngineBase):
 
         return load_for_llamacpp(ref) or super().load_model(ref)
 
-    def model_from_metadata(self, meta: dict[str, Any], *, name: str, source: str) -> Any:
-        """A GGUF's metadata as llama.cpp reads it (:func:`kvgate.engines.llamacpp.gguf.spec_from_gguf_metadata`)."""
-        return self.module("gguf").spec_from_gguf_metadata(meta, name=name, source=source)
-
     def fit(self, inputs: Any, model: Any, gpu: Any) -> Any:
         from kvgate.engines.llamacpp.fit import build_flags, fit_llamacpp  # noqa: PLC0415
         from kvgate.fit.release import resolve_release  # noqa: PLC0415
