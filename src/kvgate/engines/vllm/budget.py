@@ -282,10 +282,13 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
 
 
 def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
-                    config: dict[str, Any] | None = None, dtype: str | None = None) -> Term:
+                    config: dict[str, Any] | None = None, dtype: str | None = None,
+                    full: dict[str, Any] | None = None) -> Term:
     """The activation peak of the profile run (module docstring): V0 additive and calibrated;
     V1 ``max(forward, hidden states + logits)`` with the logits from the code
-    (:func:`v1_logits_rule`)."""
+    (:func:`v1_logits_rule`); for a V1 multimodal model whose encoder profile is modelled
+    (``full``: the whole config.json, :func:`kvgate.engines.vllm.encoder.encoder_profile`),
+    plus the encoder cache held through it, and up to the pixel values on the GPU."""
     b = active_bands()
     k_lo, k_hi = b.k
     T = s.max_num_batched_tokens
@@ -307,7 +310,20 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
         v = Interval(max(fwd.low, lg.low), max(fwd.high, lg.high))
         src = (f"max(forward {T:,} tokens × {w.token_bytes:,} B × [{float(k_lo):.2f}, {float(k_hi):.2f}], "
                f"{rows:,} rows × {w.vocab:,} vocab × [{beta_lo}, {beta_hi}] B + hidden states); {why}")
-    if w.multimodal:
+    enc = None
+    if s.v1 and full is not None:
+        from kvgate.engines.vllm.encoder import encoder_profile  # noqa: PLC0415
+
+        bb = _dtype_and_hidden(config or {}, dtype)[0]
+        enc = encoder_profile(full, release.version if release is not None else None, max_model_len=s.max_model_len,
+                              max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,
+                              dtype_bytes=bb)
+    if enc is not None:
+        v = Interval(v.low + enc.held, v.high + enc.held + enc.pixels)
+        src += (f"; + {enc.source}: {enc.held / 2**30:.2f} GiB, + up to the pixel values on the GPU "
+                f"({enc.items} × {enc.patches:,} patches × {enc.patch_dim} × 4 B = {enc.pixels / 2**30:.2f} GiB); "
+                "NOT COUNTED: the encoder's own forward peak")
+    elif w.multimodal or (full is not None and any(k in full for k in ("vision_config", "audio_config"))):
         src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"
     return Term("activation peak (profile run)", v, src)
 
@@ -370,11 +386,13 @@ def cuda_graph_term(s: VllmSettings) -> Term:
 
 def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
                config: dict[str, Any] | None = None, gpu_name: str | None = None,
-               dtype: str | None = None) -> list[Term]:
+               dtype: str | None = None, full: dict[str, Any] | None = None) -> list[Term]:
     """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's hidden
     size; ``dtype``: the one vLLM runs it in, else the config's; ``gpu_name``: the card, for the
-    NCCL band at TP ≥ 2): weights, activation peak, non-torch, CUDA graph pool."""
-    return [weights, activation_term(s, w, release, config, dtype), non_torch_term(s, release, gpu_name), cuda_graph_term(s)]
+    NCCL band at TP ≥ 2; ``full``: the whole config.json, for the encoder of a multimodal model):
+    weights, activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w, release, config, dtype, full), non_torch_term(s, release, gpu_name),
+            cuda_graph_term(s)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:
