@@ -53,8 +53,12 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     top-p softmax and the scatter), the lower end where only it runs. Which path a release
     takes: 0.8 … 0.11 FlashInfer when installed (not a dependency of the wheel), else
     PyTorch: ``[b + 12, b + 36]``; 0.12 PyTorch unless ``VLLM_USE_FLASHINFER_SAMPLER=1``:
-    ``[b + 26, b + 36]``; 0.13 … 0.18 not read: ``[b + 12, b + 36]``; 0.19 and later: Triton for 8 rows
-    or more (FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
+    ``[b + 26, b + 36]``, and so through 0.16 (``topk_topp_sampler.py`` ``TopKTopPSampler.__init__``
+    picks ``forward_native`` unless ``VLLM_USE_FLASHINFER_SAMPLER``: the file is the same at 0.12.0 and
+    0.13.0, and at 0.14.0 and 0.16.0 up to the ROCm aiter switch; 0.15 lies between, not read);
+    0.17 and later: Triton for 8 rows or more (``apply_top_k_top_p``: ``if HAS_TRITON and
+    logits.shape[0] >= 8: return apply_top_k_top_p_triton(...)``, the file the same at 0.17.0,
+    0.18.1 and 0.19.0; FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
 
   Each tensor-parallel rank holds the full vocabulary's logits (gathered before sampling);
   with pipeline parallelism only the last stage samples, and kvgate charges every stage
@@ -258,7 +262,7 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
 
     Source: ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``
     and ``vllm/v1/sample/ops/topk_topp_sampler.py`` at 0.7.0, 0.7.3, 0.8.0, 0.8.5, 0.10.1,
-    0.11.0, 0.12.0, 0.19.0, 0.24.0 (PyPI sdists)."""
+    0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.18.1, 0.19.0, 0.24.0 (PyPI sdists)."""
     v = release.version if release is not None else None
     if v is not None and v < (0, 7, 3):
         return T, b, b, "0.7.0-0.7.2 profile_run: compute_logits on every profiled token, no sampler"
@@ -274,11 +278,12 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
     if v < (0, 12):
         return rows, flash, native, ("0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed "
                                      "(b+12) or PyTorch's sort (b+36; b+49 for 2-127 rows)")
-    if v < (0, 13):
-        return rows, post_sort, native, "0.12 _dummy_sampler_run, PyTorch's top-k/top-p sort (b+26 … b+36; b+49 for 2-127 rows)"
-    if v < (0, 19) or rows < 8:
-        return rows, flash, native, "0.13-0.18 not read (or < 8 rows): FlashInfer/Triton (b+12) … PyTorch sort (b+36; b+49 for 2-127 rows)"
-    return rows, flash, triton, "0.19+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
+    if v < (0, 17):
+        return rows, post_sort, native, ("0.12-0.16 _dummy_sampler_run, PyTorch's top-k/top-p sort unless "
+                                         "VLLM_USE_FLASHINFER_SAMPLER=1 (b+26 … b+36; b+49 for 2-127 rows)")
+    if rows < 8:
+        return rows, flash, native, "0.17+ with < 8 rows: PyTorch's sort (b+12 … b+36; b+49 for 2-127 rows)"
+    return rows, flash, triton, "0.17+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
 
 
 def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,

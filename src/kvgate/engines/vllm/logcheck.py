@@ -255,7 +255,8 @@ def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
             terms[f"printed {f}"] = v.to_dict()
     s = a.settings
     wd = model_widths(model.config or {}, tp)
-    terms["profile"] = {"tokens": int(s["max_num_batched_tokens"]), "seqs": int(s["max_num_seqs"]), "v1": bool(s.get("v1")),
+    terms["profile"] = {"tokens": int(s["max_num_batched_tokens"]), "seqs": int(s["max_num_seqs"]),
+                        "max_model_len": int(s["max_model_len"]), "v1": bool(s.get("v1")),
                         "tp": tp, "eager": bool(e.get("enforce_eager")), "token_bytes": wd.token_bytes, "vocab": wd.vocab}
     if e.get("available_kv_cache_memory"):
         p = printed_bytes(e["available_kv_cache_memory"])
