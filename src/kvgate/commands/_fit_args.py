@@ -26,6 +26,18 @@ def _human_int(flag: str, allow_auto: bool = False) -> Any:
     return parse
 
 
+def _yes_no(flag: str) -> Callable[[str], bool]:
+    """``yes``/``no`` (also on/off, true/false, 1/0) as a bool."""
+    def parse(text: str) -> bool:
+        t = text.strip().lower()
+        if t in ("yes", "on", "true", "1"):
+            return True
+        if t in ("no", "off", "false", "0"):
+            return False
+        raise argparse.ArgumentTypeError(f"{flag} takes yes or no, got {text!r}")
+    return parse
+
+
 def _fraction(text: str) -> float:
     """A share in (0, 1] (``--gpu-memory-utilization``, ``--mem-fraction-static``)."""
     return _unit_fraction(text)
@@ -119,6 +131,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="the checkpoint's method (awq, gptq, fp8, ...; vLLM stops on another); on an unquantized "
                         "checkpoint it needs --weights-bytes (the loaded size)")
     v.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    v.add_argument("--flashinfer-sampler", metavar="yes|no", default=None, type=_yes_no("--flashinfer-sampler"),
+                   help="V1 samples with FlashInfer (its log: 'Using FlashInfer for top-p & top-k sampling') or not; "
+                        "default: the release's rule")
     v.add_argument("--block-size", metavar="N", type=_human_int("--block-size"), default=None, help="tokens per KV block (default 16)")
     s = p.add_argument_group("SGLang flags (sglang.launch_server's spellings and defaults)")
     s.add_argument("--mem-fraction-static", metavar="F", type=_fraction, default=None,
@@ -216,6 +231,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
                                 ("-dcp", args.dcp if args.dcp != 1 else None),
                                 ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes),
                                 ("--enforce-eager", args.enforce_eager or None), ("--block-size", args.block_size),
+                                ("--flashinfer-sampler", args.flashinfer_sampler),
                                 ("--quantization", args.quantization))
                  if v is not None],
         "sglang": [f for f, v in (("--mem-fraction-static", args.mem_fraction_static),
@@ -247,7 +263,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp,
         "decode_context_parallel_size": args.dcp, "kv_cache_dtype": args.kv_cache_dtype,
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
-        "block_size": args.block_size,
+        "block_size": args.block_size, "flashinfer_sampler": args.flashinfer_sampler,
     }
     sglang = {
         "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,

@@ -255,10 +255,18 @@ def _dtype_and_hidden(config: dict[str, Any], dtype: str | None = None) -> tuple
     return b, int(hidden)
 
 
-def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[int, int, int, str]:
+def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int,
+                   flashinfer: bool | None = None) -> tuple[int, int, int, str]:
     """V1's logits in the profile run of ``release`` (module docstring): ``(rows, β_lo, β_hi,
     source)``, ``rows`` of logits of ``β`` bytes each, for ``T`` profiled tokens,
-    ``max_num_seqs`` ``seqs`` and the model dtype's ``b`` bytes.
+    ``max_num_seqs`` ``seqs`` and the model dtype's ``b`` bytes. ``flashinfer``: whether the
+    run samples with FlashInfer, when known (``topk_topp_sampler.py`` logs it at startup: 0.8 …
+    0.11 "Using FlashInfer for top-p & top-k sampling." when ``flashinfer`` imports and
+    ``VLLM_USE_FLASHINFER_SAMPLER`` is not 0, else "FlashInfer is not available. Falling back to
+    the PyTorch-native implementation …" or "FlashInfer is available, but it is not enabled";
+    0.12 … 0.16 FlashInfer only with ``VLLM_USE_FLASHINFER_SAMPLER=1``): FlashInfer ``b+12 … b+16``,
+    PyTorch's sort ``b+26 … b+36`` (``b+49`` for 2 … 127 rows); from 0.17 the path without
+    FlashInfer is Triton's for 8 rows or more, so only fewer rows change.
 
     Source: ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``
     and ``vllm/v1/sample/ops/topk_topp_sampler.py`` at 0.7.0, 0.7.3, 0.8.0, 0.8.5, 0.10.1,
@@ -273,6 +281,11 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
     # cub sort): 48.5 B a logit measured with the fp32 input, against 36 for 128 rows or more
     native = b + 36 if rows >= 128 or rows == 1 else b + 49
     flash, post_sort, triton = b + 12, b + 26, b + 16
+    if flashinfer is True:
+        return rows, flash, triton, "V1 _dummy_sampler_run, FlashInfer's top-k/top-p (the run uses it: b+12 … b+16)"
+    if flashinfer is False and (v is None or v < (0, 17) or rows < 8):
+        return rows, post_sort, native, ("V1 _dummy_sampler_run, PyTorch's top-k/top-p sort (the run has no "
+                                         "FlashInfer sampler: b+26 … b+36; b+49 for 2-127 rows)")
     if v is None:
         return rows, flash, native, "release not known: FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
     if v < (0, 12):
@@ -308,7 +321,7 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
                "calibrated on tests/data/fit_logs")
     else:
         bb, hidden = _dtype_and_hidden(config or {}, dtype)
-        rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb)
+        rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb, s.flashinfer_sampler)
         kept_lo = T * hidden * bb + rows * hidden * bb
         kept_hi = kept_lo + rows * hidden * bb
         lg = Interval(kept_lo + rows * w.vocab * beta_lo, kept_hi + rows * w.vocab * beta_hi)

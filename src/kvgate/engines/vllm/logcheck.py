@@ -85,6 +85,21 @@ def miss_gap(predicted: Interval, printed: Interval) -> int:
     return 0
 
 
+#: what vllm/v1/sample/ops/topk_topp_sampler.py logs at startup (0.8 ...): FlashInfer's sampler or not
+SAMPLER_LINES = (("Using FlashInfer for top-p & top-k sampling", True),
+                 ("FlashInfer is not available. Falling back to the PyTorch-native", False),
+                 ("FlashInfer is available, but it is not enabled", False))
+
+
+def sampler_from_log(text: str) -> bool | None:
+    """Whether a vLLM log's run samples with FlashInfer (:data:`SAMPLER_LINES`); ``None``: the
+    log does not say."""
+    for line, fi in SAMPLER_LINES:
+        if line in text:
+            return fi
+    return None
+
+
 def printed_int(text: str) -> int:
     """``"158,656"`` → 158656."""
     return int(str(text).replace(",", ""))
@@ -241,7 +256,8 @@ def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     flags = build_flags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
                       max_num_seqs=e.get("max_num_seqs"), max_num_batched_tokens=e.get("max_num_batched_tokens"),
                       tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                      kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))
+                      kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"),
+                      flashinfer_sampler=sampler_from_log((folder / e["file"]).read_text(encoding="utf-8")))
     a = fit_vllm(model, weights, gpu, flags, rel)
     presumed = presumed_settings(e) + list(inp.get("presumed", []))
     if weights_from != "log":
