@@ -119,3 +119,38 @@ def test_sampler_path_per_release_from_topk_topp_sampler():
     for t in ("0.17.0", "0.18.1", "0.19.0"):
         assert v1_logits_rule(rel(t), 8192, 256, 2)[:3] == (256, 2 + 12, 2 + 16), t
         assert v1_logits_rule(rel(t), 8192, 4, 2)[2] == 2 + 49, t  # below 8 rows: PyTorch's sort
+
+
+def test_sampler_path_as_the_log_prints_it():
+    from kvgate.engines.vllm.logcheck import sampler_from_log
+
+    assert sampler_from_log("INFO [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k sampling.") is True
+    assert sampler_from_log("WARNING FlashInfer is not available. Falling back to the PyTorch-native implementation "
+                            "of top-p & top-k sampling.") is False
+    assert sampler_from_log("no such line") is None
+    rel = lambda t: Release("vllm", t, parse_version(t), "test")  # noqa: E731
+    # 0.10: FlashInfer's masked copy and softmax, or PyTorch's sort, where the release alone says either
+    assert v1_logits_rule(rel("0.10.2"), 8192, 1024, 2)[1:3] == (2 + 12, 2 + 36)
+    assert v1_logits_rule(rel("0.10.2"), 8192, 1024, 2, True)[1:3] == (2 + 12, 2 + 16)
+    assert v1_logits_rule(rel("0.10.2"), 8192, 1024, 2, False)[1:3] == (2 + 26, 2 + 36)
+    # from 0.17 the path without FlashInfer is Triton's for 8 rows or more: nothing changes there
+    assert v1_logits_rule(rel("0.19.0"), 8192, 256, 2, False)[1:3] == (2 + 12, 2 + 16)
+    # the logs that say it: every 0.8-0.11 log printing the line gets that path's band
+    by = {c.file: c for c in check_logs(FOLDER) if c.predicted is not None}
+    c = by["vllm_0.10.2_qwen3-30b-a3b_h100_1.log"]  # "FlashInfer is not available"
+    t = c.terms["activation peak (profile run)"]
+    # 1,024 rows × 151,936 vocab × (36 − 26) B, and the rows' hidden states (2,048 × bf16) at the high end
+    assert t["high"] - t["low"] == 1024 * 151936 * 10 + 1024 * 2048 * 2 and c.inside
+
+
+def test_cli_takes_the_sampler_flag(capsys):
+    from kvgate.cli import main
+
+    base = ["fit", str(ROOT / "configs" / "qwen3-8b.json"), "--gpu", "H100 80GB", "--vllm-version", "0.10.2",
+            "--weights-bytes", "16GB", "--json"]
+    assert main(base + ["--flashinfer-sampler", "yes"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "FlashInfer's top-k/top-p" in out
+    with pytest.raises(SystemExit) as exc:
+        main(base + ["--flashinfer-sampler", "maybe"])
+    assert exc.value.code == 2 and "--flashinfer-sampler takes yes or no" in capsys.readouterr().err
