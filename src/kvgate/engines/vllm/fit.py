@@ -198,10 +198,14 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
                      else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
                  for (k, v), r in zip(lines.items(), (lo, hi))}
+    enc = any("encoder cache held" in t.source for t in terms)
     if multimodal and fits == "yes":
-        fits, reason = "unknown", ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
-                                   "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
-                                   "model; the pool can be much smaller than shown")
+        fits, reason = "unknown", (("a multimodal model: kvgate counts the encoder cache vLLM's profile run holds "
+                                    "(kvgate.engines.vllm.encoder), not the encoder's own forward peak, which can be "
+                                    "larger") if enc else
+                                   ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
+                                    "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
+                                    "model; the pool can be much smaller than shown"))
     flips = flip_points_vllm(pr, flags, s)
     c_lo = conc["low"] or 0.0
     if fits == "yes" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:
