@@ -47,7 +47,9 @@ def test_qwen3_vl_profile_at_0_11_and_0_12_holds_the_budget_expanded():
     # from 0.13 the cache holds the outputs as they are, and an image (16,384 tokens) is the larger item
     p = encoder_profile(VL, (0, 13, 0), max_model_len=65536, max_num_batched_tokens=8192, max_num_seqs=256, dtype_bytes=2)
     assert p is not None and (p.modality, p.budget, p.held) == ("image", 16384, 16384 * 8192 * 2)
-    # a text model, or a text-only config: nothing modelled
+    # a vision config without its output width, a text model, or a text-only config: nothing modelled
+    assert encoder_profile({**VL, "vision_config": {"depth": 27}}, (0, 12, 0), max_model_len=1,
+                           max_num_batched_tokens=1, max_num_seqs=1, dtype_bytes=2) is None
     assert encoder_profile({"model_type": "qwen3"}, (0, 12, 0), max_model_len=1, max_num_batched_tokens=1,
                            max_num_seqs=1, dtype_bytes=2) is None
 

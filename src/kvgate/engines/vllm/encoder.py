@@ -173,6 +173,8 @@ def encoder_profile(config: dict[str, Any], version: tuple[int, ...] | None, *, 
     if str(config.get("model_type")) not in QWEN3_VL_TYPES or not isinstance(config.get("vision_config"), dict):
         return None
     vc = config["vision_config"]
+    if not isinstance(vc.get("out_hidden_size"), int) or vc["out_hidden_size"] <= 0:
+        return None  # no output width: nothing to size
     patch, merge = int(vc.get("patch_size", 16)), int(vc.get("spatial_merge_size", 2))
     tpatch, chans = int(vc.get("temporal_patch_size", 2)), int(vc.get("in_channels", 3))
     out_dim = int(vc["out_hidden_size"]) * (1 + len(vc.get("deepstack_visual_indexes") or []))
