@@ -34,7 +34,7 @@ from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import using_bands
 from kvgate.engines.vllm.calibrate import calibrate, observations
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
-from kvgate.engines.vllm.logcheck import LogCase, check_logs, printed_bytes
+from kvgate.engines.vllm.logcheck import LogCase, check_logs, miss_gap, printed_bytes
 from kvgate.fit.interval import Interval
 
 GiB = 2**30
@@ -85,12 +85,12 @@ def _summary(cases: list[LogCase]) -> tuple[int, int, float, float]:
 
 
 def _miss(c: LogCase) -> str:
+    """Side and gap of a miss, from the nearer edge of the printed figure's interval (its
+    printing precision: ``kvgate.engines.vllm.logcheck.miss_gap``)."""
     assert c.predicted is not None and c.printed is not None
-    p, v = c.predicted, c.printed
-    unit = GiB if c.quantity == "available KV bytes" else 1
-    side = "above" if v > p.high else "below"
-    gap = (v - p.high) if v > p.high else (p.low - v)
-    g = f"{gap / GiB:.2f} GiB" if unit == GiB else f"{gap:,} {c.quantity.split()[-1]}"
+    gap = miss_gap(c.predicted, c.printed_range or Interval.point(c.printed))
+    side = "above" if gap > 0 else "below"
+    g = f"{abs(gap) / GiB:.3f} GiB" if c.quantity == "available KV bytes" else f"{abs(gap):,} {c.quantity.split()[-1]}"
     return f"{side} by {g}"
 
 

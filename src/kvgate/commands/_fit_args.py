@@ -110,7 +110,7 @@ def fit_inputs_from_args(args: argparse.Namespace) -> FitInputs:
         "tensor_parallel_size": args.tp, "pipeline_parallel_size": args.pp,
         "decode_context_parallel_size": args.dcp, "kv_cache_dtype": args.kv_cache_dtype,
         "kv_cache_memory_bytes": args.kv_cache_memory_bytes, "enforce_eager": args.enforce_eager,
-        "block_size": args.block_size,
+        "block_size": args.block_size, "flashinfer_sampler": args.flashinfer_sampler,
     }
     sglang = {
         "mem_fraction_static": args.mem_fraction_static, "context_length": args.context_length,

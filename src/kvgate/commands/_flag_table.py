@@ -56,6 +56,18 @@ _count = _llamacpp_int(nonneg_int)
 _positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
 
+def _yes_no(flag: str) -> Callable[[str], bool]:
+    """``yes``/``no`` (also on/off, true/false, 1/0) as a bool."""
+    def parse(text: str) -> bool:
+        t = text.strip().lower()
+        if t in ("yes", "on", "true", "1"):
+            return True
+        if t in ("no", "off", "false", "0"):
+            return False
+        raise argparse.ArgumentTypeError(f"{flag} takes yes or no, got {text!r}")
+    return parse
+
+
 def _parse_bytes(text: str) -> int:
     from kvgate.units import parse_bytes  # noqa: PLC0415
 
@@ -88,6 +100,7 @@ CONVERTERS: dict[str, Callable[..., Callable[[str], Any]]] = {
     "plain_tp_auto": lambda said: _tp_or_auto(_count),
     "bytes": lambda said: parse_bytes_arg,
     "lower": lambda said: str.lower,
+    "yes_no": lambda said: _yes_no(said),
     "vllm_int": lambda said: vllm_int,
     "positive_int": lambda said: positive_int,
     "nonneg_int": lambda said: nonneg_int,

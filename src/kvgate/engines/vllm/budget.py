@@ -53,8 +53,12 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     top-p softmax and the scatter), the lower end where only it runs. Which path a release
     takes: 0.8 … 0.11 FlashInfer when installed (not a dependency of the wheel), else
     PyTorch: ``[b + 12, b + 36]``; 0.12 PyTorch unless ``VLLM_USE_FLASHINFER_SAMPLER=1``:
-    ``[b + 26, b + 36]``; 0.13 … 0.18 not read: ``[b + 12, b + 36]``; 0.19 and later: Triton for 8 rows
-    or more (FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
+    ``[b + 26, b + 36]``, and so through 0.16 (``topk_topp_sampler.py`` ``TopKTopPSampler.__init__``
+    picks ``forward_native`` unless ``VLLM_USE_FLASHINFER_SAMPLER``: the file is the same at 0.12.0 and
+    0.13.0, and at 0.14.0 and 0.16.0 up to the ROCm aiter switch; 0.15 lies between, not read);
+    0.17 and later: Triton for 8 rows or more (``apply_top_k_top_p``: ``if HAS_TRITON and
+    logits.shape[0] >= 8: return apply_top_k_top_p_triton(...)``, the file the same at 0.17.0,
+    0.18.1 and 0.19.0; FlashInfer when enabled): ``[b + 12, b + 16]``, PyTorch below 8 rows.
 
   Each tensor-parallel rank holds the full vocabulary's logits (gathered before sampling);
   with pipeline parallelism only the last stage samples, and kvgate charges every stage
@@ -251,14 +255,22 @@ def _dtype_and_hidden(config: dict[str, Any], dtype: str | None = None) -> tuple
     return b, int(hidden)
 
 
-def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[int, int, int, str]:
+def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int,
+                   flashinfer: bool | None = None) -> tuple[int, int, int, str]:
     """V1's logits in the profile run of ``release`` (module docstring): ``(rows, β_lo, β_hi,
     source)``, ``rows`` of logits of ``β`` bytes each, for ``T`` profiled tokens,
-    ``max_num_seqs`` ``seqs`` and the model dtype's ``b`` bytes.
+    ``max_num_seqs`` ``seqs`` and the model dtype's ``b`` bytes. ``flashinfer``: whether the
+    run samples with FlashInfer, when known (``topk_topp_sampler.py`` logs it at startup: 0.8 …
+    0.11 "Using FlashInfer for top-p & top-k sampling." when ``flashinfer`` imports and
+    ``VLLM_USE_FLASHINFER_SAMPLER`` is not 0, else "FlashInfer is not available. Falling back to
+    the PyTorch-native implementation …" or "FlashInfer is available, but it is not enabled";
+    0.12 … 0.16 FlashInfer only with ``VLLM_USE_FLASHINFER_SAMPLER=1``): FlashInfer ``b+12 … b+16``,
+    PyTorch's sort ``b+26 … b+36`` (``b+49`` for 2 … 127 rows); from 0.17 the path without
+    FlashInfer is Triton's for 8 rows or more, so only fewer rows change.
 
     Source: ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``
     and ``vllm/v1/sample/ops/topk_topp_sampler.py`` at 0.7.0, 0.7.3, 0.8.0, 0.8.5, 0.10.1,
-    0.11.0, 0.12.0, 0.19.0, 0.24.0 (PyPI sdists)."""
+    0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.18.1, 0.19.0, 0.24.0 (PyPI sdists)."""
     v = release.version if release is not None else None
     if v is not None and v < (0, 7, 3):
         return T, b, b, "0.7.0-0.7.2 profile_run: compute_logits on every profiled token, no sampler"
@@ -269,23 +281,32 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int) -> tuple[
     # cub sort): 48.5 B a logit measured with the fp32 input, against 36 for 128 rows or more
     native = b + 36 if rows >= 128 or rows == 1 else b + 49
     flash, post_sort, triton = b + 12, b + 26, b + 16
+    if flashinfer is True:
+        return rows, flash, triton, "V1 _dummy_sampler_run, FlashInfer's top-k/top-p (the run uses it: b+12 … b+16)"
+    if flashinfer is False and (v is None or v < (0, 17) or rows < 8):
+        return rows, post_sort, native, ("V1 _dummy_sampler_run, PyTorch's top-k/top-p sort (the run has no "
+                                         "FlashInfer sampler: b+26 … b+36; b+49 for 2-127 rows)")
     if v is None:
         return rows, flash, native, "release not known: FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
     if v < (0, 12):
         return rows, flash, native, ("0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed "
                                      "(b+12) or PyTorch's sort (b+36; b+49 for 2-127 rows)")
-    if v < (0, 13):
-        return rows, post_sort, native, "0.12 _dummy_sampler_run, PyTorch's top-k/top-p sort (b+26 … b+36; b+49 for 2-127 rows)"
-    if v < (0, 19) or rows < 8:
-        return rows, flash, native, "0.13-0.18 not read (or < 8 rows): FlashInfer/Triton (b+12) … PyTorch sort (b+36; b+49 for 2-127 rows)"
-    return rows, flash, triton, "0.19+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
+    if v < (0, 17):
+        return rows, post_sort, native, ("0.12-0.16 _dummy_sampler_run, PyTorch's top-k/top-p sort unless "
+                                         "VLLM_USE_FLASHINFER_SAMPLER=1 (b+26 … b+36; b+49 for 2-127 rows)")
+    if rows < 8:
+        return rows, flash, native, "0.17+ with < 8 rows: PyTorch's sort (b+12 … b+36; b+49 for 2-127 rows)"
+    return rows, flash, triton, "0.17+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
 
 
 def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
-                    config: dict[str, Any] | None = None, dtype: str | None = None) -> Term:
+                    config: dict[str, Any] | None = None, dtype: str | None = None,
+                    full: dict[str, Any] | None = None) -> Term:
     """The activation peak of the profile run (module docstring): V0 additive and calibrated;
     V1 ``max(forward, hidden states + logits)`` with the logits from the code
-    (:func:`v1_logits_rule`)."""
+    (:func:`v1_logits_rule`); for a V1 multimodal model whose encoder profile is modelled
+    (``full``: the whole config.json, :func:`kvgate.engines.vllm.encoder.encoder_profile`),
+    plus the encoder cache held through it, and up to the pixel values on the GPU."""
     b = active_bands()
     k_lo, k_hi = b.k
     T = s.max_num_batched_tokens
@@ -300,14 +321,27 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
                "calibrated on tests/data/fit_logs")
     else:
         bb, hidden = _dtype_and_hidden(config or {}, dtype)
-        rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb)
+        rows, beta_lo, beta_hi, why = v1_logits_rule(release, T, s.max_num_seqs, bb, s.flashinfer_sampler)
         kept_lo = T * hidden * bb + rows * hidden * bb
         kept_hi = kept_lo + rows * hidden * bb
         lg = Interval(kept_lo + rows * w.vocab * beta_lo, kept_hi + rows * w.vocab * beta_hi)
         v = Interval(max(fwd.low, lg.low), max(fwd.high, lg.high))
         src = (f"max(forward {T:,} tokens × {w.token_bytes:,} B × [{float(k_lo):.2f}, {float(k_hi):.2f}], "
                f"{rows:,} rows × {w.vocab:,} vocab × [{beta_lo}, {beta_hi}] B + hidden states); {why}")
-    if w.multimodal:
+    enc = None
+    if s.v1 and full is not None:
+        from kvgate.engines.vllm.encoder import encoder_profile  # noqa: PLC0415
+
+        bb = _dtype_and_hidden(config or {}, dtype)[0]
+        enc = encoder_profile(full, release.version if release is not None else None, max_model_len=s.max_model_len,
+                              max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,
+                              dtype_bytes=bb)
+    if enc is not None:
+        v = Interval(v.low + enc.held, v.high + enc.held + enc.pixels)
+        src += (f"; + {enc.source}: {enc.held / 2**30:.2f} GiB, + up to the pixel values on the GPU "
+                f"({enc.items} × {enc.patches:,} patches × {enc.patch_dim} × 4 B = {enc.pixels / 2**30:.2f} GiB); "
+                "NOT COUNTED: the encoder's own forward peak")
+    elif w.multimodal or (full is not None and any(k in full for k in ("vision_config", "audio_config"))):
         src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"
     return Term("activation peak (profile run)", v, src)
 
@@ -370,11 +404,13 @@ def cuda_graph_term(s: VllmSettings) -> Term:
 
 def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
                config: dict[str, Any] | None = None, gpu_name: str | None = None,
-               dtype: str | None = None) -> list[Term]:
+               dtype: str | None = None, full: dict[str, Any] | None = None) -> list[Term]:
     """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's hidden
     size; ``dtype``: the one vLLM runs it in, else the config's; ``gpu_name``: the card, for the
-    NCCL band at TP ≥ 2): weights, activation peak, non-torch, CUDA graph pool."""
-    return [weights, activation_term(s, w, release, config, dtype), non_torch_term(s, release, gpu_name), cuda_graph_term(s)]
+    NCCL band at TP ≥ 2; ``full``: the whole config.json, for the encoder of a multimodal model):
+    weights, activation peak, non-torch, CUDA graph pool."""
+    return [weights, activation_term(s, w, release, config, dtype, full), non_torch_term(s, release, gpu_name),
+            cuda_graph_term(s)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:

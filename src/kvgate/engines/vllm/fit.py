@@ -28,6 +28,7 @@ from typing import Any
 
 from kvgate.engines.vllm import dtype as vllm_dtype
 from kvgate.engines.vllm.budget import requested_memory, vllm_terms
+from kvgate.engines.vllm.encoder import full_config
 from kvgate.engines.vllm.flags import VllmFlags, VllmSettings, resolve_vllm_flags
 from kvgate.engines.vllm.pool import VLLM
 from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
@@ -72,6 +73,7 @@ class _Predictor:
         self.pool_for = pool_for  # (settings, widths) -> (terms, budget, pool): kvgate.fit.whatif's log-carried terms
         # the default --max-model-len as vLLM derives it (rope_scaling, longrope: kvgate.fit.model_length)
         self.length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
+        self.full = full_config(model.source)  # the vision tower's config (kvgate.engines.vllm.encoder)
 
     def settings(self, flags: VllmFlags) -> VllmSettings:
         return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low, gpu_name=self.gpu.name,
@@ -90,7 +92,8 @@ class _Predictor:
         w = model_widths(self.model.config, s.tensor_parallel_size)
         if self.pool_for is not None:
             return self.pool_for(s, w)  # type: ignore[no-any-return]
-        terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name, self.model.dtype)
+        terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name, self.model.dtype,
+                           self.full)
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)
@@ -195,10 +198,14 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         lines = {k: [f"# GPU blocks: {r['num_blocks']}" if ln.startswith("GPU KV cache size")
                      else ln.replace(f"for {L:,} tokens", f"for {L} tokens") for ln in v]
                  for (k, v), r in zip(lines.items(), (lo, hi))}
+    enc = any("encoder cache held" in t.source for t in terms)
     if multimodal and fits == "yes":
-        fits, reason = "unknown", ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
-                                   "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
-                                   "model; the pool can be much smaller than shown")
+        fits, reason = "unknown", (("a multimodal model: kvgate counts the encoder cache vLLM's profile run holds "
+                                    "(kvgate.engines.vllm.encoder), not the encoder's own forward peak, which can be "
+                                    "larger") if enc else
+                                   ("a multimodal model: vLLM's profile run also runs its vision/audio encoder "
+                                    "(36.63 GiB on Llama-3.2-11B-Vision, tests/data/fit_logs), which kvgate does not "
+                                    "model; the pool can be much smaller than shown"))
     flips = flip_points_vllm(pr, flags, s)
     c_lo = conc["low"] or 0.0
     if fits == "yes" and flags.max_num_seqs is not None and flags.max_num_seqs > c_lo:

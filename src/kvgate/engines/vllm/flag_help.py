@@ -39,6 +39,9 @@ FLAGS: tuple[FlagHelp, ...] = (
              "(gptq/awq also take their marlin kernels); on an unquantized checkpoint vLLM quantizes while "
              "loading: give --weights-bytes; never the KV dtype", "fit"),
     FlagHelp("--enforce-eager", "off", "no CUDA graphs: their pool is 0", "fit"),
+    FlagHelp("--flashinfer-sampler yes|no", "the release's rule", "V1's top-k/top-p sampler in the profile run: "
+             "FlashInfer's (b+12 … b+16 B a logit) or PyTorch's sort (b+26 … b+36); the startup log says which",
+             "fit"),
     FlagHelp("--block-size N", f"{DEFAULT_BLOCK_SIZE} on CUDA", "tokens per KV block: the pool is whole blocks", "fit, layout, "
              "import-log"),
     FlagHelp("--disable-hybrid-kv-cache-manager", "off", "sliding-window layers kept at full length", "layout"),

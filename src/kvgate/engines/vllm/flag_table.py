@@ -28,6 +28,7 @@ TABLE = FlagTable("vllm", flags=(
     Flag(("--quantization", "-q"), short="--quantization"),
     Flag(("--enforce-eager",), action="store_true"),
     Flag(("--block-size",)),
+    Flag(("--flashinfer-sampler",)),  # kvgate's: V1 samples with FlashInfer (the log says so) or not
     Flag(("--disable-hybrid-kv-cache-manager",), action="store_true"),
     Flag(("--enable-prefix-caching",), action="optional_bool"),
     Flag(("--speculative-config",)),
@@ -59,6 +60,8 @@ TABLE = FlagTable("vllm", flags=(
         Use("--dtype", "dtype", _FIT_DTYPE, ("lower",), "DTYPE", picks_engine=False),
         Use("--quantization", "quantization", _FIT_Q, metavar="METHOD"),
         Use("--enforce-eager", "enforce_eager", "no CUDA graphs"),
+        Use("--flashinfer-sampler", "flashinfer_sampler", "V1 samples with FlashInfer (its log: 'Using "
+            "FlashInfer for top-p & top-k sampling') or not; default: the release's rule", ("yes_no",), "yes|no"),
         Use("--block-size", "block_size", "tokens per KV block (default 16)", ("human_int",), "N"),
     ),
     "fit_release": (

@@ -66,6 +66,10 @@ class VllmFlags:
     enforce_eager: bool = False
     block_size: int | None = None
     use_v1: bool | None = None
+    #: V1's top-k/top-p sampler is FlashInfer's (its log: "Using FlashInfer for top-p & top-k
+    #: sampling") or not ("FlashInfer is not available …"); None: the release's rule
+    #: (kvgate.engines.vllm.budget.v1_logits_rule)
+    flashinfer_sampler: bool | None = None
 
     def __post_init__(self) -> None:
         u = self.gpu_memory_utilization
@@ -116,6 +120,7 @@ class VllmSettings:
     cudagraph_pool_subtracted: bool
     defaults: dict[str, str] = field(default_factory=dict)
     decode_context_parallel_size: int = 1
+    flashinfer_sampler: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,4 +191,5 @@ def resolve_vllm_flags(flags: VllmFlags, release: Release, *, cuda_total_bytes: 
         enforce_eager=flags.enforce_eager, block_size=bs, v1=v1,
         cudagraph_pool_subtracted=release.at_least(*CUDAGRAPH_ESTIMATE_FROM) and not flags.enforce_eager,
         defaults=d, decode_context_parallel_size=flags.decode_context_parallel_size,
+        flashinfer_sampler=flags.flashinfer_sampler,
     )

@@ -17,8 +17,10 @@ file).
 
 A log is **inside** when its printed "Available KV cache memory" (or, when only that is
 printed, "GPU KV cache size" tokens, or "# GPU blocks") lies in the predicted interval. Printed values carry
-their printing precision (``53.29GiB`` is 53.29 ± 0.005 GiB); the printed value itself
-must be inside.
+their printing precision (``53.29GiB`` is 53.29 ± 0.005 GiB: vLLM formats the pool with
+``{:.2f}`` in ``gpu_worker.py``, so any pool in [53.285, 53.295) GiB prints so); a printed pool
+is inside when that interval meets the predicted one, on either side (:attr:`LogCase.printed_range`),
+and a miss is measured from the nearer edge of it. Token and block counts are exact.
 """
 
 from __future__ import annotations
@@ -67,6 +69,37 @@ def printed_bytes(text: str) -> Interval:
     return Interval(int((d - half) * GiB), int((d + half) * GiB))
 
 
+def meets(predicted: Interval, printed: Interval) -> bool:
+    """A printed figure known to ``printed`` (its printing precision) is inside ``predicted``
+    when the two intervals share a point: the pool it stands for may be anywhere in it."""
+    return printed.high >= predicted.low and printed.low <= predicted.high
+
+
+def miss_gap(predicted: Interval, printed: Interval) -> int:
+    """How far ``printed`` lies outside ``predicted`` (bytes from the nearer edge; > 0 above,
+    < 0 below, 0 inside)."""
+    if printed.low > predicted.high:
+        return printed.low - predicted.high
+    if printed.high < predicted.low:
+        return printed.high - predicted.low
+    return 0
+
+
+#: what vllm/v1/sample/ops/topk_topp_sampler.py logs at startup (0.8 ...): FlashInfer's sampler or not
+SAMPLER_LINES = (("Using FlashInfer for top-p & top-k sampling", True),
+                 ("FlashInfer is not available. Falling back to the PyTorch-native", False),
+                 ("FlashInfer is available, but it is not enabled", False))
+
+
+def sampler_from_log(text: str) -> bool | None:
+    """Whether a vLLM log's run samples with FlashInfer (:data:`SAMPLER_LINES`); ``None``: the
+    log does not say."""
+    for line, fi in SAMPLER_LINES:
+        if line in text:
+            return fi
+    return None
+
+
 def printed_int(text: str) -> int:
     """``"158,656"`` → 158656."""
     return int(str(text).replace(",", ""))
@@ -88,13 +121,16 @@ class LogCase:
     terms: dict[str, Any] = field(default_factory=dict)
     presumed: list[str] = field(default_factory=list)
     weights_from: str = "log"
+    #: the bytes the printed figure stands for at its printing precision (``printed`` is its middle)
+    printed_range: Interval | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "release": self.release, "model": self.model, "gpu": self.gpu,
                 "quantity": self.quantity, "printed": self.printed,
                 "predicted": self.predicted.to_dict() if self.predicted else None,
                 "width": self.predicted.width if self.predicted else None, "inside": self.inside,
-                "skip": self.skip, "terms": self.terms, "presumed": self.presumed, "weights_from": self.weights_from}
+                "skip": self.skip, "terms": self.terms, "presumed": self.presumed, "weights_from": self.weights_from,
+                "printed_range": self.printed_range.to_dict() if self.printed_range else None}
 
 
 def presumed_settings(entry: dict[str, Any]) -> list[str]:
@@ -203,7 +239,8 @@ def _check(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
             if name != "profile" and not name.startswith("printed "):
                 terms[name] = _hull([Interval(c.terms[name]["low"], c.terms[name]["high"]) for c in cases]).to_dict()
         return LogCase(e["file"], c0.release, c0.model, " or ".join(c.gpu for c in cases), c0.quantity, c0.printed,
-                       pred, pred.contains(c0.printed), terms=terms, presumed=c0.presumed, weights_from=c0.weights_from)
+                       pred, meets(pred, c0.printed_range or Interval.point(c0.printed)), terms=terms,
+                       presumed=c0.presumed, weights_from=c0.weights_from, printed_range=c0.printed_range)
     return _check_one(folder, e, inp)
 
 
@@ -219,7 +256,8 @@ def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
     flags = build_flags(gpu_memory_utilization=e.get("gpu_memory_utilization"), max_model_len=e.get("max_model_len"),
                       max_num_seqs=e.get("max_num_seqs"), max_num_batched_tokens=e.get("max_num_batched_tokens"),
                       tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                      kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"))
+                      kv_cache_dtype=kvd, enforce_eager=bool(e.get("enforce_eager")), use_v1=inp.get("use_v1"),
+                      flashinfer_sampler=sampler_from_log((folder / e["file"]).read_text(encoding="utf-8")))
     a = fit_vllm(model, weights, gpu, flags, rel)
     presumed = presumed_settings(e) + list(inp.get("presumed", []))
     if weights_from != "log":
@@ -233,13 +271,14 @@ def _check_one(folder: Path, e: dict[str, Any], inp: dict[str, Any]) -> LogCase:
             terms[f"printed {f}"] = v.to_dict()
     s = a.settings
     wd = model_widths(model.config or {}, tp)
-    terms["profile"] = {"tokens": int(s["max_num_batched_tokens"]), "seqs": int(s["max_num_seqs"]), "v1": bool(s.get("v1")),
+    terms["profile"] = {"tokens": int(s["max_num_batched_tokens"]), "seqs": int(s["max_num_seqs"]),
+                        "max_model_len": int(s["max_model_len"]), "v1": bool(s.get("v1")),
                         "tp": tp, "eager": bool(e.get("enforce_eager")), "token_bytes": wd.token_bytes, "vocab": wd.vocab}
     if e.get("available_kv_cache_memory"):
         p = printed_bytes(e["available_kv_cache_memory"])
         mid = (p.low + p.high) // 2
         return LogCase(e["file"], inp["release"], model.name, gpu.name, "available KV bytes", mid, a.kv_pool,
-                       a.kv_pool.contains(mid), terms=terms, presumed=presumed, weights_from=weights_from)
+                       meets(a.kv_pool, p), terms=terms, presumed=presumed, weights_from=weights_from, printed_range=p)
     pred = Interval(int(a.tokens["low"] or 0), int(a.tokens["high"] or 0))
     if e.get("gpu_kv_cache_tokens"):
         tok = printed_int(e["gpu_kv_cache_tokens"])
