@@ -118,8 +118,15 @@ class SampledCurveBuilder:
             self._last = self._last.astype(np.int64)
         a = self._t
         t = a + np.arange(k, dtype=np.int64)
-        u, inv = np.unique(ids, return_inverse=True)
-        inv = inv.reshape(-1)
+        # the chunk's distinct ids u (sorted), each access's index in u, and the accesses by (id, time)
+        order = np.argsort(ids, kind="stable")
+        first = np.ones(k, dtype=bool)
+        np.not_equal(ids[order[1:]], ids[order[:-1]], out=first[1:])
+        u = ids[order[first]]
+        inv = np.empty(k, dtype=np.int64)
+        inv[order] = np.cumsum(first) - 1
+        same = ~first[1:]
+        del first
         nb = self._nb
         keys = self._keys[:nb]
         at = np.searchsorted(keys, u)
@@ -130,8 +137,6 @@ class SampledCurveBuilder:
         # previous touch of each access: inside the chunk, or the block's last touch before it
         prev_u = np.full(len(u), -1, dtype=np.int64)
         prev_u[known] = pb
-        order = np.argsort(inv, kind="stable")
-        same = inv[order[1:]] == inv[order[:-1]]
         prev = prev_u[inv]
         del prev_u
         prev[order[1:][same]] = t[order[:-1][same]]
