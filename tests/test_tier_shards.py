@@ -122,15 +122,16 @@ def test_sampled_curve_equals_the_exact_pass_on_generated_traces(monkeypatch, t,
 
 def test_what_is_held_per_followed_block():
     # 200,000 fresh blocks at R = 0.5: ~100,000 followed; their ids (8 B), last touches (4 B),
-    # a quarter more room, the bitmap of the times and the histogram of sampled distances
+    # 1/16 more room, the bitmap of the times and the histogram of sampled distances
     t = synthetic_hashed(20_000, seed=1, mean_blocks=12, share=0.2)
     b = shards.SampledCurveBuilder(512, 0.5)
     _fed(b, t, ((0, 20_000),))
     nb = b._nb
     assert nb > 50_000
-    held = b._keys.nbytes + b._last.nbytes + b._marks.nbytes + b._hist.nbytes
     assert b._last.dtype == np.int32
-    assert held <= 12 * 1.25 * nb + 2 * b._accesses / 8 + 8 * (nb + 2) + 64 * 1024, held / nb
+    assert b._keys.nbytes + b._last.nbytes <= 12 * ((1 + 1 / 16) * nb + 1024)
+    assert b._marks.nbytes <= 2 * (b._accesses / 8 + 8) + 8 * 1024
+    assert b._hist.nbytes <= 8 * max(2 * len(np.trim_zeros(b._hist, "b")), 1024)
 
 
 def test_lean_read_hands_on_what_the_full_read_does(tmp_path, monkeypatch):

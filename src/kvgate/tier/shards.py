@@ -16,7 +16,7 @@ the token (tested).
 **What is held per followed block** (about 12 B, where the exact pass's numpy builder held
 ~100 B with its temporaries): its id in a sorted int64 array and, aligned with it, its last
 touch (int32 until the times need more); new ids are merged into both in place, from the
-back, in slices (room grown by ``realloc``, 1/4 at a time), so no second copy of the
+back, in slices (room grown by ``realloc``, 1/16 at a time), so no second copy of the
 followed set is made. The *live marks* (the last touches, whose count above ``p`` the
 distance needs) are a bitmap over the followed times, one bit a time, counted through the
 popcounts of its 64-bit words; when the times outgrow the followed blocks
@@ -201,7 +201,7 @@ class SampledCurveBuilder:
         nb, nn = self._nb, len(new)
         need = nb + nn
         if need > len(self._keys):
-            room = max(need, len(self._keys) + len(self._keys) // 4)
+            room = max(need, len(self._keys) + len(self._keys) // 16)  # realloc: a large array's pages are remapped
             self._keys.resize(room, refcheck=False)
             self._last.resize(room, refcheck=False)
         hi = nb
