@@ -46,9 +46,8 @@ def main() -> int:
 
     mark("interpreter, numpy")
     from kvgate.model import load_model
-    from kvgate.session import engine_geometry
 
-    engine_geometry(None, load_model(a.model)) if False else load_model(a.model)
+    load_model(a.model)
     mark(f"the model preset {a.model}")
     import pyarrow  # noqa: F401
     import pyarrow.json  # noqa: F401
