@@ -93,11 +93,14 @@ def test_batches_hand_each_request_on_once_when_the_line_reader_takes_over(tmp_p
     ('{"input_length": 10, "hash_ids": ' + "[" * 5000 + "]" * 5000 + "}", "line 2: .*nested too deeply"),
     ('{"input_length": 10, "hash_ids": 7}', "line 2: hash_ids is not a list"),
     ('{"input_length": 10}', "line 2: hash_ids is not a list: None"),
+    ('{"input_length": 10, "hash_ids": [1, null, 3]}', "line 2: hash_ids holds None"),
 ])  # fmt: skip
 def test_hostile_lines_are_named(tmp_path, line, match):
     p = _write(tmp_path, '{"input_length": 10, "hash_ids": [1]}\n' + line + "\n")
     with pytest.raises(TraceError, match=match):
         load_hashed_trace(p, block_tokens=16)
+    with pytest.raises(TraceError, match=match):  # the lean read (SHARDS) too
+        TraceStream(p, block_tokens=16).read(on_batch=lambda *a: None, keep_ids=False, lean=True)
 
 
 def test_deep_nesting_in_a_column_not_read_is_read(tmp_path):

@@ -42,7 +42,8 @@ def read_trace(path: str | Path, *, block_tokens: int | None, time_unit: str | N
     builder = curve_builder(stream.block_tokens, sample_rate) if stream.block_tokens is not None else None
     progress.stage(f"reading {Path(path).name}", stream.size, "B")
     trace: HashedTrace = stream.read(on_batch=None if builder is None else builder.add,
-                                     keep_ids=keep_ids or builder is None, progress=progress.advance)  # fmt: skip
+                                     keep_ids=keep_ids or builder is None, progress=progress.advance,
+                                     lean=sample_rate < 1.0)  # fmt: skip
     return trace, (None if builder is None else builder.result())
 
 
