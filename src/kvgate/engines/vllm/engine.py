@@ -28,7 +28,11 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
     if engine == "vllm" and inputs.weights_bytes is None and model is not None:
         from kvgate.engines.vllm.quantization import online_quantization  # noqa: PLC0415
 
-        online = online_quantization(getattr(inputs, "quantization", None), model.config or {})
+        from kvgate.model.weights import raw_config  # noqa: PLC0415
+
+        # the file as published: a wrapper holds quantization_config above its text config
+        online = online_quantization(getattr(inputs, "quantization", None),
+                                     raw_config(inputs.model) or model.config or {})
     if inputs.weights_bytes is not None:
         b, exact, src = inputs.weights_bytes, True, f"--weights-bytes {inputs.weights_bytes:,} B"
     elif online == "fp8":

@@ -42,7 +42,7 @@ from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, parse_version
 from kvgate.fit.widths import is_multimodal, model_widths
 from kvgate.model import ModelSpec, load_model
-from kvgate.model.weights import estimate_weight_bytes
+from kvgate.model.weights import estimate_weight_bytes, raw_config
 from kvgate.units import GiB
 
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
@@ -231,13 +231,16 @@ def _weights(folder: Path, e: dict[str, Any], inp: dict[str, Any], model: ModelS
         return Term("weights", printed_bytes(other["weights"]), f"printed by {w['from_log']} (same checkpoint)"), "other log"
     ref = inp["model"]
     cfg = model.config or {}
-    if online_quantization(quantization_from_log((folder / e["file"]).read_text(encoding="utf-8")), cfg) == "fp8":
+    # the file as published: a wrapper (Gemma 4, Qwen-VL) holds quantization_config above its text config
+    raw = raw_config(folder / ref) if ref.endswith(".json") else None
+    if online_quantization(quantization_from_log((folder / e["file"]).read_text(encoding="utf-8")),
+                           raw or cfg) == "fp8":
         dt = e.get("dtype")
         fp8 = online_fp8_weight_bytes(cfg, None if dt in (None, "auto") else str(dt))
         return (weights_term(fp8.bytes, ranks=ranks, exact=False,
                              source=f"ESTIMATE from the config under vLLM's online FP8 ({fp8.params:,} parameters; "
                                     "the log's --quantization fp8)"), "estimate")
-    wb = estimate_weight_bytes(cfg, w.get("estimate_dtype"))
+    wb = estimate_weight_bytes(cfg, w.get("estimate_dtype"), raw=raw)
     mm = is_multimodal(folder / ref) if ref.endswith(".json") else False
     plain = plain_estimate(model.config or {}, multimodal=mm, dtype_override=w.get("estimate_dtype"))
     return (weights_term(wb.bytes, ranks=ranks, exact=False, plain=plain,
