@@ -27,7 +27,6 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
     online = None
     if engine == "vllm" and inputs.weights_bytes is None and model is not None:
         from kvgate.engines.vllm.quantization import online_quantization  # noqa: PLC0415
-
         from kvgate.model.weights import raw_config  # noqa: PLC0415
 
         # the file as published: a wrapper holds quantization_config above its text config
