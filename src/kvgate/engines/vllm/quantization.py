@@ -31,7 +31,8 @@ What it changes:
 - never the KV cache: its dtype is ``--kv-cache-dtype`` (``auto``: the model's dtype).
 
 **Online FP8** (``--quantization fp8`` on a checkpoint without ``quantization_config``), read
-at vLLM 0.22.1 (PyPI sdist), ``vllm/model_executor/layers/quantization/fp8.py``:
+at vLLM 0.22.1 (PyPI sdist; the same classes, scales and ``qwen3_moe.py`` router at 0.19.0),
+``vllm/model_executor/layers/quantization/fp8.py``:
 ``model_loader/weight_utils.py`` ``get_quant_config`` builds ``Fp8Config()`` (no config file:
 ``is_checkpoint_fp8_serialized=False``, ``activation_scheme="dynamic"``, no ``ignored_layers``,
 no ``weight_block_size``), and ``Fp8Config.get_quant_method`` gives::
