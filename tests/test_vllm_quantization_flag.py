@@ -1,7 +1,7 @@
 """vLLM's --quantization in ``kvgate fit`` (kvgate.engines.vllm.quantization): the
 checkpoint's own method runs (GPTQ/AWQ also under their Marlin kernels) and changes no
 figure; another method stops vLLM with its ValueError; on an unquantized checkpoint the
-loaded size is not modelled, so --weights-bytes is required. Real configs of
+loaded size is modelled for fp8 only; another method needs --weights-bytes. Real configs of
 tests/data/configs (SOURCES.md)."""
 
 from __future__ import annotations
@@ -54,9 +54,11 @@ def test_other_method_stops_vllm_with_its_message(capsys, model, q, method):
 
 
 def test_online_quantization_needs_the_loaded_size(capsys):
-    code, _ = fit_json(capsys, PLAIN, "--gpu", "L4", "--max-model-len", "8192", "-q", "fp8")
+    # fp8 is modelled (tests/test_vllm_online_fp8.py); bitsandbytes on the fly is not
+    code, _ = fit_json(capsys, PLAIN, "--gpu", "L4", "--max-model-len", "8192", "-q", "bitsandbytes")
     assert code == 2
-    code, doc = fit_json(capsys, PLAIN, "--gpu", "L4", "--max-model-len", "8192", "-q", "fp8", "--weights-bytes", "9GB")
+    code, doc = fit_json(capsys, PLAIN, "--gpu", "L4", "--max-model-len", "8192", "-q", "bitsandbytes",
+                         "--weights-bytes", "9GB")
     assert code == 0 and any("quantizes the weights while loading" in n for n in doc["notes"])
 
 

@@ -289,6 +289,9 @@ class Scheme:
     groups: list[tuple[list[str], dict[str, Any], dict[str, Any] | None]] | None = None
     double_quant: bool = False
     algo: str = ""
+    #: MoE routers are quantized too (vLLM's online FP8 where the model builds its router with
+    #: the quant_config: :mod:`kvgate.engines.vllm.quantization`)
+    routers: bool = False
 
 
 def _ql(v: Any) -> list[str]:
@@ -410,7 +413,8 @@ def linear_bytes(s: Scheme, part: Part, b: int) -> tuple[int, bool]:
     bias) under ``s``; ``b``: the model dtype's bytes."""
     i, o = part.in_f, part.out_f
     plain = i * o * b
-    if part.kind != "linear" or s.method == "none" or not should_convert(part.name, s.skip, s.method == "awq"):
+    quantizable = part.kind == "linear" or (part.kind == "router" and s.routers)
+    if not quantizable or s.method == "none" or not should_convert(part.name, s.skip, s.method == "awq"):
         return plain, False
     if part.name == "lm_head" and not s.lm_head and s.method != "compressed-tensors":
         return plain, False
@@ -467,15 +471,17 @@ class QuantBytes:
     scheme: Scheme
 
 
-def priced(cfg: dict[str, Any], dtype_bytes: int, raw: dict[str, Any] | None = None) -> QuantBytes:
+def priced(cfg: dict[str, Any], dtype_bytes: int, raw: dict[str, Any] | None = None,
+           scheme: Scheme | None = None) -> QuantBytes:
     """Σ bytes of :func:`inventory` of ``cfg`` under :func:`scheme_from_config` of ``raw``
     (the file as published: a wrapper's ``quantization_config`` sits above its text
-    config; default ``cfg``) (module doc).
+    config; default ``cfg``) (module doc), or under ``scheme`` when given (a quantization
+    the engine applies while loading an unquantized checkpoint).
 
     Raises:
         ConfigError: missing fields, or a scheme kvgate cannot price.
     """
-    s = scheme_from_config(raw if raw is not None else cfg)
+    s = scheme if scheme is not None else scheme_from_config(raw if raw is not None else cfg)
     b = dtype_bytes
     # AutoAWQ and AutoGPTQ cast the whole model to float16 before saving (``model.half()``):
     # vectors other checkpoints keep in float32 are float16 there.
@@ -489,7 +495,7 @@ def priced(cfg: dict[str, Any], dtype_bytes: int, raw: dict[str, Any] | None = N
             total += p.numel * (4 if p.fp32 and keep_fp32 else b)
             continue
         params += p.experts * (p.in_f * p.out_f + (p.out_f if p.bias else 0))
-        nb, q = linear_bytes(s, p, b) if p.kind == "linear" else (p.in_f * p.out_f * b, False)
+        nb, q = linear_bytes(s, p, b) if p.kind in ("linear", "router") else (p.in_f * p.out_f * b, False)
         nb += p.out_f * b if p.bias else 0
         total += p.experts * nb
         if q:

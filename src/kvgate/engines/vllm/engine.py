@@ -24,8 +24,27 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
 
     plain = False
+    online = None
+    if engine == "vllm" and inputs.weights_bytes is None and model is not None:
+        from kvgate.engines.vllm.quantization import online_quantization  # noqa: PLC0415
+        from kvgate.model.weights import raw_config  # noqa: PLC0415
+
+        # the file as published: a wrapper holds quantization_config above its text config
+        online = online_quantization(getattr(inputs, "quantization", None),
+                                     raw_config(inputs.model) or model.config or {})
     if inputs.weights_bytes is not None:
         b, exact, src = inputs.weights_bytes, True, f"--weights-bytes {inputs.weights_bytes:,} B"
+    elif online == "fp8":
+        # vLLM quantizes the checkpoint while loading (kvgate.engines.vllm.quantization): the
+        # loaded bytes follow from the config, whatever the checkpoint's files hold
+        from kvgate.engines.vllm.quantization import online_fp8_weight_bytes  # noqa: PLC0415
+        from kvgate.fit.dtype import resolve_dtype  # noqa: PLC0415
+
+        cfg = model.config or {}
+        dt = getattr(inputs, "dtype", "auto")
+        run = resolve_dtype(dt, cfg, engine, getattr(gpu, "name", None))[0] if dt != "auto" else None
+        b, exact = online_fp8_weight_bytes(cfg, run).bytes, False
+        src = f"estimate from {inputs.model}'s config under vLLM's online FP8 (--quantization fp8)"
     else:
         wb = weight_bytes(inputs.model)
         b, exact = wb.bytes, wb.exact
@@ -38,7 +57,7 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
             from kvgate.fit.widths import is_multimodal  # noqa: PLC0415
 
             plain = plain_estimate(model.config or {}, multimodal=is_multimodal(inputs.model))
-    if getattr(inputs, "dtype", "auto") != "auto" and model is not None:
+    if getattr(inputs, "dtype", "auto") != "auto" and model is not None and online is None:
         from kvgate.fit.dtype import resolve_dtype, weight_ratio  # noqa: PLC0415
 
         cfg = model.config or {}

@@ -37,7 +37,8 @@ FLAGS: tuple[FlagHelp, ...] = (
              "--gpu-memory-utilization", "fit"),
     FlagHelp("--quantization, -q METHOD", "the checkpoint's quant_method", "must match the checkpoint "
              "(gptq/awq also take their marlin kernels); on an unquantized checkpoint vLLM quantizes while "
-             "loading: give --weights-bytes; never the KV dtype", "fit"),
+             "loading: fp8 is priced (linears and experts 1 B), others need --weights-bytes; never the KV "
+             "dtype", "fit"),
     FlagHelp("--enforce-eager", "off", "no CUDA graphs: their pool is 0", "fit"),
     FlagHelp("--flashinfer-sampler yes|no", "the release's rule", "V1's top-k/top-p sampler in the profile run: "
              "FlashInfer's (b+12 … b+16 B a logit) or PyTorch's sort (b+26 … b+36); the startup log says which",

@@ -11,8 +11,8 @@ _DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 _FIT_KV = "vLLM and SGLang: auto (the model's dtype), fp8, fp8_e4m3, fp8_e5m2"
 _FIT_DTYPE = ("vLLM and SGLang: the dtype the model runs in (default auto: the config's); --kv-cache-dtype auto "
               "and the loaded weights follow it")
-_FIT_Q = ("the checkpoint's method (awq, gptq, fp8, ...; vLLM stops on another); on an unquantized checkpoint it "
-          "needs --weights-bytes (the loaded size)")
+_FIT_Q = ("the checkpoint's method (awq, gptq, fp8, ...; vLLM stops on another); on an unquantized checkpoint fp8 "
+          "is priced as vLLM loads it, another method needs --weights-bytes (the loaded size)")
 
 TABLE = FlagTable("vllm", flags=(
     Flag(("--gpu-memory-utilization",)),

@@ -35,13 +35,14 @@ from kvgate.atomicio import read_json
 from kvgate.engines.vllm.budget import plain_estimate, weights_term
 from kvgate.engines.vllm.fit import fit_vllm
 from kvgate.engines.vllm.flags import build_flags
+from kvgate.engines.vllm.quantization import online_fp8_weight_bytes, online_quantization
 from kvgate.errors import KvgateError
 from kvgate.fit.gpus import Gpu, lookup_gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release, parse_version
 from kvgate.fit.widths import is_multimodal, model_widths
 from kvgate.model import ModelSpec, load_model
-from kvgate.model.weights import estimate_weight_bytes
+from kvgate.model.weights import estimate_weight_bytes, raw_config
 from kvgate.units import GiB
 
 _NUM = re.compile(r"(-?\d+(?:\.\d+)?)\s*(GiB|GB)?")
@@ -97,6 +98,23 @@ def sampler_from_log(text: str) -> bool | None:
     for line, fi in SAMPLER_LINES:
         if line in text:
             return fi
+    return None
+
+
+_QUANT_FLAG = (re.compile(r"non-default args: \{.*?'quantization': '([^']+)'"),
+               re.compile(r"(?:vllm serve|vllm\.entrypoints\S*)\s.*?(?:--quantization[= ]|\s-q\s)([A-Za-z0-9_\-]+)"))
+
+
+def quantization_from_log(text: str) -> str | None:
+    """The ``--quantization`` a vLLM log's run was started with, as the user gave it: the
+    non-default args line's ``'quantization': 'fp8'`` (``vllm/entrypoints/utils.py`` logs the
+    arguments that differ from the defaults) or a ``vllm serve ... --quantization fp8`` command
+    in the log; ``None`` when neither says one. The engine-config line's ``quantization=fp8`` is
+    not read: it is the method vLLM resolved, the checkpoint's own for a quantized checkpoint."""
+    for rx in _QUANT_FLAG:
+        m = rx.search(text)
+        if m:
+            return m.group(1)
     return None
 
 
@@ -211,8 +229,18 @@ def _weights(folder: Path, e: dict[str, Any], inp: dict[str, Any], model: ModelS
     if "from_log" in w:
         other = {x["file"]: x for x in read_json(folder / "manifest.json", what="fit log manifest")}[w["from_log"]]
         return Term("weights", printed_bytes(other["weights"]), f"printed by {w['from_log']} (same checkpoint)"), "other log"
-    wb = estimate_weight_bytes(model.config or {}, w.get("estimate_dtype"))
     ref = inp["model"]
+    cfg = model.config or {}
+    # the file as published: a wrapper (Gemma 4, Qwen-VL) holds quantization_config above its text config
+    raw = raw_config(folder / ref) if ref.endswith(".json") else None
+    if online_quantization(quantization_from_log((folder / e["file"]).read_text(encoding="utf-8")),
+                           raw or cfg) == "fp8":
+        dt = e.get("dtype")
+        fp8 = online_fp8_weight_bytes(cfg, None if dt in (None, "auto") else str(dt))
+        return (weights_term(fp8.bytes, ranks=ranks, exact=False,
+                             source=f"ESTIMATE from the config under vLLM's online FP8 ({fp8.params:,} parameters; "
+                                    "the log's --quantization fp8)"), "estimate")
+    wb = estimate_weight_bytes(cfg, w.get("estimate_dtype"), raw=raw)
     mm = is_multimodal(folder / ref) if ref.endswith(".json") else False
     plain = plain_estimate(model.config or {}, multimodal=mm, dtype_override=w.get("estimate_dtype"))
     return (weights_term(wb.bytes, ranks=ranks, exact=False, plain=plain,
