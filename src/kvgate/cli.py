@@ -108,7 +108,10 @@ def _json_error(message: str, hint: str | None, code: int) -> None:
 
 def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
     """Print an error (``ERROR:``/``HINT:`` on stderr; the JSON document under ``--json``)
-    and return its exit code."""
+    and return its exit code. An input error (exit 2) raised without a hint gets the
+    command's ``--help`` as its hint: every input error says where to look next."""
+    if not hint and code == EXIT_INPUT:
+        hint = f"kvgate {_Parser.command} --help says what it takes" if _Parser.command else "kvgate --help"
     print(f"ERROR: {message}", file=sys.stderr)
     if hint:
         print(f"HINT: {hint}", file=sys.stderr)

@@ -1,0 +1,63 @@
+"""Every input error is an ``ERROR:`` line and a ``HINT:`` line, exit 2, and under ``--json``
+one document whose ``hint`` is a sentence. The inputs are the ones that printed an ERROR
+with no HINT when kvgate was tried as a new user would (missing, empty, binary, cut-short
+files; a folder with no config.json; an impossible TP split; a replay of no slots)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvgate.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+AZURE = str(ROOT / "examples" / "traces" / "azure_conv_first1000.csv")
+
+
+def _files(tmp_path: Path) -> None:
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "binary.json").write_bytes(bytes(range(128, 256)) * 8)
+    (tmp_path / "cut.json").write_text('{"num_hidden_layers": 4, "hidden_')
+    (tmp_path / "folder").mkdir()
+
+
+CASES = [
+    (["fit", "missing.json", "--gpu", "H100"], "model config not found"),
+    (["fit", "empty.json", "--gpu", "H100"], "is not valid JSON"),
+    (["fit", "cut.json", "--gpu", "H100"], "is not valid JSON"),
+    (["weights", "binary.json"], "is not UTF-8 text"),
+    (["fit", "folder", "--gpu", "H100"], "has no config.json"),
+    (["geometry", "qwen3-4b", "--max-seq", "8192", "--tp", "3"], "does not divide the 8 KV heads"),
+    (["replay", "--model", "qwen3-4b", "--max-seq", "8192", "--trace", AZURE, "--slots", "0"], "--slots must be"),
+    (["recheck", "missing.json"], "decision record not found"),
+    (["import-log", "missing.log"], "engine log not found"),
+    (["tier", "--trace", "missing.jsonl", "--model", "llama-3.1-8b"], "trace file not found"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(a[:2]) + f" [{n}]" for a, n in CASES])
+def test_error_has_a_hint(argv, needle, tmp_path, monkeypatch, capsys):
+    _files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0].startswith("ERROR: ") and needle in lines[0], err
+    assert len(lines) == 2 and lines[1].startswith("HINT: ") and len(lines[1]) > len("HINT: ") + 10, err
+
+    assert main([*argv, "--json"]) == 2
+    out, err = capsys.readouterr()
+    doc = json.loads(out)  # one document, nothing else on stdout
+    assert doc["exit_code"] == 2 and needle in doc["error"]
+    assert isinstance(doc["hint"], str) and doc["hint"] == err.splitlines()[1].removeprefix("HINT: ")
+
+
+def test_tp_hint_lists_only_sizes_that_split_the_heads(capsys):
+    """The hint's sizes are the ones geometry accepts: each of them gives a geometry."""
+    assert main(["geometry", "qwen3-4b", "--max-seq", "8192", "--tp", "3"]) == 2
+    hint = capsys.readouterr().err.splitlines()[1]
+    sizes = [int(s) for s in hint.rsplit(":", 1)[1].split(",")]
+    assert sizes
+    for tp in sizes:
+        assert main(["geometry", "qwen3-4b", "--max-seq", "8192", "--tp", str(tp)]) == 0, tp
+    capsys.readouterr()
