@@ -34,7 +34,8 @@ TABLE = FlagTable("llama.cpp", flags=(
     "fit": (
         Use("-c", "ctx_size", "WHOLE context of all sequences (each gets -c / -np, padded to 256); default: the "
             "model's", ("plain_count",), "N"),
-        Use("-np", "parallel", "parallel sequences (default 1)", ("plain_positive",), "N"),
+        Use("-np", "parallel", "parallel sequences (default: llama-server's auto, 4 slots sharing one unified KV "
+            "cache; 1 before ~b7000)", ("plain_positive",), "N"),
         Use("-ctk", "cache_type_k", "K type (default f16)", metavar="TYPE"),
         Use("-ctv", "cache_type_v", "V type (default f16)", metavar="TYPE"),
         Use("-ngl", "n_gpu_layers", "layers on the GPU (default 999: all)", ("plain_count",), "N"),
