@@ -61,3 +61,20 @@ def test_tp_hint_lists_only_sizes_that_split_the_heads(capsys):
     for tp in sizes:
         assert main(["geometry", "qwen3-4b", "--max-seq", "8192", "--tp", str(tp)]) == 0, tp
     capsys.readouterr()
+
+
+LOG = str(ROOT / "examples" / "logs" / "vllm_0.8.5_qwen3-30b-a3b_tp4.log")
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+@pytest.mark.parametrize("argv", [["import-log", LOG, "--out"], ["demo", "--out"]], ids=["import-log", "demo"])
+def test_out_to_a_directory_says_directory_not_force(argv, force, tmp_path, capsys):
+    """``--out DIR`` said "exists; pass --force", and ``--force`` then failed on the directory:
+    the first answer names the directory and the hint a file in it; nothing is written."""
+    d = tmp_path / "records.json"
+    d.mkdir()
+    assert main([*argv, str(d), *force]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"ERROR: {d} is a directory, not a file" and "--force" not in err[1], err
+    assert err[1] == f"HINT: give a file name, e.g. {d / 'out.json'}"
+    assert list(d.iterdir()) == []

@@ -31,9 +31,13 @@ def check_writable(path: str | os.PathLike[str], *, force: bool = False) -> Path
     """Fail early (before any work) if ``path`` exists and ``force`` is false.
 
     Raises:
+        KvgateError: ``path`` is a directory (``--force`` would not help: say so first).
         OutputExistsError: the file exists and would be overwritten.
     """
     p = Path(path)
+    if p.is_dir():
+        raise KvgateError(f"{p} is a directory, not a file",
+                          hint=f"give a file name, e.g. {p / ('out' + (p.suffix or '.json'))}")
     if p.exists() and not force:
         raise OutputExistsError(f"{p} exists; not overwriting it", hint="pass --force to replace it")
     return p
@@ -85,10 +89,7 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
         KvgateError: a directory is not writable, or a target is a directory (nothing
             left behind).
     """
-    paths = [check_writable(p, force=force) for p, _ in items]
-    for p in paths:
-        if p.is_dir():
-            raise KvgateError(f"cannot write {p}: it is a directory")
+    paths = [check_writable(p, force=force) for p, _ in items]  # a directory is refused there
     blobs = [encode_text(d) for _, d in items]
     temps: list[tuple[str, Path]] = []
     done: list[tuple[Path, str | None]] = []  # (target, backup of its old content or None: it was new)
