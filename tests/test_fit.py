@@ -215,6 +215,8 @@ def test_cli_text_speaks_vllm(run_cli):
 
 @pytest.mark.parametrize("argv,msg", [
     (["-c", "4k"], "llama.cpp takes plain numbers"),
+    (["--context-length", "32k"], "(SGLang takes plain numbers)"),  # was "(llama.cpp takes ...)"
+    (["--page-size", "1.5"], "(SGLang takes plain numbers)"),
     (["--gpu", "H100", "--total", "80GiB"], "twice"),
     (["--gpu", "A100"], "ambiguous"),
 ])
