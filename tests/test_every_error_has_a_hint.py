@@ -19,6 +19,7 @@ def _files(tmp_path: Path) -> None:
     (tmp_path / "binary.json").write_bytes(bytes(range(128, 256)) * 8)
     (tmp_path / "cut.json").write_text('{"num_hidden_layers": 4, "hidden_')
     (tmp_path / "folder").mkdir()
+    (tmp_path / "binary.csv").write_bytes(b"\x8d\xcau\xec" + bytes(range(128, 256)) * 8)
 
 
 CASES = [
@@ -32,6 +33,12 @@ CASES = [
     (["recheck", "missing.json"], "decision record not found"),
     (["import-log", "missing.log"], "engine log not found"),
     (["tier", "--trace", "missing.jsonl", "--model", "llama-3.1-8b"], "trace file not found"),
+    (["tier", "--trace", "folder", "--model", "llama-3.1-8b"], "trace path is a directory"),
+    (["replay", "--model", "qwen3-4b", "--max-seq", "8192", "--trace", "missing.csv", "--slots", "4"],
+     "trace file not found"),
+    # was "cannot read trace binary.csv: 'utf-8' codec can't decode byte 0x8d in position 0: ..."
+    (["replay", "--model", "qwen3-4b", "--max-seq", "8192", "--trace", "binary.csv", "--slots", "4"],
+     "trace binary.csv is not UTF-8 text (byte 0)"),
 ]
 
 
