@@ -85,3 +85,20 @@ def test_out_to_a_directory_says_directory_not_force(argv, force, tmp_path, caps
     assert err[0] == f"ERROR: {d} is a directory, not a file" and "--force" not in err[1], err
     assert err[1] == f"HINT: give a file name, e.g. {d / 'out.json'}"
     assert list(d.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["fit", "qwen3-4b", "--total", "24Gib"], "upper-case B"),
+    (["fit", "qwen3-4b", "--gpu", "H100", "--weights-bytes", "1PB"], "KiB/MiB/GiB/TiB"),
+    (["fit", "qwen3-4b", "--total=-5GiB"], "more than 0 bytes"),
+])
+def test_a_refused_flag_value_keeps_its_own_hint(argv, said, capsys):
+    """argparse passes a converter's message on, not its hint: the hint was "kvgate fit --help
+    lists the options" alone, and the one that says what to write was lost."""
+    with pytest.raises(SystemExit) as e:  # a usage error leaves through argparse's exit
+        main(argv)
+    err = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and err[0].startswith("ERROR: argument --") and said in err[1], err
+    with pytest.raises(SystemExit):
+        main([*argv, "--json"])
+    assert said in json.loads(capsys.readouterr().out)["hint"]

@@ -73,6 +73,11 @@ class _Parser(argparse.ArgumentParser):
         if "expected one argument" in message:
             opt = message.split(":", 1)[0].replace("argument ", "").split("/")[-1].strip() or "--name"
             hint = f"{opt} needs a value (one that starts with '-' takes the = form: {opt}=-…); " + hint
+        from kvgate.commands._types import refusal_hint  # noqa: PLC0415
+
+        said = refusal_hint(message)  # the value's own hint, which argparse does not pass on
+        if said:
+            hint = f"{said}; " + hint
         if message.startswith("unrecognized arguments:"):
             import difflib  # noqa: PLC0415
 
