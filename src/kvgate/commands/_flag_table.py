@@ -84,8 +84,8 @@ CONVERTERS: dict[str, Callable[..., Callable[[str], Any]]] = {
     "human_int": lambda said: _human_int(said),
     "human_int_auto": lambda said: _human_int(said, allow_auto=True),
     "tp_auto": lambda said: _tp_or_auto(_human_int(said)),
-    "plain_count": lambda said: nonneg_int,  # plain_*: the engine's name is added by _add
-    "plain_positive": lambda said: positive_int,
+    "plain_count": lambda said, hi=None: count(0, hi) if hi else nonneg_int,  # plain_*: _add names the engine
+    "plain_positive": lambda said, hi=None: count(1, hi) if hi else positive_int,
     "plain_tp_auto": lambda said: _tp_or_auto(nonneg_int),
     "bytes": lambda said: parse_bytes_arg,
     "lower": lambda said: str.lower,
