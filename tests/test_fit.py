@@ -429,3 +429,25 @@ def test_llamacpp_int_max_itself_is_still_answered(run_cli):
     out = run_cli("fit", "llama-3.1-8b", "--weights-bytes", "1GiB", "--gpu", "H100", "-c", "2147483647")
     flags = next(ln for ln in out.splitlines() if ln.startswith("flags: "))
     assert "-c 2147483647 " in flags and "DOES NOT FIT" in out
+
+
+def test_sglang_flip_points_say_one_number_when_sure_and_best_agree(capsys):
+    """'25 … 25 requests' and 'up to 131,072 tokens for sure, 131,072 at best' read as two
+    answers where there is one; an interval that stays open keeps both ends."""
+    from kvgate.cli import main
+
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32768", "--mem-fraction-static",
+                 "0.85", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    mr, cl = (doc["flip_points"][k] for k in ("max_running_requests_at_context_length", "context_length"))
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32768", "--mem-fraction-static",
+                 "0.85"]) == 0
+    out = capsys.readouterr().out
+    for key, words, f in (("max_running_requests", f"{mr['sure']:,} requests of 32,768", mr),
+                          ("context_length", f"up to {cl['sure']:,} tokens\n", cl)):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"  --{key.replace('_', '-')}:"))
+        if f["sure"] == f["possible"]:
+            assert words.strip() in line and "…" not in line and "at best" not in line, line
+        else:
+            assert "…" in line or "at best" in line, line
+    assert mr["sure"] == mr["possible"] or cl["sure"] == cl["possible"]  # the case this test is about
