@@ -102,3 +102,13 @@ def test_a_refused_flag_value_keeps_its_own_hint(argv, said, capsys):
         main([*argv, "--json"])
     assert said in json.loads(capsys.readouterr().out)["hint"]
 
+
+
+def test_a_refused_write_hints_where_to_write(tmp_path, capsys):
+    """A record under a path whose folder is a file cannot be written: say so, and where to."""
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    out = tmp_path / "notes.txt" / "record.json"
+    assert main(["demo", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"ERROR: cannot write {out}") and err[1].startswith("HINT: give a path in a folder"), err
+    assert not out.exists()

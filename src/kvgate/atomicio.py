@@ -23,6 +23,10 @@ __all__ = ["MAX_JSON_DEPTH", "OutputExistsError", "check_writable", "encode_text
            "read_json", "write_atomic", "write_files_atomic", "write_json_atomic", "write_json_text"]
 
 
+#: what to do when the file system refuses a write (no such folder, no permission, a full disk)
+CANNOT_WRITE_HINT = "give a path in a folder you can write to, on a disk with room"
+
+
 class OutputExistsError(KvgateError):
     """The target exists and ``force`` was not given."""
 
@@ -102,7 +106,8 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
                 p.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
             except (OSError, ValueError) as exc:
-                raise KvgateError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}") from exc
+                raise KvgateError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
+                                  hint=CANNOT_WRITE_HINT) from exc
             temps.append((tmp, p))
             os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
             with os.fdopen(fd, "wb") as fh:
@@ -140,7 +145,8 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
             raise OutputExistsError(f"{current} appeared while writing; not overwriting it",
                                     hint="another kvgate run wrote it first; pass --force to replace it") from exc
         if isinstance(exc, OSError):
-            raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}") from exc
+            raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}",
+                              hint=CANNOT_WRITE_HINT) from exc
         raise
     finally:
         locks.close()
