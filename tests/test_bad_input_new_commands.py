@@ -128,7 +128,7 @@ def test_engine_log_gate_refuses_a_measurement_it_would_not_use(capsys):
     assert code == 2 and "--peak" in doc["error"]
 
 
-@pytest.mark.parametrize("flag,value,why", [("--host-capacity", "-1GiB", "cannot parse"),
+@pytest.mark.parametrize("flag,value,why", [("--host-capacity", "-1GiB", "must not be negative"),
                                             ("--device-capacity", "lots", "cannot parse"),
                                             ("--h2d-bandwidth", "0", "must be positive")])
 def test_tier_byte_flags_name_themselves_in_the_error(flag, value, why, capsys, shared_dir):

@@ -77,7 +77,7 @@ def files(tmp_path):
         (["geometry", "qwen3-30b-a3b", "--max-seq", "8", "--tp", "3"], "tensor parallel 3"),
         (["geometry", "no-such-model", "--max-seq", "8"], "no-such-model"),
         (GATE + ["--total", "0MiB", "--peak", "1MiB"], "must be positive"),
-        (GATE + ["--total=-5GiB", "--peak", "1MiB"], "cannot parse"),
+        (GATE + ["--total=-5GiB", "--peak", "1MiB"], "must not be negative"),
         (GATE + ["--total", "20GiB", "--peak", "21GiB"], "above total"),
         (GATE + ["--total", "32607 parsecs", "--peak", "1MiB"], "unknown unit"),
         (GATE + ["--total", "32607M", "--peak", "1MiB"], "ambiguous unit"),

@@ -215,6 +215,11 @@ def test_cli_text_speaks_vllm(run_cli):
 
 @pytest.mark.parametrize("argv,msg", [
     (["-c", "4k"], "llama.cpp takes plain numbers"),
+    (["--context-length", "32k"], "(SGLang takes plain numbers)"),  # was "(llama.cpp takes ...)"
+    (["--page-size", "1.5"], "(SGLang takes plain numbers)"),
+    # llama.cpp reads -c with std::stoi (common/arg.cpp): it refuses a -c above INT_MAX, so kvgate does
+    (["-c", "99999999999"], "-c/--ctx-size: '99999999999' is above 2,147,483,647"),
+    (["-ngl", "2147483648"], "is above 2,147,483,647"),
     (["--gpu", "H100", "--total", "80GiB"], "twice"),
     (["--gpu", "A100"], "ambiguous"),
 ])
@@ -417,3 +422,32 @@ def test_gpu_name_with_a_count_points_to_tensor_parallel_and_typos_get_did_you_m
     assert "one card" in e.value.message and "-tp 2" in e.value.hint
     with pytest.raises(KvgateError, match=r"unknown GPU 'RTX4900' \(did you mean RTX 4090"):
         lookup_gpu("RTX4900")
+
+
+def test_llamacpp_int_max_itself_is_still_answered(run_cli):
+    """The limit is llama.cpp's INT_MAX, not lower: -c 2,147,483,647 is sized (it does not fit)."""
+    out = run_cli("fit", "llama-3.1-8b", "--weights-bytes", "1GiB", "--gpu", "H100", "-c", "2147483647")
+    flags = next(ln for ln in out.splitlines() if ln.startswith("flags: "))
+    assert "-c 2147483647 " in flags and "DOES NOT FIT" in out
+
+
+def test_sglang_flip_points_say_one_number_when_sure_and_best_agree(capsys):
+    """'25 … 25 requests' and 'up to 131,072 tokens for sure, 131,072 at best' read as two
+    answers where there is one; an interval that stays open keeps both ends."""
+    from kvgate.cli import main
+
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32768", "--mem-fraction-static",
+                 "0.85", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    mr, cl = (doc["flip_points"][k] for k in ("max_running_requests_at_context_length", "context_length"))
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H200", "--context-length", "32768", "--mem-fraction-static",
+                 "0.85"]) == 0
+    out = capsys.readouterr().out
+    for key, words, f in (("max_running_requests", f"{mr['sure']:,} requests of 32,768", mr),
+                          ("context_length", f"up to {cl['sure']:,} tokens\n", cl)):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"  --{key.replace('_', '-')}:"))
+        if f["sure"] == f["possible"]:
+            assert words.strip() in line and "…" not in line and "at best" not in line, line
+        else:
+            assert "…" in line or "at best" in line, line
+    assert mr["sure"] == mr["possible"] or cl["sure"] == cl["possible"]  # the case this test is about

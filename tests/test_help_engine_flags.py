@@ -101,3 +101,29 @@ def test_fit_help_reads_like_the_readme_fit_section():
     for needle in ("can't tell", "--weights-bytes", "--mem-fraction-static", "-c as the whole context",
                    "kvgate help engine-flags"):
         assert needle in text
+
+
+@pytest.mark.parametrize("width", [60, 72, 80, 100])
+def test_engine_flags_never_break_a_flag_at_its_hyphen(width):
+    """Wrapped as a sentence, ``--kv-format`` stays one word (was ``--kv-`` / ``format``)."""
+    from kvgate.commands._engine_flags import render_engine_flags
+
+    text = render_engine_flags(width=width)
+    broken = [ln for ln in text.splitlines() if re.search(r"\w-$", ln)]
+    assert not broken, broken
+    assert "--kv-format" in text
+
+
+def test_np_default_in_the_help_is_the_one_fit_runs(capsys):
+    """With no -np, ``fit`` runs llama-server's auto slots; the help's default says that number."""
+    gguf = ROOT / "tests" / "data" / "llamacpp" / "conformance" / "qwen3-8b.gguf"
+    out = _out(capsys, ["fit", str(gguf), "--gpu", "RTX-4090", "--weights-bytes", "5GB"])
+    flags = next(ln for ln in out.splitlines() if ln.startswith("flags: "))
+    slots = int(re.search(r"-np (\d+)", flags).group(1))
+    assert slots > 1 and "-kvu" in flags  # llama-server's auto: several slots, one unified cache
+    doc = json.loads(_out(capsys, ["help", "engine-flags", "llama.cpp", "--json"]))
+    row = next(r for r in doc["llama.cpp"] if r["spellings"].startswith("-np"))
+    assert f"auto = {slots} slots" in row["default"], row
+    kvu = next(r for r in doc["llama.cpp"] if r["spellings"].startswith("-kvu"))
+    assert "auto -np" in kvu["default"], kvu
+    assert f"auto, {slots} slots" in " ".join(_help("fit").split())

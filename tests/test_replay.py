@@ -656,7 +656,7 @@ def test_command_budget_from_measurement_file(tmp_path, capsys):
         ("640", "0", "ERROR: --block-bytes '0': byte quantity must be positive: '0'"),
         ("0MiB", "160", "ERROR: --slot-bytes '0MiB': byte quantity must be positive"),
         ("640", "0.4", "ERROR: --block-bytes '0.4': byte quantity must be positive"),  # rounds to 0 B
-        ("640", "-5", "ERROR: --block-bytes '-5': cannot parse byte quantity '-5'"),
+        ("640", "-5", "ERROR: --block-bytes '-5': byte quantity must not be negative: '-5'"),
     ],
 )
 def test_command_geometry_bytes_must_be_positive(tmp_path, capsys, slot, block, needle):

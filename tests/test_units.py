@@ -79,3 +79,17 @@ def test_parsing_is_exact_up_to_2_64_and_refuses_beyond():
         parse_bytes("9" * 80)
     with pytest.raises(UnitError):
         parse_bytes("9" * 80 + "TiB")
+
+
+@pytest.mark.parametrize("text", ["-1", "-5GiB", " -3 MiB", "-0.5GB"])
+def test_a_negative_byte_quantity_is_said_negative(text):
+    """``--weights-bytes -1`` said "cannot parse byte quantity"; it parses, and is negative."""
+    with pytest.raises(UnitError, match="must not be negative") as e:
+        parse_bytes(text)
+    assert e.value.hint and "more than 0 bytes" in e.value.hint
+
+
+@pytest.mark.parametrize("text", ["-x", "--5", "-"])
+def test_a_dash_that_is_no_number_still_cannot_be_parsed(text):
+    with pytest.raises(UnitError, match="cannot parse byte quantity"):
+        parse_bytes(text)

@@ -23,6 +23,10 @@ __all__ = ["MAX_JSON_DEPTH", "OutputExistsError", "check_writable", "encode_text
            "read_json", "write_atomic", "write_files_atomic", "write_json_atomic", "write_json_text"]
 
 
+#: what to do when the file system refuses a write (no such folder, no permission, a full disk)
+CANNOT_WRITE_HINT = "give a path in a folder you can write to, on a disk with room"
+
+
 class OutputExistsError(KvgateError):
     """The target exists and ``force`` was not given."""
 
@@ -31,9 +35,13 @@ def check_writable(path: str | os.PathLike[str], *, force: bool = False) -> Path
     """Fail early (before any work) if ``path`` exists and ``force`` is false.
 
     Raises:
+        KvgateError: ``path`` is a directory (``--force`` would not help: say so first).
         OutputExistsError: the file exists and would be overwritten.
     """
     p = Path(path)
+    if p.is_dir():
+        raise KvgateError(f"{p} is a directory, not a file",
+                          hint=f"give a file name, e.g. {p / ('out' + (p.suffix or '.json'))}")
     if p.exists() and not force:
         raise OutputExistsError(f"{p} exists; not overwriting it", hint="pass --force to replace it")
     return p
@@ -85,10 +93,7 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
         KvgateError: a directory is not writable, or a target is a directory (nothing
             left behind).
     """
-    paths = [check_writable(p, force=force) for p, _ in items]
-    for p in paths:
-        if p.is_dir():
-            raise KvgateError(f"cannot write {p}: it is a directory")
+    paths = [check_writable(p, force=force) for p, _ in items]  # a directory is refused there
     blobs = [encode_text(d) for _, d in items]
     temps: list[tuple[str, Path]] = []
     done: list[tuple[Path, str | None]] = []  # (target, backup of its old content or None: it was new)
@@ -101,7 +106,8 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
                 p.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
             except (OSError, ValueError) as exc:
-                raise KvgateError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}") from exc
+                raise KvgateError(f"cannot write {p}: {getattr(exc, 'strerror', None) or exc}",
+                                  hint=CANNOT_WRITE_HINT) from exc
             temps.append((tmp, p))
             os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
             with os.fdopen(fd, "wb") as fh:
@@ -139,7 +145,8 @@ def write_files_atomic(items: list[tuple[str | os.PathLike[str], bytes | str]], 
             raise OutputExistsError(f"{current} appeared while writing; not overwriting it",
                                     hint="another kvgate run wrote it first; pass --force to replace it") from exc
         if isinstance(exc, OSError):
-            raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}") from exc
+            raise KvgateError(f"cannot write {current or paths[0]}: {exc.strerror or exc}",
+                              hint=CANNOT_WRITE_HINT) from exc
         raise
     finally:
         locks.close()

@@ -73,6 +73,11 @@ class _Parser(argparse.ArgumentParser):
         if "expected one argument" in message:
             opt = message.split(":", 1)[0].replace("argument ", "").split("/")[-1].strip() or "--name"
             hint = f"{opt} needs a value (one that starts with '-' takes the = form: {opt}=-…); " + hint
+        from kvgate.commands._types import refusal_hint  # noqa: PLC0415
+
+        said = refusal_hint(message)  # the value's own hint, which argparse does not pass on
+        if said:
+            hint = f"{said}; " + hint
         if message.startswith("unrecognized arguments:"):
             import difflib  # noqa: PLC0415
 
@@ -108,7 +113,10 @@ def _json_error(message: str, hint: str | None, code: int) -> None:
 
 def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
     """Print an error (``ERROR:``/``HINT:`` on stderr; the JSON document under ``--json``)
-    and return its exit code."""
+    and return its exit code. An input error (exit 2) raised without a hint gets the
+    command's ``--help`` as its hint: every input error says where to look next."""
+    if not hint and code == EXIT_INPUT:
+        hint = f"kvgate {_Parser.command} --help says what it takes" if _Parser.command else "kvgate --help"
     print(f"ERROR: {message}", file=sys.stderr)
     if hint:
         print(f"HINT: {hint}", file=sys.stderr)

@@ -54,6 +54,12 @@ def _finite_float(text: str) -> float:
     return v
 
 
+#: the hints of the file errors every reader shares (the house rule: every ERROR has a HINT)
+NOT_FOUND_HINT = "check the path: a relative one starts at the current directory"
+NOT_TEXT_HINT = "kvgate reads it as UTF-8 text: not a binary, compressed or UTF-16 file"
+NOT_JSON_HINT = "the JSON ends early or is malformed at that place: fix it, or fetch the file again"
+
+
 def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_nan: bool = False) -> Any:
     """Parse one JSON document with errors that are :class:`KvgateError`, never a traceback.
 
@@ -70,7 +76,7 @@ def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise KvgateError(f"{what}{src} is not UTF-8 text (byte {exc.start:,})") from exc
+            raise KvgateError(f"{what}{src} is not UTF-8 text (byte {exc.start:,})", hint=NOT_TEXT_HINT) from exc
     _check_depth_text(text, what, src)
     try:
         if allow_nan:
@@ -78,7 +84,8 @@ def loads_json(text: str | bytes, *, what: str = "JSON", where: str = "", allow_
         else:
             obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
-        raise KvgateError(f"{what}{src} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        raise KvgateError(f"{what}{src} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                          hint=NOT_JSON_HINT) from exc
     except RecursionError as exc:
         raise KvgateError(f"{what}{src} is nested too deeply (more than {MAX_JSON_DEPTH} levels)") from exc
     except (ValueError, OverflowError) as exc:  # int-string conversion limit, NaN / inf refusal
@@ -249,7 +256,7 @@ def check_regular(path: str | os.PathLike[str], *, what: str = "file") -> int:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise KvgateError(f"{what} not found: {os.fsdecode(path)}") from None
+        raise KvgateError(f"{what} not found: {os.fsdecode(path)}", hint=NOT_FOUND_HINT) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise KvgateError(f"cannot read {what} {os.fsdecode(path)}: {getattr(exc, 'strerror', None) or exc}") from None
     _refuse_kind(st.st_mode, what, path)

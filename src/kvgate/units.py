@@ -88,6 +88,8 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
         value = text
     else:
         m = _NUMBER_UNIT.match(str(text))
+        if not m and str(text).strip().startswith("-") and _NUMBER_UNIT.match(str(text).strip()[1:]):
+            raise UnitError(f"byte quantity must not be negative: {_short(text)}", hint=_POSITIVE_HINT)
         if not m:
             raise UnitError(
                 f"cannot parse byte quantity {_short(text)}",
@@ -113,13 +115,16 @@ def parse_bytes(text: str | int, *, allow_zero: bool = False) -> int:
                 raise UnitError(f"cannot parse byte quantity {_short(text)}") from exc
             value = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
     if value < 0:
-        raise UnitError(f"byte quantity must not be negative: {_short(text)}")
+        raise UnitError(f"byte quantity must not be negative: {_short(text)}", hint=_POSITIVE_HINT)
     if value > MAX_BYTES:
         raise UnitError(f"byte quantity {_short(text)} is more than 2**64 − 1 bytes (16 EiB): not a memory size",
                         hint="check the number and its unit")
     if value == 0 and not allow_zero:
-        raise UnitError(f"byte quantity must be positive: {_short(text)}")
+        raise UnitError(f"byte quantity must be positive: {_short(text)}", hint=_POSITIVE_HINT)
     return value
+
+
+_POSITIVE_HINT = "a memory size is more than 0 bytes, e.g. 24GiB, 32.6GB or 4096"
 
 
 def _short(text: object, limit: int = 40) -> str:

@@ -93,8 +93,8 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
     if engine is not None and engine not in FLAGS:
         raise KvgateError(f"no engine {engine!r}", hint=f"one of: {', '.join(FLAGS)}")
     out = ["Engine flags kvgate accepts, spelled as each engine spells them (one engine at a time).", ""]
-    out += textwrap.wrap(COMMANDS_NOTE, width)
-    out += [""] + textwrap.wrap(LOG_RULE, width)
+    out += textwrap.wrap(COMMANDS_NOTE, width, break_on_hyphens=False)  # never "--kv-" / "format"
+    out += [""] + textwrap.wrap(LOG_RULE, width, break_on_hyphens=False)
     for e in [engine] if engine else list(FLAGS):
         out += ["", get_engine(e).launcher]
         for f in FLAGS[e]:
@@ -105,7 +105,8 @@ def render_engine_flags(engine: str | None = None, width: int = 100) -> str:
             if f.alias:
                 rows.append(("kvgate's own name", f.alias))
             for label, text in rows:
-                out += textwrap.wrap(f"{label}: {text}", width, initial_indent="      ", subsequent_indent="        ")
+                out += textwrap.wrap(f"{label}: {text}", width, initial_indent="      ", subsequent_indent="        ",
+                                     break_on_hyphens=False)
     return "\n".join(out)
 
 

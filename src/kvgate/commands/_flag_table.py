@@ -32,16 +32,20 @@ def fraction(text: str) -> float:
     return _unit_fraction(text)
 
 
-def _llamacpp_int(convert: Callable[[str], int]) -> Callable[[str], int]:
-    """``convert`` (:mod:`kvgate.commands._types`) with llama.cpp's rule said on a bad value:
-    its flags take plain numbers, no ``k`` suffix."""
-    def parse(text: str) -> int:
+def _plain_int(convert: Callable[[str], Any], engine: str) -> Callable[[str], Any]:
+    """``convert`` with the engine's rule said on a bad value: its integer flags take plain
+    numbers, no ``k`` suffix (SGLang's ``server_args.py`` ``type=int``, llama.cpp's
+    ``common/arg.cpp`` ``std::stoi``); ``engine`` is the registry's name, shown as the engine
+    spells itself."""
+    def parse(text: str) -> Any:
         try:
             return convert(text)
         except argparse.ArgumentTypeError as exc:
             if not str(exc).startswith(("not a number", "must be a whole number")):
                 raise
-            raise argparse.ArgumentTypeError(f"{exc} (llama.cpp takes plain numbers)") from None
+            from kvgate.engines.registry import get_engine  # noqa: PLC0415  (only on a bad value)
+
+            raise argparse.ArgumentTypeError(f"{exc} ({get_engine(engine).display} takes plain numbers)") from None
     return parse
 
 
@@ -51,9 +55,6 @@ def _tp_or_auto(convert: Callable[[str], int | None]) -> Callable[[str], int | N
         return -1 if text.strip().lower() == "auto" else convert(text)
     return parse
 
-
-_count = _llamacpp_int(nonneg_int)
-_positive_count = _llamacpp_int(positive_int)  # -np, -ub, -b
 
 
 def _yes_no(flag: str) -> Callable[[str], bool]:
@@ -95,9 +96,9 @@ CONVERTERS: dict[str, Callable[..., Callable[[str], Any]]] = {
     "human_int": lambda said: _human_int(said),
     "human_int_auto": lambda said: _human_int(said, allow_auto=True),
     "tp_auto": lambda said: _tp_or_auto(_human_int(said)),
-    "plain_count": lambda said: _count,
-    "plain_positive": lambda said: _positive_count,
-    "plain_tp_auto": lambda said: _tp_or_auto(_count),
+    "plain_count": lambda said, hi=None: count(0, hi) if hi else nonneg_int,  # plain_*: _add names the engine
+    "plain_positive": lambda said, hi=None: count(1, hi) if hi else positive_int,
+    "plain_tp_auto": lambda said: _tp_or_auto(nonneg_int),
     "bytes": lambda said: parse_bytes_arg,
     "lower": lambda said: str.lower,
     "yes_no": lambda said: _yes_no(said),
@@ -118,7 +119,7 @@ def tables() -> list[FlagTable]:
     return [flag_table(e) for e in ENGINES]
 
 
-def _add(p: Any, flag: Flag, use: Use) -> None:
+def _add(p: Any, flag: Flag, use: Use, engine: str) -> None:
     kw: dict[str, Any] = {"dest": use.dest, "default": use.default,
                           "help": argparse.SUPPRESS if use.help is None else use.help}
     if flag.action == "optional_bool":
@@ -130,6 +131,8 @@ def _add(p: Any, flag: Flag, use: Use) -> None:
         kw["metavar"] = use.metavar
     if use.type:
         kw["type"] = CONVERTERS[use.type[0]](flag.said, *use.type[1:])
+        if use.type[0].startswith("plain_"):
+            kw["type"] = _plain_int(kw["type"], engine)
     for k in ("choices", "nargs", "const"):
         if getattr(flag, k) is not None:
             kw[k] = getattr(flag, k)
@@ -142,7 +145,7 @@ def add_engine_table_flags(p: Any, use: str, engines: Iterable[str] | None = Non
     for t in tables():
         if engines is None or t.engine in engines:
             for u in t.uses.get(use, ()):
-                _add(p, t.flag(u.flag), u)
+                _add(p, t.flag(u.flag), u, t.engine)
 
 
 def given_engine_flags(args: argparse.Namespace, use: str, *, joined: bool = False) -> dict[str, list[str]]:

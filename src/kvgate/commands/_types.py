@@ -21,12 +21,26 @@ from kvgate.units import MAX_COUNT, parse_count, parse_real, parse_share
 T = TypeVar("T")
 
 
+#: the last value a converter refused, ``{message: hint}``: argparse hands the parser's
+#: ``error`` only the message, so the hint (``unit 'Gib' is bits`` → "write bytes with an
+#: upper-case B") is kept here for it (:func:`refusal_hint`)
+_REFUSED: dict[str, str | None] = {}
+
+
+def refusal_hint(message: str) -> str | None:
+    """The hint of the converter's refusal that argparse's ``message`` reports, if any."""
+    return next((hint for text, hint in _REFUSED.items() if message.endswith(text)), None)
+
+
 def _arg(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """``parse`` with its :class:`KvgateError` as argparse's ``ArgumentTypeError``."""
+    """``parse`` with its :class:`KvgateError` as argparse's ``ArgumentTypeError`` (its hint
+    kept for :func:`refusal_hint`)."""
     def convert(text: str) -> T:
         try:
             return parse(text)
         except KvgateError as exc:
+            _REFUSED.clear()
+            _REFUSED[exc.message] = exc.hint
             raise argparse.ArgumentTypeError(exc.message) from None
     convert.__name__ = getattr(parse, "__name__", "value")
     return convert

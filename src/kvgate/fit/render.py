@@ -205,6 +205,8 @@ def render_sglang(a: FitAnswer, *, sources: bool = False) -> str:
                         if mf["possible"] is not None else "needs a larger card (or more --tp-size, or smaller weights)"))
     elif cl["sure"] is None:
         flips.append(f"  --context-length: none fits for sure; one request fits up to {_n(cl['possible'])} tokens at best")
+    elif cl["sure"] == cl["possible"]:  # the interval closed: one number, not "N for sure, N at best"
+        flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens")
     else:
         flips.append(f"  --context-length: one request fits up to {_n(cl['sure'])} tokens for sure, "
                      f"{_n(cl['possible'])} at best")
@@ -212,7 +214,8 @@ def render_sglang(a: FitAnswer, *, sources: bool = False) -> str:
     if not mr["possible"]:
         flips.append(f"  --max-running-requests: not one request of {s['context_length']:,} tokens fits in the pool")
     else:
-        flips.append(f"  --max-running-requests: {_n(mr['sure'])} … {_n(mr['possible'])} requests of "
+        n = _n(mr["sure"]) if mr["sure"] == mr["possible"] else f"{_n(mr['sure'])} … {_n(mr['possible'])}"
+        flips.append(f"  --max-running-requests: {n} requests of "
                      f"{s['context_length']:,} tokens fit at once; more wait in the queue")
     if mf["sure"] is None and mf["possible"] is None:
         flips.append(f"  --mem-fraction-static: none up to 1.0 holds one request of {s['context_length']:,} tokens "

@@ -41,10 +41,16 @@ def kv_heads_per_rank(n_kv: int, tp: int) -> int:
         raise GeometryError(f"tensor parallel size must be a positive integer, got {tp!r}")
     if n_kv >= tp:
         if n_kv % tp:
-            raise GeometryError(f"tensor parallel {tp} does not divide the {n_kv} KV heads")
+            raise GeometryError(f"tensor parallel {tp} does not divide the {n_kv} KV heads", hint=_tp_hint(n_kv))
     elif tp % n_kv:
-        raise GeometryError(f"tensor parallel {tp} is not a multiple of the {n_kv} KV heads")
+        raise GeometryError(f"tensor parallel {tp} is not a multiple of the {n_kv} KV heads", hint=_tp_hint(n_kv))
     return max(1, n_kv // tp)
+
+
+def _tp_hint(n_kv: int) -> str:
+    """The tensor parallel sizes up to 8 that split ``n_kv`` KV heads (a divisor or a multiple)."""
+    ok = [t for t in (1, 2, 4, 8) if n_kv % t == 0 or t % n_kv == 0]
+    return f"a tensor parallel size that splits {n_kv} KV heads: {', '.join(map(str, ok))}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -127,7 +127,8 @@ def load_model(ref: str | Path) -> ModelSpec:
     if p.is_dir():
         cfg_path = p / "config.json"
         if not cfg_path.exists():
-            raise ConfigError(f"model directory {p} has no config.json")
+            raise ConfigError(f"model directory {p} has no config.json",
+                              hint="give the folder that holds config.json, the config.json itself, a .gguf or a preset")
         return spec_from_config(read_config(cfg_path), name=p.resolve().name, source=str(cfg_path))
     if p.suffix.lower() in FILE_LOADERS:
         if not p.exists():

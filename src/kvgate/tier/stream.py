@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from kvgate.errors import KvgateError
-from kvgate.guarded import loads_json
+from kvgate.guarded import NOT_FOUND_HINT, loads_json
 from kvgate.replay import timeunits
 from kvgate.replay.readers.base import TraceError, norm_column, pick_column
 from kvgate.replay.readers.formats import ARRIVAL_COLUMNS, PROMPT_COLUMNS, detect_format
@@ -133,11 +133,11 @@ def check_trace_file(path: Path) -> tuple[int, str | None]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise TraceError(f"trace file not found: {path}") from None
+        raise TraceError(f"trace file not found: {path}", hint=NOT_FOUND_HINT) from None
     except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise TraceError(f"trace path is a directory, not a file: {path}")
+        raise TraceError(f"trace path is a directory, not a file: {path}", hint="give the trace file itself")
     if not stat.S_ISREG(st.st_mode):
         raise TraceError(f"trace {path} is not a regular file (a FIFO, socket or device)",
                          hint="save the trace to a file first (reading a pipe could wait for ever)")

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kvgate.errors import KvgateError
+from kvgate.guarded import NOT_FOUND_HINT
 
 
 class TraceError(KvgateError):
@@ -30,11 +31,16 @@ def trace_file_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError:
-        raise TraceError(f"trace file not found: {path}") from None
+        raise TraceError(f"trace file not found: {path}", hint=NOT_FOUND_HINT) from None
     except IsADirectoryError:
-        raise TraceError(f"trace path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}") from None
+        raise TraceError(f"trace path is a directory, not a file: {path}", hint="give the trace file itself") from None
+    except UnicodeDecodeError as exc:  # said as every reader says it, not Python's codec sentence
+        raise TraceError(f"trace {path} is not UTF-8 text (byte {exc.start:,})", hint=_TEXT_HINT) from None
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+
+
+_TEXT_HINT = "a trace is CSV or JSONL text (UTF-8): not a binary or compressed file (gunzip a .gz first)"
 
 
 def norm_column(name: object) -> str:

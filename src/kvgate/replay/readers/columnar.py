@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kvgate.errors import KvgateError
-from kvgate.guarded import loads_json
+from kvgate.guarded import NOT_FOUND_HINT, loads_json
 from kvgate.replay.readers.base import RawColumns, TraceError
 from kvgate.replay.readers.rows import csv_delimiter
 
@@ -57,9 +57,9 @@ def peek(path: Path) -> Head | None:
         TraceError: the path does not exist or is a directory.
     """
     if not path.exists():
-        raise TraceError(f"trace file not found: {path}")
+        raise TraceError(f"trace file not found: {path}", hint=NOT_FOUND_HINT)
     if path.is_dir():
-        raise TraceError(f"trace path is a directory, not a file: {path}")
+        raise TraceError(f"trace path is a directory, not a file: {path}", hint="give the trace file itself")
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()
