@@ -229,3 +229,26 @@ def test_fit_without_c_reduces_the_context_by_the_1024_mib_target() -> None:
     assert d["settings"]["ctx_size"] == n_ctx - n_ctx % 256
     assert d["settings"]["n_gpu_layers"] == 999
     assert not any("run slower" in n for n in d["notes"])
+
+
+def test_fit_that_meets_no_target_goes_on_with_ngl_0_at_the_smallest_context() -> None:
+    """common/fit.cpp (0c1e57098bba): with a target no placement meets (-fitt 99999999 MiB),
+    the context step sets n_ctx to its minimum (-fitc 4096 × 1 stream, unified) and the
+    back-to-front fill ends at 0 layers, written as -ngl 0 by set_ngl_tensor_split_tbo; nothing
+    throws, so the server starts with every layer on the CPU. The GPU then holds the compute
+    buffer and the CUDA context only: it fits (found by the new-user trial, which got DOES NOT
+    FIT with a cudaMalloc error)."""
+    d = json.loads(_fit(PRESET, "--weights-bytes", "40GB", "--gpu", "RTX 4090", "--host-memory", "1TiB",
+                        "-fitt", "99999999", "--json").stdout)
+    assert d["fits"] == "yes" and d["engine_error"] is None
+    assert d["settings"]["n_gpu_layers"] == 0 and d["settings"]["ctx_size"] == 4096
+    assert any("goes on with -c 4,096, 0 of 80 layers on the GPU (-ngl 0)" in n for n in d["notes"])
+
+
+def test_fit_that_meets_no_target_with_ngl_given_keeps_it_at_the_smallest_context() -> None:
+    """The same target with -ngl 10 given: the fit aborts ("n_gpu_layers already set by user")
+    after the context step has set n_ctx to its minimum; -ngl 10 stays."""
+    d = json.loads(_fit(PRESET, "--weights-bytes", "40GB", "--gpu", "RTX 4090", "--host-memory", "1TiB",
+                        "-fitt", "99999999", "-ngl", "10", "--json").stdout)
+    assert d["settings"]["n_gpu_layers"] == 10 and d["settings"]["ctx_size"] == 4096
+    assert d["fits"] == "yes"

@@ -512,10 +512,8 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
     fitted = None
     if fit_on(flags, release):
         fitted = auto_fit(model, g, flags, ctx, weights_bytes, weights_exact, weights_source, gpu, release)
-        pick = fitted["sure"] or fitted["possible"]
-        if pick is not None:
-            ctx, ngl = pick
-            flags = replace(flags, n_gpu_layers=ngl)
+        ctx, ngl = fitted["sure"] or fitted["possible"] or fitted["fallback"]
+        flags = replace(flags, n_gpu_layers=ngl)
     terms, kv_gpu, kv_whole = _terms(model, g, flags, ctx, weights_bytes, weights_exact, weights_source,
                                      release=release)
     budget = gpu.cuda_total
@@ -628,8 +626,9 @@ def auto_fit(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: in
         ``{"sure", "possible", "changed", "ctx_in", "ctx_auto", "n_gpu_layers_in", "margin"}``:
         ``sure`` / ``possible`` the ``(ctx, n_gpu_layers)`` chosen at the high / low end of the
         projection and the low / high end of the free memory (``None``: no layer count meets
-        the target; llama.cpp then goes on with ``-ngl 0``); ``changed`` whether either
-        differs from the input.
+        the target); ``fallback`` the ``(ctx, n_gpu_layers)`` llama.cpp goes on with then
+        (``-ngl 0``, or the ``-ngl`` given, at the smallest auto context); ``changed`` whether
+        either pick differs from the input.
     """
     n = model.num_layers
     streams = 1 if f.kv_unified else f.parallel
@@ -667,7 +666,13 @@ def auto_fit(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: in
 
     sure, possible = pick("low"), pick("high")
     same = (c_max, f.n_gpu_layers)
-    return {"sure": sure, "possible": possible, "changed": sure != same or possible != same,
+    # no pick meets the target: --fit does not stop the server. The context step has left n_ctx at
+    # its minimum (-c not given); then with -ngl given it aborts the fit ("n_gpu_layers already set by
+    # user", a common_params_fit_exception: the settings stay), else its back-to-front fill ends at
+    # 0 layers and set_ngl_tensor_split_tbo writes -ngl 0 (common/fit.cpp 0c1e57098bba)
+    fallback = (c_min if ctx_auto else c_max, f.n_gpu_layers if f.ngl_given else 0)
+    return {"sure": sure, "possible": possible, "fallback": fallback,
+            "changed": sure != same or possible != same,
             "ctx_in": c_max, "ctx_auto": ctx_auto, "n_gpu_layers_in": f.n_gpu_layers, "margin": margin}
 
 
@@ -756,10 +761,9 @@ def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: st
         return "yes", f"--fit sets {said(sure)}", None, note
     if possible is not None:
         return "unknown", f"--fit may set {said(possible)}; the buffers' interval straddles the GPU's memory", None, note
-    return ("no", "--fit finds no layer count that meets its target and llama.cpp goes on with -ngl 0 or the "
-            "settings given",
-            "common_fit_params: failed to fit params to free device memory; then cudaMalloc failed: out of memory",
-            note)
+    # the fit failed and llama.cpp goes on with its fallback: the verdict is the buffers' at that placement
+    note += f"; llama.cpp goes on with {said(fitted['fallback'])}"
+    return fits, reason, err, note
 
 
 def _terms(model: ModelSpec, g: KVGeometry, f: LlamaCppFlags, ctx: int, wb: int, exact: bool, src: str,
