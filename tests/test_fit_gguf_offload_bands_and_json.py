@@ -319,3 +319,18 @@ def test_a_gguf_with_no_engine_flags_is_fitted_as_llama_cpp(run_cli):
     same = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "--total", "24GiB", "--weights-bytes", "8.7GB", "--json",
                               "--engine", "llama.cpp"))
     assert doc["kv_pool_bytes"] == same["kv_pool_bytes"] and doc["terms"] == same["terms"]
+
+
+def test_vllm_flags_on_a_gguf_read_its_config_as_transformers_does(run_cli):
+    """vLLM loads a .gguf's config through transformers (``AutoConfig.from_pretrained(…,
+    gguf_file=…)``), whose GGUF_CONFIG_MAPPING names ``qwen3.embedding_length`` hidden_size:
+    kvgate reads it the same way, so `fit X.gguf --max-model-len 4096` answers under vLLM's
+    rules (it stopped with "model config has no hidden_size", found by the new-user trial)."""
+    from kvgate.engines.registry import get_engine
+
+    m = get_engine("vllm").load_model(str(CONF / "qwen3-8b.gguf"))
+    assert m.config["hidden_size"] == m.config["qwen3.embedding_length"] == 4096
+    assert m.config["num_hidden_layers"] == m.config["qwen3.block_count"]
+    doc = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "--gpu", "H100", "--weights-bytes", "8.7GB",
+                             "--max-model-len", "4096", "--json"))
+    assert doc["engine"] == "vllm" and doc["kv_pool_bytes"]["low"] > 0

@@ -202,10 +202,17 @@ class EngineBase:
     tp_flag: str = ""
 
     def load_model(self, ref: Any) -> Any:
-        """The model at ``ref`` as this engine reads it (:func:`kvgate.model.load_model`)."""
-        from kvgate.model import load_model  # noqa: PLC0415
+        """The model at ``ref`` as this engine reads it (:func:`kvgate.model.load_model`); a
+        ``.gguf``'s metadata also under transformers' names, as vLLM and SGLang read a GGUF
+        through transformers (:func:`kvgate.model.hf.with_transformers_gguf_names`)."""
+        import dataclasses  # noqa: PLC0415
 
-        return load_model(ref)
+        from kvgate.model import load_model  # noqa: PLC0415
+        from kvgate.model.hf import with_transformers_gguf_names  # noqa: PLC0415
+
+        model = load_model(ref)
+        named = with_transformers_gguf_names(model.config)
+        return model if named is model.config else dataclasses.replace(model, config=named)
 
     def module(self, role: str) -> ModuleType:
         """The engine's module ``role`` (``pool``, ``log``, ``fit`` ...), imported on first use."""

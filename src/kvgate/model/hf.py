@@ -412,3 +412,38 @@ def _image_positions(obj: Any, text: Any) -> int | None:
         raise ConfigError(f"vision_config max_num_tiles, image_size, patch_size must be positive integers, "
                           f"got {tiles!r}, {size!r}, {patch!r}")
     return int(tiles * ((size // patch) ** 2 + 1))
+
+
+def with_transformers_gguf_names(config: dict[str, Any]) -> dict[str, Any]:
+    """A GGUF's metadata ``config`` (``gguf_architecture``, ``{arch}.embedding_length`` …) with
+    the transformers field names added as transformers reads a ``.gguf`` into a config
+    (``transformers.integrations.ggml.GGUF_CONFIG_MAPPING``, transformers 5.25:
+    ``embedding_length`` → ``hidden_size``, ``feed_forward_length`` → ``intermediate_size``,
+    ``block_count`` → ``num_hidden_layers`` …; ``vocab_size`` from the tokenizer's tokens when
+    the metadata has none). vLLM and SGLang load a GGUF's config this way
+    (``AutoConfig.from_pretrained(…, gguf_file=…)``). Names already present are kept; a config
+    without ``gguf_architecture``, or of an architecture transformers does not map, comes back
+    unchanged."""
+    arch = config.get("gguf_architecture")
+    if not isinstance(arch, str):
+        return config
+
+    def mapping() -> dict[str, Any]:
+        from transformers.integrations.ggml import GGUF_CONFIG_MAPPING  # noqa: PLC0415
+
+        return dict(GGUF_CONFIG_MAPPING)
+
+    from kvgate.model.torchless import with_config_classes  # noqa: PLC0415
+
+    table = with_config_classes(mapping)
+    names = table.get(arch) or table.get(arch.replace("moe", "_moe")) or table.get(arch.replace("-", "_"))
+    if not names:
+        return config
+    out = dict(config)
+    for key, hf_name in names.items():
+        if hf_name and f"{arch}.{key}" in config:
+            out.setdefault(hf_name, config[f"{arch}.{key}"])
+    tokens = config.get("tokenizer_tokens")
+    if "vocab_size" not in out and isinstance(tokens, int | list):
+        out["vocab_size"] = tokens if isinstance(tokens, int) else len(tokens)
+    return out
