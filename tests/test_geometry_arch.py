@@ -342,6 +342,18 @@ def test_t1_gemma3_class_defaults():
     assert any("head_dim 256" in n and "Gemma3TextConfig defaults" in n for n in m.notes)
 
 
+def test_a_config_that_states_no_size_is_refused_not_sized_from_class_defaults():
+    """``{"model_type": "llama"}`` states no layer count and no width: LlamaConfig's defaults
+    (32 layers of 4,096) would answer for a model that is not this one (the new-user trial got
+    FITS from it). One of the two given is enough to size it with the rest defaulted, noted."""
+    with pytest.raises(ConfigError, match="neither a layer count nor a width.*32 layers, hidden_size 4096"):
+        spec_from_config({"model_type": "llama"}, name="t", source="test")
+    m = spec_from_config({"model_type": "llama", "num_hidden_layers": 2}, name="t", source="test")
+    assert m.num_layers == 2 and any("hidden_size 4096" in n for n in m.notes)
+    m = spec_from_config({"model_type": "gpt2", "n_layer": 3, "n_embd": 64, "n_head": 4}, name="t", source="test")  # aliases are stated
+    assert m.num_layers == 3
+
+
 def test_t2_gpt2_attribute_aliases():
     """GPT-2's n_layer 12, n_head 12, n_embd 768 (attribute_map): head_dim 64.
     4,096 × 2: 2 · 12 layers · 2 (K, V) · 12 heads · 64 · 2 B · 4,096."""

@@ -342,6 +342,12 @@ def _resolve(raw: dict[str, Any]) -> Resolved:
     unused = {"head_dim"} if cfg.get("kv_lora_rank") is not None else set()  # MLA sizes by its latent
     defaulted = {k: cfg[k] for k in dict.fromkeys(CACHE_FIELDS + WEIGHT_FIELDS)
                  if k not in given and not _aliased(text, k, given) and cfg.get(k) is not None}
+    if "num_hidden_layers" in defaulted and "hidden_size" in defaulted:
+        # nothing in the file sizes the model: the class's defaults would answer for another model
+        raise ConfigError(f"the config states neither a layer count nor a width (num_hidden_layers, hidden_size or "
+                          f"an alias): transformers' {type(text).__name__} defaults ({defaulted['num_hidden_layers']} "
+                          f"layers, hidden_size {defaulted['hidden_size']}) would size another model",
+                          hint="give the model's own config.json (it states its layers and widths)")
     filled = [f"{k} {cfg[k]}" for k in CACHE_FIELDS if k in defaulted and k not in unused]
     if "layer_types" not in given and "layers_block_type" not in given and len(set(types)) > 1:
         counts = ", ".join(f"{types.count(t)} {t}" for t in dict.fromkeys(types))
