@@ -112,3 +112,30 @@ def test_a_refused_write_hints_where_to_write(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"ERROR: cannot write {out}") and err[1].startswith("HINT: give a path in a folder"), err
     assert not out.exists()
+
+
+def test_errors_on_a_terminal_wrap_to_100_columns_and_stay_one_line_in_a_pipe(monkeypatch, capsys):
+    """On a terminal an ERROR/HINT pair wraps at 100 columns, continuation under the text; piped
+    (here, pytest's capture), each stays one line for grep."""
+    import io
+    import sys
+
+    from kvgate.cli import main
+
+    assert main(["fit", "nosuchmodel", "--gpu", "H100"]) == 2
+    piped = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in piped] == ["ERROR", "HINT"] and len(piped[1]) > 100
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["fit", "nosuchmodel", "--gpu", "H100"]) == 2
+    lines = tty.getvalue().splitlines()
+    assert lines[0].startswith("ERROR: ") and lines[1].startswith("HINT: ") and len(lines) > 2
+    assert all(len(line) <= 100 for line in lines)
+    assert all(line.startswith("      ") for line in lines[2:])
+    assert " ".join(x.strip() for x in lines[1:]) == piped[1]

@@ -88,7 +88,22 @@ class _Parser(argparse.ArgumentParser):
                 hint = f"did you mean {', '.join(dict.fromkeys(close))}? " + hint
         if _Parser.json_errors:
             _json_error(message, hint, EXIT_INPUT)
-        self.exit(EXIT_INPUT, f"ERROR: {message}\nHINT: {hint}\n")
+        self.exit(EXIT_INPUT, _said("ERROR", message) + _said("HINT", hint))
+
+
+def _said(label: str, text: str) -> str:
+    """``LABEL: text`` and a newline: one line when standard error is a file or a pipe (one line
+    an error, for grep and logs), wrapped to the terminal's width (at most 100 columns) with
+    the continuation under the text when it is a terminal."""
+    line = f"{label}: {text}"
+    if not sys.stderr.isatty():
+        return line + "\n"
+    import shutil  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    width = min(100, shutil.get_terminal_size((100, 24)).columns)
+    return textwrap.fill(line, width=width, subsequent_indent=" " * (len(label) + 2), break_on_hyphens=False,
+                         break_long_words=False) + "\n"
 
 
 def _json_requested(argv: Sequence[str]) -> bool:
@@ -117,9 +132,9 @@ def _fail(message: str, hint: str | None, code: int, as_json: bool) -> int:
     command's ``--help`` as its hint: every input error says where to look next."""
     if not hint and code == EXIT_INPUT:
         hint = f"kvgate {_Parser.command} --help says what it takes" if _Parser.command else "kvgate --help"
-    print(f"ERROR: {message}", file=sys.stderr)
+    sys.stderr.write(_said("ERROR", message))
     if hint:
-        print(f"HINT: {hint}", file=sys.stderr)
+        sys.stderr.write(_said("HINT", hint))
     if as_json:
         _json_error(message, hint, code)
     return code
