@@ -514,3 +514,26 @@ def test_a_tp_or_kv_format_neither_logged_nor_given_is_said_to_be_assumed():
                                                                   for line in lines)
     given = crosscheck(pool, model, tp=4, kv_format="bf16")["lines"]
     assert not any("assumed" in line for line in given)
+
+
+def test_a_tp_the_log_does_not_state_is_taken_from_its_weights_when_one_size_matches(capsys):
+    """The same TP-4 log read through `import-log --model qwen3-30b-a3b`: the preset's exact
+    61,064,245,248 B over the 14.2474 GiB one rank logged is 3.99, within 3% of 4 and of no other
+    TP of 1/2/4/8/16, so TP 4 is taken (noted), not TP 1 (which made `gate` advise "-tp 2
+    fits": the new-user trial). A checkpoint no TP matches (qwen3-32b's 65.5 GB: 4.28 ranks)
+    keeps TP 1, said to be assumed; --tp given wins."""
+    import json
+
+    from kvgate.cli import main
+
+    log = str(LOGS / "vllm_0.8.5_qwen3-30b-a3b_tp4.log")
+    assert main(["import-log", log, "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pool"]["tp"] == 4
+    assert any(n.startswith("TP 4 from the weights") for n in doc["pool"]["notes"])
+    assert main(["import-log", log, "--model", "qwen3-32b", "--kv-format", "bf16", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pool"]["tp"] in (None, 1) and not any("from the weights" in n for n in doc["pool"]["notes"])
+    assert main(["import-log", log, "--model", "qwen3-30b-a3b", "--kv-format", "bf16", "--tp", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pool"]["tp"] == 2 and not any("from the weights" in n for n in doc["pool"]["notes"])

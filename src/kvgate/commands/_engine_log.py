@@ -122,6 +122,7 @@ class LogSettings:
     notes: list[str] = field(default_factory=list)
     engine_kv: str | None = None  # the engine-spelled KV dtype taken as the log's own
     engine_tp: int | None = None  # the engine-spelled TP taken as the log's own
+    inferred_tp: int | None = None  # the TP the logged weights imply (:func:`_tp_from_weights`)
 
 
 def _fmt_name(fmt: str, model: Any, engine: str) -> str:
@@ -197,6 +198,43 @@ def _resolve_tp(args: argparse.Namespace, pool: EnginePool, out: LogSettings) ->
                              "(--tp names the log's; -tp is a what-if when it differs from the log's)")
         elif eng_tp != log_tp:
             out.whatif_tp = eng_tp
+    if own_tp is None and eng_tp is None and pool.tp is None:
+        inferred = _tp_from_weights(getattr(args, "model", None), pool)
+        if inferred is not None:
+            out.tp = out.inferred_tp = inferred[0]
+            out.notes.append(inferred[1])
+
+
+#: how far the logged weights of one rank × TP may be from the checkpoint's bytes for that TP to be taken
+_TP_WEIGHTS_TOLERANCE = 0.03
+
+
+def _tp_from_weights(model_ref: Any, pool: EnginePool) -> tuple[int, str] | None:
+    """The tensor parallel size a log that does not state it implies: the one TP of 1, 2, 4, 8
+    or 16 whose share of the checkpoint's exact bytes is within 3% of the weights one rank
+    logged (vLLM's "Model loading took", SGLang's "Load weight end … mem usage"; tensor
+    parallel layers, vocabulary-parallel embeddings and experts are split, norms are the only
+    copies). ``None`` without logged weights, exact checkpoint bytes, a single match, or for
+    llama.cpp (no TP); a log that names a quantization is left alone (the checkpoint given
+    may not be the one loaded)."""
+    if pool.engine == "llama.cpp" or pool.weights is None or not model_ref or pool.flags.get("quantization"):
+        return None
+    from kvgate.errors import KvgateError  # noqa: PLC0415
+    from kvgate.model.weights import weight_bytes  # noqa: PLC0415
+
+    try:
+        wb = weight_bytes(str(model_ref))
+    except (KvgateError, OSError, ValueError):
+        return None
+    if not wb.exact or wb.bytes <= 0:
+        return None
+    lo, hi = pool.weights.low * (1 - _TP_WEIGHTS_TOLERANCE), pool.weights.high * (1 + _TP_WEIGHTS_TOLERANCE)
+    fits = [tp for tp in (1, 2, 4, 8, 16) if lo <= wb.bytes / tp <= hi]
+    if len(fits) != 1:
+        return None
+    tp = fits[0]
+    return tp, (f"TP {tp} from the weights: the checkpoint's {wb.bytes / 2**30:.2f} GiB over the {pool.weights.text} "
+                f"one rank logged (the log does not state its tensor parallel size; pass --tp N if not)")
 
 
 def _resolve_pp(args: argparse.Namespace, pool: EnginePool, out: LogSettings) -> None:
@@ -304,7 +342,8 @@ def apply_log_settings(pool: EnginePool, ls: LogSettings) -> EnginePool:
 
     pool = apply_overrides(pool, kv_format=ls.kv_format, tp=ls.tp)
     engine_said = {f"kv_format {ls.engine_kv} from --kv-format (not in the log)" if ls.engine_kv else "",
-                   f"tp {ls.engine_tp} from --tp (not in the log)" if ls.engine_tp else ""}
+                   f"tp {ls.engine_tp or ls.inferred_tp} from --tp (not in the log)"
+                   if ls.engine_tp or ls.inferred_tp else ""}
     pool.notes[:] = [n for n in pool.notes if n not in engine_said] + ls.notes
     if ls.pp is not None:
         pool = replace(pool, pp=ls.pp)
