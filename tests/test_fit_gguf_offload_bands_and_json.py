@@ -334,3 +334,20 @@ def test_vllm_flags_on_a_gguf_read_its_config_as_transformers_does(run_cli):
     doc = json.loads(run_cli("fit", str(CONF / "qwen3-8b.gguf"), "--gpu", "H100", "--weights-bytes", "8.7GB",
                              "--max-model-len", "4096", "--json"))
     assert doc["engine"] == "vllm" and doc["kv_pool_bytes"]["low"] > 0
+
+
+def test_would_log_kv_lines_as_the_cuda_build_prints_them(run_cli):
+    """The KV buffer lines llama_kv_cache prints (the pinned CUDA build on an H100,
+    benchmarks/results/llamacpp_gpu_buffers_h100_logs.tar.gz): `-ngl 0` prints the CPU line only
+    (4096.00 MiB at -c 32768 for Llama-3.1-8B); `-ngl 20` the CPU line (13 layers, 1664.00) then
+    CUDA0's (19 layers, 2432.00). Qwen3-8B here: 36 layers × 32,768 cells × 8 × 128 × 2 B × 2 =
+    4,608 MiB in all, 128 MiB a layer; -ngl 20 keeps 19 layers on the GPU (2,432 MiB). An AMD card
+    (a HIP build) names its device ROCm0 (ggml-cuda.h GGML_CUDA_NAME)."""
+    base = ("fit", str(CONF / "qwen3-8b.gguf"), "--weights-bytes", "8.7GB", "-c", "32768", "--json")
+    lines = json.loads(run_cli(*base, "--gpu", "H100", "-ngl", "0"))["log_lines"]["low"]
+    assert [x for x in lines if "KV buffer size" in x] == ["CPU KV buffer size = 4608.00 MiB"]
+    lines = json.loads(run_cli(*base, "--gpu", "H100", "-ngl", "20"))["log_lines"]["low"]
+    assert [x for x in lines if "KV buffer size" in x] == ["CPU KV buffer size = 2176.00 MiB",
+                                                           "CUDA0 KV buffer size = 2432.00 MiB"]
+    lines = json.loads(run_cli(*base, "--gpu", "MI300X"))["log_lines"]["low"]
+    assert [x for x in lines if "KV buffer size" in x] == ["ROCm0 KV buffer size = 4608.00 MiB"]

@@ -563,8 +563,12 @@ def fit_llamacpp(model: ModelSpec, weights_bytes: int, weights_exact: bool, weig
             notes.append(f"n_ctx_seq {n_ctx_seq:,} is above n_ctx_train {nct:,}: llama.cpp warns \"n_ctx_seq "
                          f"({n_ctx_seq}) > n_ctx_train ({nct}) -- possible training context overflow\"")
     kv_mib = kv_whole / MiB
+    # the KV buffers as llama_kv_cache prints them: the CPU layers' first, then the GPU's, each only when
+    # it holds a layer (the H100 runs of benchmarks/llamacpp_gpu_buffers.py: -ngl 0 prints the CPU line alone)
+    kv_lines = ([f"CPU KV buffer size = {(kv_whole - kv_gpu) / MiB:.2f} MiB"] if kv_whole > kv_gpu else []) + \
+        ([f"{ggml_device(gpu)} KV buffer size = {kv_gpu / MiB:.2f} MiB"] if kv_gpu else [])
     lines = [f"llama_context: n_ctx = {n_ctx}, n_ctx_seq = {n_ctx_seq}, n_seq_max = {flags.parallel}",
-             f"CUDA0 KV buffer size = {kv_gpu / MiB:.2f} MiB",
+             *kv_lines,
              f"llama_kv_cache: size = {kv_mib:.2f} MiB ({n_ctx_seq} cells, {model.num_layers} layers, "
              f"{flags.parallel}/{n_stream} seqs)"]
     return FitAnswer(
@@ -735,6 +739,14 @@ def host_weights(model: ModelSpec, weights_bytes: int, ngl: int, release: Releas
         return Interval.point(b)
     w, _ = model_buffer(model, weights_bytes, ngl, release)
     return Interval(max(0, weights_bytes - w.high), max(0, weights_bytes - w.low))
+
+
+def ggml_device(gpu: Gpu) -> str:
+    """ggml's name of the first GPU device, as the buffer lines print it: ``ROCm0`` for an AMD card
+    (a HIP build: ``ggml/include/ggml-cuda.h`` defines ``GGML_CUDA_NAME "ROCm"`` under
+    ``GGML_USE_HIP``), else ``CUDA0``. An AMD card is one whose total is quoted from rocm-smi
+    (:data:`kvgate.fit.gpus.GPU_TABLE`)."""
+    return "ROCm0" if gpu.source.lstrip().startswith("rocm-smi") else "CUDA0"
 
 
 def _fit_verdict(fitted: dict[str, Any], n: int, ctx: int, fits: str, reason: str,
