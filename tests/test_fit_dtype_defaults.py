@@ -95,6 +95,8 @@ def test_gpu_list_and_empty_gpu(capsys):
     assert "MI300X" in out and max(len(ln) for ln in out.splitlines()) <= 100
     code, doc = fit_json(capsys, "llama-3.1-8b", "--gpu", "")
     assert code == 2 and "empty" in doc["error"]
+    code, doc = fit_json(capsys, "any", "--gpu", "list", "--total", "24GiB")  # a GPU named twice: refused
+    assert code == 2 and "--gpu list" in doc["error"] and doc["hint"]
 
 
 def test_mi300x_total_is_rocm_smis_bytes():

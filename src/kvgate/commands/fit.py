@@ -69,6 +69,10 @@ def run(args: Any) -> int:
     if isinstance(getattr(args, "gpu", None), str) and args.gpu.strip().lower() == "list":
         from kvgate.fit.gpus import GPU_TABLE, gpu_table_text  # noqa: PLC0415
 
+        if getattr(args, "total", None) is not None or getattr(args, "cuda_total", None) is not None:
+            raise KvgateError("--gpu list lists the cards; --total / --cuda-total name a GPU and are not used with it",
+                              hint="kvgate fit --gpu list, or kvgate fit MODEL --total BYTES")
+
         emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src}
                                   for n, (a, mib, src) in GPU_TABLE.items()]}, gpu_table_text())
         return EXIT_OK
