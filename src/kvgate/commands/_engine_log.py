@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kvgate.commands._args import engine_options_from_args, gate_options_from_args, replay_options_from_args
-from kvgate.units import parse_bytes
+from kvgate.units import fmt_gib, parse_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from kvgate.engines.pool import EnginePool
@@ -233,7 +233,7 @@ def _tp_from_weights(model_ref: Any, pool: EnginePool) -> tuple[int, str] | None
     if len(fits) != 1:
         return None
     tp = fits[0]
-    return tp, (f"TP {tp} from the weights: the checkpoint's {wb.bytes / 2**30:.2f} GiB over the {pool.weights.text} "
+    return tp, (f"TP {tp} from the weights: the checkpoint's {fmt_gib(wb.bytes)} over the {pool.weights.text} "
                 f"one rank logged (the log does not state its tensor parallel size; pass --tp N if not)")
 
 

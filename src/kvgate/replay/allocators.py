@@ -9,7 +9,7 @@ Both are one pass over the requests with a heap (O(n log K), O(n log n)). Until 
 request that has to wait, "admit at arrival" is checked vectorized
 (:func:`first_blocked`) and the loop starts only there. The loop reads its inputs in
 chunks of :data:`CHUNK` requests, so the Python objects it handles are bounded by the
-chunk, not by the trace (10^7 requests once held ~1 GB of Python ints here). When numba
+chunk, not by the trace (10^7 requests once held ~1 GiB of Python ints here). When numba
 imports and the trace is large (:mod:`kvgate.replay.fastpath`), both loops run compiled
 over the whole trace instead
 (:mod:`kvgate.replay.compiled`: the same schedules, 10^7 requests in well under a second).

@@ -20,7 +20,7 @@ two are tested equal (``tests/test_replay_compiled.py``).
   reaches it, the most written while it holds, the most written, the most live, the
   peak of the schedule laid out in blocks; and, when asked, the binned series of
   :func:`kvgate.replay.series.series`. Memory: the live sequences and the bins, not the
-  epochs (a timeline of 10^7 requests held about 1.6 GB).
+  epochs (a timeline of 10^7 requests held about 1.6 GiB of RSS).
 
 Every value is int64 here: :func:`int64_safe` says beforehand whether the byte figures
 stay below 2^62 (else the numpy path, which turns to Python ints, runs). No compiler runs

@@ -138,7 +138,7 @@ from kvgate.fit.interval import Interval, Term
 from kvgate.fit.release import Release
 from kvgate.fit.widths import Widths
 from kvgate.model import text_config
-from kvgate.units import MiB
+from kvgate.units import MiB, fmt_gib
 
 
 @dataclass(frozen=True)
@@ -338,8 +338,8 @@ def activation_term(s: VllmSettings, w: Widths, release: Release | None = None,
                               dtype_bytes=bb)
     if enc is not None:
         v = Interval(v.low + enc.held, v.high + enc.held + enc.pixels)
-        src += (f"; + {enc.source}: {enc.held / 2**30:.2f} GiB, + up to the pixel values on the GPU "
-                f"({enc.items} × {enc.patches:,} patches × {enc.patch_dim} × 4 B = {enc.pixels / 2**30:.2f} GiB); "
+        src += (f"; + {enc.source}: {fmt_gib(enc.held)}, + up to the pixel values on the GPU "
+                f"({enc.items} × {enc.patches:,} patches × {enc.patch_dim} × 4 B = {fmt_gib(enc.pixels)}); "
                 "NOT COUNTED: the encoder's own forward peak")
     elif w.multimodal or (full is not None and any(k in full for k in ("vision_config", "audio_config"))):
         src += "; NOT COUNTED: the vision/audio encoder's profile (multimodal), which can be larger"

@@ -150,7 +150,7 @@ def read_columns(
             return None
         t = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
     del parts
-    pa.default_memory_pool().release_unused()  # the parser's blocks, else kept by the pool (~300 MB at 10^7 rows)
+    pa.default_memory_pool().release_unused()  # the parser's blocks, else kept by the pool (~300 MiB of RSS at 10^7 rows)
     return RawColumns(prompt, output, t, kind, line_of=_line_finder(path, head.kind), reader="columnar")
 
 
