@@ -82,6 +82,9 @@ CASES = [
     ("g12q8-fit-c512k", "gemma3_12b-q8_0", "-c 524288"),
     ("q3q8-ngl0", "qwen3_8b-q8_0", "-c 32768 -ngl 0"),
     ("l16-ngl1-ub2048", "llama8b-f16", "-c 32768 -ngl 1 -ub 2048"),
+    # --fit with a target nothing meets: common/fit.cpp goes on at -ngl 0 (or the -ngl given), n_ctx at its minimum
+    ("l16-fitt-huge", "llama8b-f16", "-fitt 99999999"),
+    ("l16-fitt-huge-ngl10", "llama8b-f16", "-fitt 99999999 -ngl 10"),
 ]
 
 #: diagnostic runs, not compared with kvgate (flags kvgate does not take): ``(id, model, flags,

@@ -214,10 +214,13 @@ def _tp_from_weights(model_ref: Any, pool: EnginePool) -> tuple[int, str] | None
     or 16 whose share of the checkpoint's exact bytes is within 3% of the weights one rank
     logged (vLLM's "Model loading took", SGLang's "Load weight end … mem usage"; tensor
     parallel layers, vocabulary-parallel embeddings and experts are split, norms are the only
-    copies). ``None`` without logged weights, exact checkpoint bytes, a single match, or for
-    llama.cpp (no TP); a log that names a quantization is left alone (the checkpoint given
+    copies). ``None`` without logged weights, exact checkpoint bytes, a single match, or for an
+    engine whose pool is not one rank's (llama.cpp: no TP); a log that names a quantization is left alone (the checkpoint given
     may not be the one loaded)."""
-    if pool.engine == "llama.cpp" or pool.weights is None or not model_ref or pool.flags.get("quantization"):
+    from kvgate.engines.registry import get_engine  # noqa: PLC0415
+
+    if not get_engine(pool.engine).pool_per_rank or pool.weights is None or not model_ref \
+            or pool.flags.get("quantization"):
         return None
     from kvgate.errors import KvgateError  # noqa: PLC0415
     from kvgate.model.weights import weight_bytes  # noqa: PLC0415
