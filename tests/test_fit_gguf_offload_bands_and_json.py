@@ -81,6 +81,8 @@ def test_compute_buffer_from_gguf_keys_by_hand():
     assert compute_buffer(m, f, 32768, release=resolve_release("llama.cpp", None)) == Interval(143_445_196, 202_584_884)
     f16 = dataclasses.replace(f, cache_type_k="f16", cache_type_v="f16")  # no copies: the FFN phase
     assert compute_buffer(m, f16, 32768, release=resolve_release("llama.cpp", None)) == Interval(75_497_472, 149_526_938)
+    fp16 = dataclasses.replace(f, cache_type_k="fp16", cache_type_v="FP16")  # the same type, kvgate's spelling
+    assert compute_buffer(m, fp16, 32768, release=resolve_release("llama.cpp", None)) == Interval(75_497_472, 149_526_938)
 
 
 def test_gguf_vocabulary_falls_back_to_tokens_then_unknown():

@@ -156,3 +156,27 @@ def test_cli_takes_the_sampler_flag(capsys):
     with pytest.raises(SystemExit) as exc:
         main(base + ["--flashinfer-sampler", "maybe"])
     assert exc.value.code == 2 and "--flashinfer-sampler takes yes or no" in capsys.readouterr().err
+
+
+
+def test_encoder_cache_counted_for_a_hub_id_in_the_local_cache(monkeypatch, tmp_path, capsys):
+    """A Qwen3-VL named by its Hub id, read from the local Hugging Face cache, gets the same
+    encoder-cache term as its config.json given as a file (the whole config.json is found from
+    the id, not from the model's source text)."""
+    import json
+
+    from tests.test_model_names import fake_cache
+
+    from kvgate.cli import main
+
+    cfg = ROOT / "configs" / "qwen3-vl-30b-a3b-instruct.json"
+    fake_cache(tmp_path / "hub", "Qwen/Qwen3-VL-30B-A3B-Instruct", {"config.json": cfg})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    pools = []
+    for ref in (str(cfg), "Qwen/Qwen3-VL-30B-A3B-Instruct"):
+        main(["fit", ref, "--gpu", "H100", "--engine", "vllm", "--max-model-len", "32768", "--release", "0.13.0",
+              "--json"])
+        a = json.loads(capsys.readouterr().out)
+        assert any("encoder cache held" in t["source"] for t in a["terms"]), ref
+        pools.append(a["kv_pool_bytes"])
+    assert pools[0] == pools[1]

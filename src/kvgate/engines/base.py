@@ -234,7 +234,9 @@ class EngineBase:
         return fmt
 
     def auto_kv_format(self, model: Any, gpu_name: str | None = None) -> str:
-        return str(self.module("dtype").auto_kv_format(model, gpu_name))
+        from kvgate.fit.dtype import model_config  # noqa: PLC0415
+
+        return str(self.kv_format(None, self.run_dtype("auto", model_config(model), gpu_name)[0]))
 
     def whatif(self, pool: Any, lines: Sequence[Any], model: Any, w: Any, *, weights_ref: str | None = None,
                budget: Any = None) -> Any:

@@ -40,8 +40,3 @@ def run_dtype(given: str, config: Mapping[str, Any], gpu_name: str | None) -> tu
     from kvgate.fit.dtype import config_dtype  # noqa: PLC0415
 
     return config_dtype(config) or "float16", "llama.cpp runs the GGUF's tensor types"
-
-
-def auto_kv_format(model: Any, gpu_name: str | None) -> str:
-    """The KV format of llama.cpp's default cache: f16, whatever ``model`` (:func:`kv_format`)."""
-    return kv_format(None, None)

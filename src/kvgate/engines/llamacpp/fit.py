@@ -486,9 +486,10 @@ def _fa_f16_copies(model: ModelSpec, f: LlamaCppFlags, n_kv: int, fa: bool, n: i
     k_w = max(ly.num_kv_heads * ly.head_dim for ly in att)
     v_w = max(ly.num_kv_heads * (ly.v_head_dim or ly.head_dim) for ly in att)
     b = 0
-    if f.cache_type_k != "f16":
+    f16 = get_format("f16").name  # the cache types as kvgate names them: -ctk f16 and fp16 are one type
+    if get_format(f.cache_type_k).name != f16:
         b += -(-n_kv * streams * k_w * 2 // 128) * 128
-    if f.cache_type_v != "f16":
+    if get_format(f.cache_type_v).name != f16:
         b += -(-n_kv * streams * v_w * 2 // 128) * 128
     return b
 

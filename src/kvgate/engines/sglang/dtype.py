@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.fit.dtype import config_dtype, dtype_format, model_config, named_dtype
+from kvgate.fit.dtype import config_dtype, dtype_format, named_dtype
 
 
 def run_dtype(given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
@@ -56,9 +56,3 @@ def kv_format(flag: str | None, model_dtype: str | None) -> str | None:
         raise KvgateError("--kv-cache-dtype fp4_e2m1 (SGLang's mxfp4 KV cache) is not modelled by kvgate",
                           hint="auto, fp8_e4m3, fp8_e5m2, bf16")
     raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of SGLang's", hint="auto, fp8_e4m3, fp8_e5m2, bf16, bfloat16")
-
-
-def auto_kv_format(model: Any, gpu_name: str | None) -> str:
-    """The KV format of SGLang's default cache for ``model`` run under ``--dtype auto`` on
-    ``gpu_name``: :func:`kv_format` of :func:`run_dtype`."""
-    return str(kv_format(None, run_dtype("auto", model_config(model), gpu_name)[0]))

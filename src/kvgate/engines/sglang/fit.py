@@ -44,7 +44,7 @@ from kvgate.fit.model_length import ModelLength, sglang_length, sglang_refusal
 from kvgate.fit.release import Release
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
-from kvgate.units import GiB, MiB
+from kvgate.units import MiB, fmt_gib
 
 INIT_TP1 = Interval(230 * MiB, 1230 * MiB)
 INIT_TP = Interval(230 * MiB, 2048 * MiB)
@@ -196,7 +196,7 @@ def _notes(s: SglangSettings, model: ModelSpec, release: Release, t: tuple[int, 
     if stored > cell and t_hi > 0:
         notes.append(f"SGLang {release.text} counts {cell:,} B per token but its DeepSeek sparse attention pool stores "
                      f"{stored:,} B (the fp8 row's scales and bf16 rope part, memory_pool.py NSATokenToKVPool): the pool "
-                     f"takes up to {(stored - cell) * t_hi / GiB:.2f} GiB more than --mem-fraction-static leaves it "
+                     f"takes up to {fmt_gib((stored - cell) * t_hi)} more than --mem-fraction-static leaves it "
                      "(counted from 0.5.17)")
     return notes
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvgate.errors import KvgateError
-from kvgate.fit.dtype import config_dtype, dtype_format, model_config, named_dtype
+from kvgate.fit.dtype import config_dtype, dtype_format, named_dtype
 
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
 #: GPUs before compute capability 8.0 (no bfloat16): Volta, Turing, Pascal
@@ -77,9 +77,3 @@ def kv_format(flag: str | None, model_dtype: str | None) -> str | None:
     if f in ("bfloat16", "float16", "bf16", "fp16"):
         return "bf16" if "b" in f else "fp16"
     raise KvgateError(f"--kv-cache-dtype {flag!r} is not one of vLLM's", hint="auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16")
-
-
-def auto_kv_format(model: Any, gpu_name: str | None) -> str:
-    """The KV format of vLLM's default cache for ``model`` run under ``--dtype auto`` on
-    ``gpu_name``: :func:`kv_format` of :func:`run_dtype`."""
-    return str(kv_format(None, run_dtype("auto", model_config(model), gpu_name)[0]))

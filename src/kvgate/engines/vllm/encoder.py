@@ -208,29 +208,3 @@ def encoder_profile(config: dict[str, Any], version: tuple[int, ...] | None, *, 
     return EncoderProfile(modality, items, max_tok, budget, out_tok, out_dim, patches, pd, held, pixels,
                           f"encoder cache held through the LM's profile: {src}; budget {budget:,}; {why} × {out_dim:,} "
                           f"× {dtype_bytes} B (vllm/v1/worker/gpu_model_runner.py profile_run)")
-
-
-def full_config(source: str) -> dict[str, Any] | None:
-    """The whole config.json (vision tower included: :class:`kvgate.model.ModelSpec` keeps the
-    text config only) of a model loaded from ``source`` (a config file, a folder, a Hub id in
-    the local cache); ``None`` for a preset or anything unreadable."""
-    from pathlib import Path  # noqa: PLC0415
-
-    from kvgate.errors import KvgateError  # noqa: PLC0415
-    from kvgate.model import read_config  # noqa: PLC0415
-
-    if not source or source.startswith("preset:"):
-        return None
-    p = Path(source)
-    cfg = p / "config.json" if p.is_dir() else p
-    if cfg.suffix.lower() != ".json" or not cfg.exists():
-        from kvgate.model.names import cached_snapshot, is_hub_id  # noqa: PLC0415
-
-        snap = cached_snapshot(source) if is_hub_id(source) else None
-        if snap is None:
-            return None
-        cfg = snap / "config.json"
-    try:
-        return read_config(cfg)
-    except (KvgateError, OSError, ValueError):
-        return None

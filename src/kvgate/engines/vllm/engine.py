@@ -115,7 +115,8 @@ class VllmEngine(EngineBase):
         weights = weights_for_fit(inputs, flags.tensor_parallel_size * flags.pipeline_parallel_size, model, gpu,
                                   self.name)
         mm = is_multimodal(inputs.model)
-        answer = fit_vllm(model, weights, gpu, flags, release, multimodal=mm, dtype=inputs.dtype)
+        answer = fit_vllm(model, weights, gpu, flags, release, multimodal=mm, dtype=inputs.dtype,
+                          ref=str(inputs.model))
         if qnote:
             answer.notes.append(qnote)
         return answer

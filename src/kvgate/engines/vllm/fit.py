@@ -28,7 +28,6 @@ from typing import Any
 
 from kvgate.engines.vllm import dtype as vllm_dtype
 from kvgate.engines.vllm.budget import requested_memory, vllm_terms
-from kvgate.engines.vllm.encoder import full_config
 from kvgate.engines.vllm.flags import VllmFlags, VllmSettings, resolve_vllm_flags
 from kvgate.engines.vllm.pool import VLLM
 from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
@@ -43,6 +42,7 @@ from kvgate.fit.release import Release
 from kvgate.fit.widths import model_widths
 from kvgate.geometry import KVGeometry
 from kvgate.model import ModelSpec
+from kvgate.model.weights import raw_config
 from kvgate.units import GiB, MiB
 
 #: CUDA context of the engine process before its first snapshot: L40S "Free memory on device
@@ -68,12 +68,15 @@ def kv_format_for(flag: str, model: ModelSpec) -> str:
 class _Predictor:
     """Pool, report and verdict inputs for one model/GPU/release; re-evaluated at other flag values."""
 
-    def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release, pool_for: Any = None) -> None:
+    def __init__(self, model: ModelSpec, weights: Term, gpu: Gpu, release: Release, pool_for: Any = None,
+                 ref: str | None = None) -> None:
         self.model, self.weights, self.gpu, self.release = model, weights, gpu, release
         self.pool_for = pool_for  # (settings, widths) -> (terms, budget, pool): kvgate.fit.whatif's log-carried terms
         # the default --max-model-len as vLLM derives it (rope_scaling, longrope: kvgate.fit.model_length)
         self.length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
-        self.full = full_config(model.source)  # the vision tower's config (kvgate.engines.vllm.encoder)
+        # the whole config.json, vision tower included (kvgate.engines.vllm.encoder), of the model as the user named
+        # it (a Hub id in the local cache too); a preset has none
+        self.full = None if model.source.startswith("preset:") else raw_config(ref or model.source)
 
     def settings(self, flags: VllmFlags) -> VllmSettings:
         return resolve_vllm_flags(flags, self.release, cuda_total_bytes=self.gpu.cuda_total.low, gpu_name=self.gpu.name,
@@ -117,7 +120,7 @@ class _Predictor:
 
 
 def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release, *,
-             multimodal: bool = False, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
+             multimodal: bool = False, pool_for: Any = None, dtype: str = "auto", ref: str | None = None) -> FitAnswer:
     """Will ``model`` start under vLLM ``release`` on ``gpu`` with ``flags``, and what pool
     would it log?
 
@@ -133,6 +136,9 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
             terms (:func:`kvgate.fit.whatif.whatif_vllm`: the terms a startup log printed).
         dtype: ``--dtype`` (:func:`kvgate.fit.dtype.resolve_dtype`): the model's dtype, which
             ``--kv-cache-dtype auto`` follows.
+        ref: the model as the user named it (a folder, a config.json, a Hub id), whose whole
+            config.json sizes a vision encoder's cache (:func:`kvgate.model.weights.raw_config`);
+            not given: ``model.source``.
 
     Returns:
         a :class:`FitAnswer` (per GPU; tokens and concurrency as vLLM logs them).
@@ -147,8 +153,8 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
     if length is not None:  # the limit as vLLM derives it (rope_scaling), kvgate.fit.model_length
         model = replace(model, max_position_embeddings=length.limit)
     if flags.max_model_len == -1:
-        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for, run_dtype)
-    pr = _Predictor(model, weights, gpu, release, pool_for)
+        return _fit_auto(model, weights, gpu, flags, release, multimodal, pool_for, run_dtype, ref)
+    pr = _Predictor(model, weights, gpu, release, pool_for, ref)
     s = pr.settings(flags)
     if (flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None) \
             and s.max_num_batched_tokens < s.max_num_seqs:  # vllm/config/scheduler.py SchedulerConfig._verify_args
@@ -258,18 +264,18 @@ def check_parallel(model: ModelSpec, tp: int, pp: int, dcp: int = 1) -> None:
 
 
 def _fit_auto(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, release: Release,
-              multimodal: bool, pool_for: Any = None, dtype: str = "auto") -> FitAnswer:
+              multimodal: bool, pool_for: Any = None, dtype: str = "auto", ref: str | None = None) -> FitAnswer:
     """``--max-model-len auto``: vLLM takes the largest length its measured pool holds one
     request of (at most the model's); kvgate answers at the length that fits for sure and
     gives the range."""
     probe = fit_vllm(model, weights, gpu, replace(flags, max_model_len=None), release, multimodal=multimodal,
-                     pool_for=pool_for, dtype=dtype)
+                     pool_for=pool_for, dtype=dtype, ref=ref)
     ml = probe.flip_points["max_model_len"]
     L = ml.get("sure") or ml.get("possible")
     if L is None:
         return probe
     a = fit_vllm(model, weights, gpu, replace(flags, max_model_len=L), release, multimodal=multimodal, pool_for=pool_for,
-                 dtype=dtype)
+                 dtype=dtype, ref=ref)
     a.settings["defaults"]["max_model_len"] = "--max-model-len auto"
     a.notes.insert(0, f"--max-model-len auto: vLLM would pick between {_n(ml.get('sure'))} (sure) and "
                       f"{_n(ml.get('possible'))} (at best) from its measured pool; shown at {L:,}")
