@@ -230,8 +230,8 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
     max_live = 0
     as_paged = 0
     fill_ptr = 0
-    prev_rl = 0.0
-    prev_wl = 0.0
+    prev_rl = 0
+    prev_wl = 0
     prev_n = 0
     i = 0
     while i < m and output[i] == 0:
@@ -319,14 +319,14 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
                 fill_w[fill_ptr] = prev_wl
                 fill_n[fill_ptr] = prev_n
                 fill_ptr += 1
-            bins_r[bl] = max(bins_r[bl], float(r_last))
-            bins_w[bl] = max(bins_w[bl], float(w_last))
+            bins_r[bl] = max(bins_r[bl], r_last)
+            bins_w[bl] = max(bins_w[bl], w_last)
             bins_n[bl] = max(bins_n[bl], n)
-            bins_r[bf] = max(bins_r[bf], float(r_first))
-            bins_w[bf] = max(bins_w[bf], float(w_first))
+            bins_r[bf] = max(bins_r[bf], r_first)
+            bins_w[bf] = max(bins_w[bf], w_first)
             bins_n[bf] = max(bins_n[bf], n)
-            prev_rl = float(r_last)
-            prev_wl = float(w_last)
+            prev_rl = r_last
+            prev_wl = w_last
             prev_n = n
         n_ep += 1
         t = nxt
@@ -346,8 +346,7 @@ def walk(admit: Any, prompt: Any, output: Any, block_size: int, slot_bytes: int,
     stats[FINAL_END] = t
 
 
-_NO_BINS_F = np.zeros(0, dtype=np.float64)
-_NO_BINS_I = np.zeros(0, dtype=np.int64)
+_NO_BINS = np.zeros(0, dtype=np.int64)
 
 
 def walk_stats(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, block_size: int, slot_bytes: int,
@@ -355,7 +354,7 @@ def walk_stats(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, block_
     """:func:`walk` without the series: the statistics array."""
     stats = np.zeros(N_STATS, dtype=np.int64)
     walk(i64(admit), i64(prompt), i64(output), int(block_size), int(slot_bytes), int(fixed), int(block_bytes),
-         bool(contiguous), stats, 0, 1, _NO_BINS_F, _NO_BINS_F, _NO_BINS_I, _NO_BINS_F, _NO_BINS_F, _NO_BINS_I)  # fmt: skip
+         bool(contiguous), stats, 0, 1, _NO_BINS, _NO_BINS, _NO_BINS, _NO_BINS, _NO_BINS, _NO_BINS)  # fmt: skip
     return stats
 
 
@@ -368,14 +367,15 @@ def walk_bins(admit: np.ndarray, prompt: np.ndarray, output: np.ndarray, block_s
               fixed: int, block_bytes: int, contiguous: bool, t0: int, width: int,
               nb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The binned series of :func:`kvgate.replay.series.series` from :func:`walk`: per bin
-    the largest reserved (float64), written (float64) and live (int64) value, bins no
-    epoch starts or ends in taken from the epoch that covers them."""
+    the largest reserved bytes, written bytes and live sequences (int64 each: the walk
+    runs only where every byte figure fits), bins no epoch starts or ends in taken from
+    the epoch that covers them."""
     stats = np.zeros(N_STATS, dtype=np.int64)
-    out_r = np.full(nb, -1, dtype=np.float64)
-    out_w = np.full(nb, -1, dtype=np.float64)
+    out_r = np.full(nb, -1, dtype=np.int64)
+    out_w = np.full(nb, -1, dtype=np.int64)
     out_n = np.full(nb, -1, dtype=np.int64)
-    fill_r = np.zeros(nb, dtype=np.float64)
-    fill_w = np.zeros(nb, dtype=np.float64)
+    fill_r = np.zeros(nb, dtype=np.int64)
+    fill_w = np.zeros(nb, dtype=np.int64)
     fill_n = np.zeros(nb, dtype=np.int64)
     walk(i64(admit), i64(prompt), i64(output), int(block_size), int(slot_bytes), int(fixed), int(block_bytes),
          bool(contiguous), stats, int(t0), int(width), out_r, out_w, out_n, fill_r, fill_w, fill_n)  # fmt: skip

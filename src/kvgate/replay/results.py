@@ -14,11 +14,10 @@ from fractions import Fraction
 import numpy as np
 
 from kvgate.options import DEFAULT_PAGE_SIZE as DEFAULT_BLOCK_SIZE  # positions per block (vLLM's default)
-from kvgate.replay.timeline import Timeline, block_steps
+from kvgate.replay.timeline import SUM_CHUNK, Timeline, block_steps
 from kvgate.replay.timeline import mul_exact as _mul
 
 DEFAULT_DECODE_RATE = 50.0  # tokens/s per sequence: a 20 ms decode step
-SUM_CHUNK = 1 << 20  # requests per chunk of the schedule-free sums (position·steps, block·steps)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 
 EVENT_CHUNK = 1 << 18  # events per chunk of the running sums
 EPOCH_CHUNK = 1 << 20  # epochs per chunk when results are reduced over a timeline
-_SUM_CHUNK = 1 << 20  # requests per chunk of block_steps
+SUM_CHUNK = 1 << 20  # requests per chunk of the schedule-free sums (block·steps; position·steps in results)
 _CHUNK = 1 << 12  # events per sub-chunk when counting residues (small: stays in cache)
 
 
@@ -228,7 +228,7 @@ def block_steps(prompt: np.ndarray, output: np.ndarray, block_size: int) -> int:
         return B * q * (q + 1) // 2 + r * (q + 1)
 
     total = 0
-    for a in range(0, len(prompt), _SUM_CHUNK):  # in chunks: a chunk's temporaries, not the trace's
-        pc, oc = prompt[a : a + _SUM_CHUNK], output[a : a + _SUM_CHUNK]
+    for a in range(0, len(prompt), SUM_CHUNK):  # in chunks: a chunk's temporaries, not the trace's
+        pc, oc = prompt[a : a + SUM_CHUNK], output[a : a + SUM_CHUNK]
         total += int((F(pc + oc) - F(pc)).sum())
     return total

@@ -41,9 +41,11 @@ _MOVE = 1 << 16  # ids moved at once by the in-place merge
 _INT32_TIMES = (1 << 31) - 1
 
 
-def _rank(words: np.ndarray, prefix: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``#{set bits of the bitmap at positions < x}`` for each of ``x`` (int64), with
-    ``prefix[w]`` the set bits of the words before word ``w``."""
+def _rank(words: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``#{set bits of the bitmap ``words`` at positions < x}`` for each of ``x`` (int64,
+    below ``64 × len(words)``)."""
+    prefix = np.zeros(len(words) + 1, dtype=np.int64)  # set bits of the words before word w
+    np.cumsum(np.bitwise_count(words), out=prefix[1:])
     w = x >> 6
     below = (np.uint64(1) << (x & 63).astype(np.uint64)) - np.uint64(1)
     out: np.ndarray = prefix[w] + np.bitwise_count(words[w] & below).astype(np.int64)
@@ -147,11 +149,8 @@ class SampledCurveBuilder:
         seen = prev >= 0
         before = seen & (prev < a)
         p0 = prev[before]
-        words = self._marks[: ((a + 63) >> 6) + 1]
-        prefix = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(np.bitwise_count(words), out=prefix[1:])
-        live_after = nb - _rank(words, prefix, p0 + 1)  # live marks after p (all lie before a)
-        del prefix, words
+        # live marks after p (all lie before a)
+        live_after = nb - _rank(self._marks[: ((a + 63) >> 6) + 1], p0 + 1)
         d = t - prev
         d[before] -= (a - 1 - p0) - live_after
         del p0, live_after, before
@@ -221,12 +220,7 @@ class SampledCurveBuilder:
     def _compact(self) -> None:
         """Each last touch renumbered to its rank among them (module docstring)."""
         nb = self._nb
-        words = self._marks[: (self._t >> 6) + 1]
-        prefix = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(np.bitwise_count(words), out=prefix[1:])
-        last = self._last[:nb].astype(np.int64)
-        self._last[:nb] = _rank(words, prefix, last)
-        del last, prefix, words
+        self._last[:nb] = _rank(self._marks[: (self._t >> 6) + 1], self._last[:nb].astype(np.int64))
         self._marks = np.zeros(max(1024, 2 * ((nb >> 6) + 2)), dtype=np.uint64)
         full, rest = nb >> 6, nb & 63
         self._marks[:full] = ~np.uint64(0)

@@ -198,47 +198,33 @@ def _unsorted_warning() -> str:
     return "timestamps are not sorted: requests are replayed in file order, as published replays do"
 
 
-def _block_warnings(n: int, bt: int, n_short: int, first_short: tuple[int, int, int] | None,
-                    first_over: tuple[int, int, int] | None) -> list[str]:
-    """The warnings on requests whose hash blocks do not match their ``input_length``
-    (``first_*``: (index, blocks, length) of the first such request)."""
-    out = []
-    if n_short and first_short is not None:
-        i, c, ln = first_short
-        out.append(
-            f"{n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
-            f"(first: request {i + 1}, {c} blocks of {bt} tokens for {ln:,} tokens): "
-            "their uncovered tokens can never hit, so the hit share is a lower bound"
-        )
-    if first_over is not None:
-        i, c, ln = first_over
-        out.append(f"request {i + 1}: {c} hash blocks of {bt} tokens exceed input_length "
-                   f"{ln} by a whole block or more: is the block size right?")  # fmt: skip
-    return out
+def _refuse_empty(path: Path, n: int, prompt_tokens: int) -> None:
+    """Refuse a trace of no requests, or of no prompt tokens (nothing to cache).
+
+    Raises:
+        TraceError: as said.
+    """
+    if n == 0:
+        raise TraceError(f"trace {path} has no requests")
+    if prompt_tokens == 0:
+        raise TraceError(f"trace {path}: every request has 0 prompt tokens: there is nothing to cache",
+                         hint="the input_length column gives each request's prompt tokens")
 
 
-class _Tally:
-    """What the output says of a trace read without its per-request arrays, counted batch
-    by batch: requests, prompt tokens, the least and greatest time and whether the times
-    are sorted, and the requests whose blocks do not match their length (at ``bt`` tokens
-    a block)."""
+class _BlockCheck:
+    """The requests whose hash blocks do not match their ``input_length`` (at ``bt`` tokens
+    a block), counted slice by slice: how many carry too few blocks, and (index, blocks,
+    length) of the first with too few and of the first with a whole block too many."""
 
     def __init__(self, bt: int) -> None:
         self.bt = bt
-        self.n = self.prompt = self.n_short = 0
+        self.n_short = 0
         self.first_short: tuple[int, int, int] | None = None
         self.first_over: tuple[int, int, int] | None = None
-        self.lo, self.hi = math.inf, -math.inf
-        self.prev: float | None = None
-        self.unsorted = False
 
-    def add(self, b: Batch) -> None:
-        k = len(b.length)
-        if not k:
-            return
-        n0, self.n = self.n, self.n + k
-        self.prompt += int(b.length.sum())
-        c, ln, bt = np.diff(b.offsets), b.length, self.bt
+    def add(self, n0: int, c: np.ndarray, ln: np.ndarray) -> None:
+        """Requests ``n0, n0 + 1, ...`` with ``c`` blocks (int64) of ``ln`` tokens."""
+        bt = self.bt
         short = c * bt + bt <= ln
         s = int(short.sum())
         if s and self.first_short is None:
@@ -250,6 +236,44 @@ class _Tally:
             if bool(over.any()):
                 i = int(np.argmax(over))
                 self.first_over = (n0 + i, int(c[i]), int(ln[i]))
+
+    def warnings(self, n: int) -> list[str]:
+        """What to print for a trace of ``n`` requests."""
+        out = []
+        bt = self.bt
+        if self.n_short and self.first_short is not None:
+            i, c, ln = self.first_short
+            out.append(
+                f"{self.n_short:,} of {n:,} requests carry fewer hash blocks than their input_length needs "
+                f"(first: request {i + 1}, {c} blocks of {bt} tokens for {ln:,} tokens): "
+                "their uncovered tokens can never hit, so the hit share is a lower bound"
+            )
+        if self.first_over is not None:
+            i, c, ln = self.first_over
+            out.append(f"request {i + 1}: {c} hash blocks of {bt} tokens exceed input_length "
+                       f"{ln} by a whole block or more: is the block size right?")  # fmt: skip
+        return out
+
+
+class _Tally:
+    """What the output says of a trace read without its per-request arrays, counted batch
+    by batch: requests, prompt tokens, the least and greatest time and whether the times
+    are sorted, and the requests whose blocks do not match their length (:attr:`blocks`)."""
+
+    def __init__(self, bt: int) -> None:
+        self.blocks = _BlockCheck(bt)
+        self.n = self.prompt = 0
+        self.lo, self.hi = math.inf, -math.inf
+        self.prev: float | None = None
+        self.unsorted = False
+
+    def add(self, b: Batch) -> None:
+        k = len(b.length)
+        if not k:
+            return
+        n0, self.n = self.n, self.n + k
+        self.prompt += int(b.length.sum())
+        self.blocks.add(n0, np.diff(b.offsets), b.length)
         t = b.time
         if t is not None:
             self.lo, self.hi = min(self.lo, float(t.min())), max(self.hi, float(t.max()))
@@ -544,6 +568,12 @@ class TraceStream:
                      None if b.time is None else b.time[:n])
 
     # -- the whole trace -----------------------------------------------------------------------------------------
+    def _given_time_unit(self, column: str) -> str | None:
+        """The time unit --time-unit, the column's name or the format gives; ``None``: to detect."""
+        _, suffix = timeunits.split_unit_suffix(column)
+        unit: str | None = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
+        return unit
+
     def read(self, *, on_batch: OnBatch | None = None, keep_ids: bool = True,
              progress: Progress | None = None, lean: bool = False) -> Any:
         """The trace as a :class:`~kvgate.tier.traces.HashedTrace` (module docstring).
@@ -590,11 +620,7 @@ class TraceStream:
         counts = np.concatenate(cnts) if cnts else np.zeros(0, dtype=np.int32)  # int32: 4 B a request
         cnts.clear()
         n = len(length)
-        if n == 0:
-            raise TraceError(f"trace {p} has no requests")
-        if int(length.sum()) == 0:
-            raise TraceError(f"trace {p}: every request has 0 prompt tokens: there is nothing to cache",
-                             hint="the input_length column gives each request's prompt tokens")
+        _refuse_empty(p, n, int(length.sum()))
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         ids = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
@@ -603,8 +629,7 @@ class TraceStream:
         if self.c_time is not None:
             times = np.concatenate(tms)
             tms.clear()
-            _, suffix = timeunits.split_unit_suffix(self.c_time)
-            unit = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
+            unit = self._given_time_unit(self.c_time)
             if unit is None:
                 unit, _why = timeunits.detect_time_unit(times, source=str(p), column=self.c_time)
             unsorted = n > 1 and bool(np.any(times[1:] < times[:-1]))
@@ -630,22 +655,10 @@ class TraceStream:
                         ids_kept=keep_ids)  # fmt: skip
         check(t)
         # in slices of 2^20 requests: whole-trace temporaries were several int64 arrays per request
-        n_short = 0
-        first_short: tuple[int, int, int] | None = None
-        first_over: tuple[int, int, int] | None = None
+        blocks = _BlockCheck(bt)
         for lo in range(0, n, 1 << 20):
-            c, ln = counts[lo : lo + (1 << 20)].astype(np.int64), length[lo : lo + (1 << 20)]
-            short = c * bt + bt <= ln
-            k = int(short.sum())
-            if k and first_short is None:
-                i = int(np.argmax(short))
-                first_short = (lo + i, int(c[i]), int(ln[i]))
-            n_short += k
-            over = c * bt - ln >= bt
-            if first_over is None and bool(over.any()):
-                i = int(np.argmax(over))
-                first_over = (lo + i, int(c[i]), int(ln[i]))
-        t.warnings.extend(_block_warnings(n, bt, n_short, first_short, first_over))
+            blocks.add(lo, counts[lo : lo + (1 << 20)].astype(np.int64), length[lo : lo + (1 << 20)])
+        t.warnings.extend(blocks.warnings(n))
         return t
 
     def _read_counted(self, on_batch: OnBatch | None, progress: Progress | None, *, lean: bool = False) -> Any:
@@ -663,15 +676,10 @@ class TraceStream:
                 on_batch(b.length, b.offsets, b.ids)
             del b  # the batch goes before the next one is taken
         p, n = self.path, tally.n
-        if n == 0:
-            raise TraceError(f"trace {p} has no requests")
-        if tally.prompt == 0:
-            raise TraceError(f"trace {p}: every request has 0 prompt tokens: there is nothing to cache",
-                             hint="the input_length column gives each request's prompt tokens")
+        _refuse_empty(p, n, tally.prompt)
         warnings: list[str] = []
         if self.c_time is not None:
-            _, suffix = timeunits.split_unit_suffix(self.c_time)
-            unit = self.time_unit or suffix or (self.fmt.time_unit if self.fmt is not None else None)
+            unit = self._given_time_unit(self.c_time)
             if unit is None:
                 timeunits.detect_time_unit_of_range(tally.lo, tally.hi, n, source=str(p), column=self.c_time)
             if tally.unsorted:
@@ -681,7 +689,7 @@ class TraceStream:
                         self.fmt.attribution if self.fmt is not None else None, warnings, ids_kept=False,
                         counted=(n, tally.prompt))  # fmt: skip
         check(t)
-        t.warnings.extend(_block_warnings(n, bt, tally.n_short, tally.first_short, tally.first_over))
+        t.warnings.extend(tally.blocks.warnings(n))
         return t
 
 
