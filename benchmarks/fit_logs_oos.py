@@ -6,9 +6,10 @@ card, a whole TP size out at a time (issue 25, item 3; ../shared/DESIGN.md §9).
 For every checkable vLLM log of the folder (``kvgate.engines.vllm.logcheck.check_logs``) and for each
 way of grouping the logs (release series, card, TP size), each group is checked with the
 non-KV bands calibrated on the other groups' printed terms only
-(``kvgate.engines.vllm.calibrate.calibrate``, the data rule without hand margins); what is not a band
-(the logits rule per release, the defaults per release, the NCCL/custom all-reduce term of
-``kvgate.engines.vllm.comm``, the driver reserve band) is the same in every column.
+(``kvgate.engines.vllm.calibrate.calibrate``, the data rule without hand margins) and the cards'
+driver reserve bands without the group's own CUDA totals (``kvgate.fit.gpus.excluding_logs``); what
+is not a band (the logits rule per release, the defaults per release, the NCCL/custom all-reduce
+term of ``kvgate.engines.vllm.comm``) is the same in every column.
 
 Two weight modes: the log's own weights line (``given``) and kvgate's estimate from the
 config (``estimate``: what ``kvgate fit`` answers without the checkpoint's files).
@@ -35,6 +36,7 @@ from kvgate.engines.vllm.budget import using_bands
 from kvgate.engines.vllm.calibrate import calibrate, observations
 from kvgate.engines.vllm.comm import card_class, tp_comm_term
 from kvgate.engines.vllm.logcheck import LogCase, check_logs, miss_gap, printed_bytes
+from kvgate.fit.gpus import RESERVE_READINGS, excluding_logs
 from kvgate.fit.interval import Interval
 
 GiB = 2**30
@@ -65,7 +67,9 @@ def leave_group_out(folder: Path, key: Callable[[str], str], weights: str) -> di
     for g in sorted({key(c.file) for c in base}):
         files = {c.file for c in base if key(c.file) == g}
         bands = calibrate([o for o in obs if key(o.file) != g])
-        with using_bands(bands):
+        # a card left out loses every reading of its reserve, the logs outside the check too
+        own = files | {r.log for r in RESERVE_READINGS if r.card in g.split(" or ")}
+        with using_bands(bands), excluding_logs(own):
             for f in sorted(files):
                 out[f] = (check_logs(folder, only=f, weights=weights)[0], g)
     return out

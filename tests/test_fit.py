@@ -11,7 +11,7 @@ from kvgate.engines.vllm.fit import fit_vllm
 from kvgate.engines.vllm.flags import VllmFlags, resolve_vllm_flags
 from kvgate.errors import KvgateError
 from kvgate.fit import gpu_from_total, human_readable_int, lookup_gpu, resolve_release
-from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW
+from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW, printed_interval
 from kvgate.fit.interval import Interval
 from kvgate.fit.widths import model_widths
 from kvgate.model import load_preset
@@ -57,7 +57,8 @@ def test_human_readable_int_auto():
 def test_gpu_table_bytes():
     h100 = lookup_gpu("H100")
     assert h100.nvml_total_bytes == 81_559 * MiB == 85_520_809_984
-    assert h100.cuda_total == Interval(85_520_809_984 - RESERVED_HIGH, 85_520_809_984 - RESERVED_LOW)
+    # the H100's band is its own: the CUDA totals vLLM printed on H100s (79.18 and 79.22 GiB)
+    assert h100.cuda_total == Interval(printed_interval("79.18 GiB").low, printed_interval("79.22 GiB").high)
     h200 = lookup_gpu("nvidia h200")
     assert h200.nvml_total_bytes == 150_754_820_096
     assert h200.cuda_total == Interval.point(150_109_880_320)

@@ -13,6 +13,7 @@ from kvgate.engines.vllm.budget import BANDS, active_bands, using_bands
 from kvgate.engines.vllm.calibrate import Observation, calibrate, contains, data_bands, leave_one_out, observations
 from kvgate.engines.vllm.logcheck import _gpu, check_logs
 from kvgate.errors import KvgateError
+from kvgate.fit.gpus import lookup_gpu
 from kvgate.fit.interval import Interval
 
 FOLDER = Path(__file__).parent / "data" / "fit_logs"
@@ -113,7 +114,9 @@ def test_log_check_gpu_from_the_printed_total_or_a_class(tmp_path):
     with pytest.raises(KvgateError, match="not in the log"):
         _gpu(tmp_path, {"file": "a.log"}, {"gpu": "x", "cuda_total_printed": "total_gpu_memory (9.00GiB)"})
     hull = _gpu(tmp_path, {"file": "a.log"}, {"gpu": ["H100 80GB", "A100 80GB"]})
-    assert "or" in hull.name and hull.cuda_total.width > 300 * MiB
+    h100, a100 = lookup_gpu("H100 80GB").cuda_total, lookup_gpu("A100 80GB").cuda_total
+    assert "or" in hull.name and hull.cuda_total == Interval(min(h100.low, a100.low), max(h100.high, a100.high))
+    assert hull.cuda_total.width > max(h100.width, a100.width)
 
 
 def test_weights_without_a_weights_line_are_labelled(cases):

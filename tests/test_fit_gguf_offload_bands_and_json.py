@@ -255,10 +255,11 @@ def test_engine_flags_commands_column_matches_every_parser():
 
 
 def test_cuda_total_band_is_explained_once(run_cli):
-    """--total 8GiB: CUDA total 8 GiB − 621 MiB … 8 GiB − 424 MiB = 7.39 … 7.59 GiB, said once."""
+    """--total 8GiB: CUDA total 8 GiB − 793.6 MiB … 8 GiB − 404.5 MiB (every card's reserve
+    band, kvgate.fit.gpus) = 7.22 … 7.60 GiB, said once."""
     out = " ".join(run_cli("fit", "qwen3-4b", "--total", "8GiB", "-c", "4096").split())  # unwrapped
-    assert "CUDA total 7.39 GiB … 7.59 GiB" in out
-    assert out.count("less the driver's reserve, 424–621 MiB") == 1
+    assert "CUDA total 7.22 GiB … 7.60 GiB" in out
+    assert out.count("less the driver's reserve, 404–794 MiB") == 1
 
 
 def test_sglang_no_pool_in_words(run_cli):

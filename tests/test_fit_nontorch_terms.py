@@ -138,10 +138,13 @@ def test_estimate_mode_uses_kvgate_weights() -> None:
 
 def test_leave_one_tp_size_out_keeps_the_reported_share_inside() -> None:
     """benchmarks/fit_logs_oos.py: with the log's weights, bands calibrated without a whole TP
-    size hold 64 of 64 checkable vLLM pools (the share RESULTS.md reports). The five misses of
+    size hold 63 of 64 checkable vLLM pools (the share RESULTS.md reports). The five misses of
     before (three Qwen3-VL H100 logs, two RTX 3090 TP-4 eager logs) are inside since the encoder
     cache (kvgate.engines.vllm.encoder) and the printing interval (logcheck.meets); the H200 0.15
-    log, missed in sample, falls inside the wider bands calibrated without TP 1."""
+    log, missed in sample, falls inside the wider bands calibrated without TP 1. The one miss,
+    the 0.6.5 H100 log (0.13 GiB below), needs its own rule's 1.79 GiB non-torch figure, which
+    only TP-1 logs print; it was inside while the H100's CUDA total had the every-card reserve
+    band (424–621 MiB) instead of the H100's own (432.6–483.8 MiB, kvgate.fit.gpus)."""
     sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
     try:
         import fit_logs_oos as oos
@@ -151,5 +154,5 @@ def test_leave_one_tp_size_out_keeps_the_reported_share_inside() -> None:
     res = oos.leave_group_out(folder, oos._groupers(folder)["TP size"], "given")
     assert len(res) == 64
     missed = {f for f, (c, _) in res.items() if not c.inside}
-    assert missed == set()
+    assert missed == {"vllm_0.6.5-dev_llama-3-8b_h100_1.log"}
     assert {g for _, g in res.values()} == {"TP 1", "TP 2", "TP 4", "TP 8"}

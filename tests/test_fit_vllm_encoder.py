@@ -106,10 +106,10 @@ def test_printing_interval_counts_on_both_sides():
     assert not meets(Interval(0, int(5.234 * GiB)), p) and not meets(Interval(int(5.246 * GiB), 6 * GiB), p)
     assert miss_gap(Interval(0, 5 * GiB), p) == p.low - 5 * GiB > 0
     assert miss_gap(Interval(6 * GiB, 7 * GiB), p) == p.high - 6 * GiB < 0
-    # the RTX 3090 TP-4 log: its middle (5.24 GiB) is above the interval, its printing interval meets it
-    c = check_logs(FOLDER, only="vllm_0.18.1_qwen2.5-32b_rtx3090_tp4_eager_1.log")[0]
-    assert c.predicted is not None and c.printed is not None and c.printed_range is not None
-    assert c.printed > c.predicted.high and c.inside
+    # a log's case is inside exactly when its printing interval meets the prediction
+    for c in check_logs(FOLDER):
+        if c.predicted is not None and c.printed_range is not None:
+            assert c.inside == meets(c.predicted, c.printed_range), c.file
 
 
 def test_sampler_path_per_release_from_topk_topp_sampler():

