@@ -48,12 +48,17 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     PyTorch sorts 2 … 127 rows by a full sort with two int2 buffers: ``β = b + 49`` there).
     FlashInfer's ``top_k_top_p_sampling_from_logits``
     (a masked copy and its softmax) and the Triton top-k/top-p kernel of 0.19 (in place, then
-    softmax, exponential noise and their quotient): ``β = b + 12`` … ``b + 16``. After the
-    sort PyTorch's path still holds ``b + 26`` (sorted values and indices, the masks, the
-    top-p softmax and the scatter), the lower end where only it runs. Which path a release
-    takes: 0.8 … 0.11 FlashInfer when installed (not a dependency of the wheel), else
-    PyTorch: ``[b + 12, b + 36]``; 0.12 PyTorch unless ``VLLM_USE_FLASHINFER_SAMPLER=1``:
-    ``[b + 26, b + 36]``, and so through 0.16 (``topk_topp_sampler.py`` ``TopKTopPSampler.__init__``
+    softmax, exponential noise and their quotient): ``β = b + 12`` … ``b + 16``. The sort's
+    bytes are torch's: ``b + 36`` is torch 2.11's, and the 0.12 gpt-oss-20b log's printed
+    1.83 GiB is ``b + 36`` too, so from 0.12, whose ``requirements/cuda.txt`` pins torch 2.9.0
+    (0.16.0: 2.9.1), PyTorch's path is ``b + 36`` (:data:`TORCH_SORT_MEASURED_FROM`). 0.8 … 0.11
+    pin torch 2.6.0 … 2.8.0, whose sort no run here has measured, and two of their logs that
+    print "FlashInfer is not available" (0.10.0 AWQ on an RTX 3090, 0.11.0 on an L4) hold
+    less than ``b + 36`` would leave; there the band keeps ``b + 26``, what PyTorch's path
+    still holds after the sort (sorted values and indices, the masks, the top-p softmax and the
+    scatter). Which path a release takes: 0.8 … 0.11 FlashInfer when installed (not a dependency
+    of the wheel), else PyTorch: ``[b + 12, b + 36]``; 0.12 PyTorch unless
+    ``VLLM_USE_FLASHINFER_SAMPLER=1``: ``b + 36``, and so through 0.16 (``topk_topp_sampler.py`` ``TopKTopPSampler.__init__``
     picks ``forward_native`` unless ``VLLM_USE_FLASHINFER_SAMPLER``: the file is the same at 0.12.0 and
     0.13.0, and at 0.14.0 and 0.16.0 up to the ROCm aiter switch; 0.15 lies between, not read);
     0.17 and later: Triton for 8 rows or more (``apply_top_k_top_p``: ``if HAS_TRITON and
@@ -192,6 +197,9 @@ WEIGHTS_FILE = (Fraction(1), Fraction(108, 100))
 #: the CUDA context of the engine process (as kvgate.engines.vllm.fit.CONTEXT: L40S 0.49 GiB from
 #: tests/data/fit_logs/vllm_2025-12_gpt-oss-20b_44gib-gpu_1.log, H200 526.8 MiB measured)
 CUDA_CONTEXT = Interval(490 * MiB, 560 * MiB)
+#: from this vLLM release (torch 2.9.0 pinned) PyTorch's top-k/top-p sort is b + 36 bytes a logit, as
+#: torch 2.11 measured (benchmarks/v1_sampler_peak.py) and the 0.12 gpt-oss-20b log printed
+TORCH_SORT_MEASURED_FROM = (0, 12)
 #: V1 measures non-torch memory as growth since its first snapshot from 0.9.1 (memory_profiling)
 V1_PROFILER_FROM = (0, 9, 1)
 #: V0 measures it so from 0.7.0 (memory_profiling with the baseline snapshot of init_device)
@@ -265,7 +273,8 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int,
     ``VLLM_USE_FLASHINFER_SAMPLER`` is not 0, else "FlashInfer is not available. Falling back to
     the PyTorch-native implementation …" or "FlashInfer is available, but it is not enabled";
     0.12 … 0.16 FlashInfer only with ``VLLM_USE_FLASHINFER_SAMPLER=1``): FlashInfer ``b+12 … b+16``,
-    PyTorch's sort ``b+26 … b+36`` (``b+49`` for 2 … 127 rows); from 0.17 the path without
+    PyTorch's sort ``b+36`` from 0.12 (torch ≥ 2.9), ``b+26 … b+36`` before (``b+49`` for 2 … 127
+    rows); from 0.17 the path without
     FlashInfer is Triton's for 8 rows or more, so only fewer rows change.
 
     Source: ``vllm/v1/worker/gpu_model_runner.py`` ``profile_run`` / ``_dummy_sampler_run``
@@ -280,20 +289,24 @@ def v1_logits_rule(release: Release | None, T: int, seqs: int, b: int,
     # PyTorch's sort of 2 … 127 rows takes its full-sort path (two int2 buffers and a global
     # cub sort): 48.5 B a logit measured with the fp32 input, against 36 for 128 rows or more
     native = b + 36 if rows >= 128 or rows == 1 else b + 49
-    flash, post_sort, triton = b + 12, b + 26, b + 16
+    flash, triton = b + 12, b + 16
+    measured = v is not None and v >= TORCH_SORT_MEASURED_FROM
+    post_sort = native if measured else b + 26
+    sort_said = (f"b+{native - b}, torch >= 2.9 as measured" if measured else
+                 "b+26 … b+36; b+49 for 2-127 rows")
     if flashinfer is True:
         return rows, flash, triton, "V1 _dummy_sampler_run, FlashInfer's top-k/top-p (the run uses it: b+12 … b+16)"
     if flashinfer is False and (v is None or v < (0, 17) or rows < 8):
         return rows, post_sort, native, ("V1 _dummy_sampler_run, PyTorch's top-k/top-p sort (the run has no "
-                                         "FlashInfer sampler: b+26 … b+36; b+49 for 2-127 rows)")
+                                         f"FlashInfer sampler: {sort_said})")
     if v is None:
         return rows, flash, native, "release not known: FlashInfer/Triton (b+12) … PyTorch sort (b+36)"
     if v < (0, 12):
         return rows, flash, native, ("0.8-0.11 _dummy_sampler_run, top-k/top-p: FlashInfer when installed "
                                      "(b+12) or PyTorch's sort (b+36; b+49 for 2-127 rows)")
     if v < (0, 17):
-        return rows, post_sort, native, ("0.12-0.16 _dummy_sampler_run, PyTorch's top-k/top-p sort unless "
-                                         "VLLM_USE_FLASHINFER_SAMPLER=1 (b+26 … b+36; b+49 for 2-127 rows)")
+        return rows, native, native, ("0.12-0.16 _dummy_sampler_run, PyTorch's top-k/top-p sort unless "
+                                      f"VLLM_USE_FLASHINFER_SAMPLER=1 ({sort_said})")
     if rows < 8:
         return rows, flash, native, "0.17+ with < 8 rows: PyTorch's sort (b+12 … b+36; b+49 for 2-127 rows)"
     return rows, flash, triton, "0.17+ _dummy_sampler_run: Triton top-k/top-p or FlashInfer (b+12 … b+16)"
