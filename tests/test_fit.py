@@ -347,12 +347,15 @@ def test_local_gpu_through_nvml(monkeypatch):
     assert local_gpu(0).cuda_total == Interval(fake.H200_TOTAL - RESERVED_HIGH, fake.H200_TOTAL - RESERVED_LOW)
 
 
-def test_cudagraph_pool_subtracted_from_021():
-    """vLLM 0.21 subtracts its CUDA graph estimate from the KV budget; 0.20 does not."""
+def test_cudagraph_pool_subtracted_from_020():
+    """vLLM 0.20 subtracts its CUDA graph estimate from the KV budget (vllm/envs.py
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default "1" at 0.20.0); 0.19 does not ("0")."""
     m = load_preset("llama-3.1-8b")
     w = weights_term(LLAMA_CKPT, ranks=1, exact=True, source="t")
-    old = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768), resolve_release("vllm", "0.20.0"))
-    new = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768), resolve_release("vllm", "0.21.0"))
+    old = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768, gpu_memory_utilization=0.9),
+                   resolve_release("vllm", "0.19.1"))
+    new = fit_vllm(m, w, lookup_gpu("H200"), VllmFlags(max_model_len=32768, gpu_memory_utilization=0.9),
+                   resolve_release("vllm", "0.20.0"))  # 0.92 is 0.20's default
     graph = next(t for t in new.terms if t.name == "CUDA graph pool")
     assert graph.counted and not next(t for t in old.terms if t.name == "CUDA graph pool").counted
     assert new.kv_pool == Interval(old.kv_pool.low - graph.value.high, old.kv_pool.high - graph.value.low)

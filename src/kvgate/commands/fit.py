@@ -21,7 +21,7 @@ exact; the other terms (weights, the profile run's activation peak, non-torch me
 CUDA graph pool) are intervals calibrated on real vLLM startup logs:
 
   KV cache pool = total × --gpu-memory-utilization
-                  − (weights + activation peak + non-torch memory) [− CUDA graph pool, 0.21+]
+                  − (weights + activation peak + non-torch memory) [− CUDA graph pool, 0.20+]
 
 When the interval straddles the line the answer is "can't tell", with how to measure
 (kvgate run -- vllm serve ..., or kvgate import-log on its log). The GPU comes from

@@ -82,7 +82,7 @@ class Term:
         value: its :class:`Interval` in bytes, per GPU (per TP/PP rank).
         source: where the interval comes from (file, engine rule, calibration data).
         counted: False for a term shown for the verdict but not subtracted from the KV
-            pool by this release (e.g. vLLM's CUDA graph pool before 0.21).
+            pool by this release (e.g. vLLM's CUDA graph pool before 0.20).
     """
 
     name: str

@@ -7,7 +7,7 @@ vLLM sizes its KV cache pool per GPU as (``vllm/v1/worker/gpu_worker.py``
 
     available KV = total × gpu_memory_utilization
                    − (weights + activation peak of the profile run + non-torch memory)
-                   − CUDA graph pool estimate            (0.21 and later, unless eager)
+                   − CUDA graph pool estimate            (0.20 and later, unless eager)
 
 with ``total`` the CUDA total of the GPU (:mod:`kvgate.fit.gpus`). ``--kv-cache-memory-bytes``
 replaces the whole computation by its value.
@@ -101,9 +101,9 @@ smallest one that meets every printed value of the logs in ``tests/data/fit_logs
     Both count at least what the growth rule counts (their bands start at its low end); other
     processes on the GPU count in 0.6.4, so neither has an upper end in the code: deployed, the
     V0 band of before (0.03 … 1.79 GiB).
-- **CUDA graph pool**: before 0.21 (captured after the KV cache, not subtracted) printed
+- **CUDA graph pool**: before 0.20 (captured after the KV cache, not subtracted) printed
   0.13 GiB (Qwen3-0.6B, 0.8 V0, 67 sizes) and 1.62 GiB (Qwen3.5 GGUF hybrid, 0.18); from
-  0.21 (estimated and subtracted) 0.17 GiB (estimate, TP 4) and 0.09 GiB (actual, TP 2,
+  0.20 (estimated and subtracted) 0.17 GiB (estimate, TP 4) and 0.09 GiB (actual, TP 2,
   RTX 5090), and the band holds the earlier values too (the graphs are the same graphs);
   0 with ``--enforce-eager``. Not modelled from widths.
 - **Weights**: "Model loading took" is the torch allocation of the loaded checkpoint:
@@ -158,8 +158,8 @@ class Bands:
             change: ``memory_profiling(baseline_memory_in_bytes=…)``), bytes.
         non_torch_growth: non-torch memory as ``memory_profiling`` measures it (growth since the
             first snapshot: V0 from 0.7, V1 from 0.9.1; V1 before adds :data:`CUDA_CONTEXT`), bytes.
-        cuda_graph: the CUDA graph pool before 0.21 (not subtracted), bytes.
-        cuda_graph_021: the CUDA graph pool from 0.21 (estimated and subtracted), bytes.
+        cuda_graph: the CUDA graph pool before 0.20 (not subtracted), bytes.
+        cuda_graph_021: the CUDA graph pool from 0.20 (estimated and subtracted), bytes.
         non_torch_v064: non-torch memory of V0 0.6.4 and before (all GPU memory in use less
             torch's allocation: the context and other processes count), bytes.
     """
@@ -187,9 +187,15 @@ BANDS = Bands(
     non_torch_v0=Interval(25 * MiB, 1839 * MiB),   # 0.03 GiB − 5 MiB … 1.79 GiB + 5 MiB
     non_torch_growth=Interval(25 * MiB, 512 * MiB),  # 0.03 GiB − 5 MiB … prior 0.5 GiB (module docstring)
     cuda_graph=Interval(128 * MiB, 1664 * MiB),    # 0.13 … 1.62 GiB, ± printing
-    cuda_graph_021=Interval(87 * MiB, 1664 * MiB),  # 0.09 (0.21+) … 1.62 GiB, ± printing
+    cuda_graph_021=Interval(87 * MiB, 1664 * MiB),  # 0.09 (0.20+) … 1.62 GiB, ± printing
     non_torch_v064=Interval(25 * MiB, 1839 * MiB),  # the V0 band of before: other processes count
 )
+#: the CUDA graph estimate's upper end for a model with linear-attention or Mamba layers: vLLM
+#: 0.19.0 printed "Estimated CUDA graph memory: 3.65 GiB total" for Qwen3.5-9B at TP 4 on RTX 3090s
+#: (51 piecewise + 35 full graphs; tests/data/fit_logs/vllm_0.19.0_qwen3.5-9b_rtx3090_tp4_1.log),
+#: gpu_model_runner.py profile_cudagraph_memory, the estimator 0.20+ subtracts; the graph band's
+#: 1.62 GiB is a Qwen3.5 GGUF's (a hybrid too); other models' bands are unchanged
+HYBRID_GRAPH_HIGH = 3743 * MiB  # 3.65 GiB + printing, rounded up to the MiB
 #: code-derived floor of V0's sampler band (not from logs)
 C_LO = BANDS.c_v0[0]
 K_LO, K_HI = BANDS.k
@@ -402,28 +408,36 @@ def non_torch_term(s: VllmSettings, release: Release | None = None, gpu_name: st
     return Term("non-torch memory", v, src)
 
 
-def cuda_graph_term(s: VllmSettings) -> Term:
+def cuda_graph_term(s: VllmSettings, recurrent: bool = False) -> Term:
     """The CUDA graph pool: 0 with ``--enforce-eager``; subtracted from the KV budget from
-    0.21, else taken later from the memory the utilization leaves."""
+    0.20, else taken later from the memory the utilization leaves. ``recurrent``: the model
+    has linear-attention or Mamba layers, whose estimate reaches :data:`HYBRID_GRAPH_HIGH`."""
     if s.enforce_eager:
         return Term("CUDA graph pool", Interval.point(0), "--enforce-eager: no graphs captured")
     b = active_bands()
     if s.cudagraph_pool_subtracted:
+        if recurrent and b.cuda_graph_021.high < HYBRID_GRAPH_HIGH:
+            return Term("CUDA graph pool", Interval(b.cuda_graph_021.low, HYBRID_GRAPH_HIGH),
+                        "band of the logs' graph pools, up to 3.65 GiB for a model with linear-attention or "
+                        "Mamba layers (vLLM's estimate on Qwen3.5-9B); subtracted from the KV budget (0.20+ "
+                        "estimate)")
         return Term("CUDA graph pool", b.cuda_graph_021, "band of the logs' graph pools (0.09 … 1.62 GiB); "
-                    "subtracted from the KV budget (0.21+ estimate)")
+                    "subtracted from the KV budget (0.20+ estimate)")
     return Term("CUDA graph pool", b.cuda_graph, "band of two logs (0.13, 1.62 GiB); captured after the KV cache, "
                 "out of the memory --gpu-memory-utilization leaves", counted=False)
 
 
 def vllm_terms(s: VllmSettings, w: Widths, weights: Term, release: Release | None = None,
                config: dict[str, Any] | None = None, gpu_name: str | None = None,
-               dtype: str | None = None, full: dict[str, Any] | None = None) -> list[Term]:
+               dtype: str | None = None, full: dict[str, Any] | None = None,
+               recurrent: bool = False) -> list[Term]:
     """Every non-KV term for ``s`` under ``release`` (``config``: the model's, for V1's hidden
     size; ``dtype``: the one vLLM runs it in, else the config's; ``gpu_name``: the card, for the
-    NCCL band at TP ≥ 2; ``full``: the whole config.json, for the encoder of a multimodal model):
+    NCCL band at TP ≥ 2; ``full``: the whole config.json, for the encoder of a multimodal model;
+    ``recurrent``: the model has linear-attention or Mamba layers, for the CUDA graph band):
     weights, activation peak, non-torch, CUDA graph pool."""
     return [weights, activation_term(s, w, release, config, dtype, full), non_torch_term(s, release, gpu_name),
-            cuda_graph_term(s)]
+            cuda_graph_term(s, recurrent)]
 
 
 def requested_memory(cuda_total: Interval, util: float) -> Interval:

@@ -11,7 +11,7 @@ Observations (one per printed term, with its printing precision: ``printed_bytes
   for V0 0.7+ and V1 0.9.1+, else V0's 0.6.x rules; at TP ≥ 2 the log's figure carries NCCL
   and custom all-reduce buffers too, the separate term of :mod:`kvgate.engines.vllm.comm`);
 - CUDA graph pool of every vLLM log of the manifest that prints it without
-  ``--enforce-eager`` (before 0.21 and from 0.21 apart, by the log's release series).
+  ``--enforce-eager`` (before 0.20 and from 0.20 apart, by the log's release series).
 
 The rule (:func:`calibrate`): the smallest band that meets every observation.
 
@@ -23,7 +23,7 @@ The rule (:func:`calibrate`): the smallest band that meets every observation.
 - ``C_HI`` (V0) = max of ``(printed.low − K_HI·T·w) / S``, rounded up to a byte, at
   least ``C_LO`` (``C_LO`` is the code's floor, :data:`kvgate.engines.vllm.budget.C_LO`);
 - non-torch (growth rule; V0 0.6.5 … 0.6.6; V0 0.6.4 and before) and graph pool: ``[min printed.low, max printed.high]``
-  in whole MiB; the 0.21+ graph band also holds the earlier graph pools (the same graphs); the
+  in whole MiB; the 0.20+ graph band also holds the earlier graph pools (the same graphs); the
   V0-before-0.7 band starts no higher than the growth band (0.6.x's rules count the growth and
   more: the context, or torch memory other than the weights);
 - a band without observations keeps the prior (:data:`kvgate.engines.vllm.budget.BANDS`; the growth
@@ -55,7 +55,7 @@ from kvgate.fit.interval import Interval
 from kvgate.fit.release import parse_version
 from kvgate.units import MiB
 
-GRAPH_RULE_FROM = (0, 21)
+GRAPH_RULE_FROM = (0, 20)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Observation:
         file: the log.
         term: ``activation``, ``non_torch`` or ``cuda_graph``.
         printed: the printed value as the interval its decimals allow, bytes.
-        v1: V1 engine (activation, non-torch) / from 0.21 (graph pool).
+        v1: V1 engine (activation, non-torch) / from 0.20 (graph pool).
         growth: non-torch only: the release measures it as growth since the first snapshot
             (V0 0.7+, V1 0.9.1+); ``None``: as ``v1``.
         upto_064: non-torch only: V0 0.6.4 or earlier (all GPU memory in use less torch's

@@ -128,7 +128,7 @@ ENGINE = VllmEngine(
     log_markers=("GPU KV cache size", "Available KV cache memory", "V1 LLM engine", "# GPU blocks",
                  "Maximum concurrency for", "V0 LLM engine", "Initializing an LLM engine", "kv_cache_size="),
     pool_line_hint="look for 'Available KV cache memory' / 'GPU KV cache size'",
-    releases=(("0.21.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
+    releases=(("0.20.0", "vllm_flags.CUDAGRAPH_ESTIMATE_FROM: the CUDA graph pool estimate on by default"),
               ("0.24.0", "tests/data/fit_logs: the v0.24.0 startup log inside its interval")),
     oldest_release=("0.4.0", "tests/data/fit_logs: the oldest vLLM startup log (0.4 series); vllm_flags' V0 defaults"),
     dist="vllm",

@@ -96,7 +96,7 @@ class _Predictor:
         if self.pool_for is not None:
             return self.pool_for(s, w)  # type: ignore[no-any-return]
         terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name, self.model.dtype,
-                           self.full)
+                           self.full, recurrent=any(layer.kind == "linear" for layer in self.model.layers))
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)
@@ -301,7 +301,7 @@ def _verdict(s: VllmSettings, gpu: Gpu, terms: list[Term], budget: Interval, poo
     if pool.high < need:
         return ("no", f"one request of --max-model-len {L:,} tokens needs more KV cache than the pool can hold",
                 _too_long_error(s, L, need, pool.high, hi))
-    # graphs captured after the KV cache (before 0.21): room = what utilization leaves + the freed activations
+    # graphs captured after the KV cache (before 0.20): room = what utilization leaves + the freed activations
     graph = next(t for t in terms if t.name == "CUDA graph pool")
     act = next(t for t in terms if t.name.startswith("activation"))
     if not graph.counted and graph.value.high > 0:

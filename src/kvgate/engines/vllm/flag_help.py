@@ -11,7 +11,7 @@ from kvgate.fit.release import NEWEST
 FLAGS: tuple[FlagHelp, ...] = (
     FlagHelp("--gpu-memory-utilization U", f"0.9; 0.92 from {release_text(UTIL_092_FROM)}",
              "the share of the GPU's CUDA total vLLM takes; the KV cache pool is what is left after weights, "
-             "the profile run's activation peak, non-torch memory and (0.21+) the CUDA graph pool",
+             "the profile run's activation peak, non-torch memory and (0.20+) the CUDA graph pool",
              "fit, what-if"),
     FlagHelp("--max-model-len L", "the model's length as vLLM derives it (max_position_embeddings, × the "
              "rope_scaling factor; longrope from 0.12: original_max_position_embeddings); above it refused "
@@ -51,5 +51,5 @@ FLAGS: tuple[FlagHelp, ...] = (
     FlagHelp("--mamba-ssm-dtype, --mamba-cache-dtype", "the model's", "recurrent state bytes", "layout"),
     FlagHelp("--vllm-version, --release X.Y.Z", f"the installed vLLM, else the newest modelled ({NEWEST['vllm']})",
              "which release's defaults and rules apply (V0 up to 0.7, V1 from 0.8; the CUDA graph pool "
-             "subtracted from 0.21)", "fit, layout, what-if"),
+             "subtracted from 0.20)", "fit, layout, what-if"),
 )

@@ -23,8 +23,10 @@ Defaults, read at pinned releases:
   device name contains ``h100`` or ``h200``; 0.8.5 at least 70 GiB; 0.9.0 on at least 70 GiB
   and not an A100. ``--max-num-seqs`` is 1024 on every GPU from 0.7.0 to 0.8.3.
 - CUDA graphs: captured unless ``--enforce-eager``; the graph pool is subtracted from the
-  KV budget from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on by default;
-  ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``), before that it is
+  KV budget from 0.20 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``: ``vllm/envs.py`` default
+  ``"0"`` at 0.19.0 and 0.19.1, ``"1"`` at 0.20.0 and 0.21.0, though 0.20.0's own log line says
+  "default since v0.21.0"; ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``
+  subtracts ``cudagraph_memory_estimate_applied``), before that it is
   taken after the KV cache, out of the memory ``--gpu-memory-utilization`` leaves.
 """
 
@@ -39,7 +41,7 @@ from kvgate.errors import KvgateError
 from kvgate.fit.release import Release
 from kvgate.units import GiB
 
-CUDAGRAPH_ESTIMATE_FROM = (0, 21)
+CUDAGRAPH_ESTIMATE_FROM = (0, 20)
 #: vLLM's default --gpu-memory-utilization is 0.92 from this release (0.9 before)
 UTIL_092_FROM = (0, 20)
 
