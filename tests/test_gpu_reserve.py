@@ -65,7 +65,7 @@ def test_a100_80gb_reserve_is_above_the_old_every_card_band() -> None:
     # vLLM printed 79.25 GiB on an A100 80GB (81,920 MiB): 762.9 … 773.1 MiB reserved, above the
     # 621 MiB the every-card band used to end at; the card's CUDA total now says so
     band, src = reserve_band("A100 80GB")
-    assert band.low > 621 * MiB and "vLLM printed" in src
+    assert band.low > 621 * MiB and "public vLLM logs" in src
     assert lookup_gpu("A100-80GB").cuda_total.high < 81_920 * MiB - 621 * MiB
 
 
@@ -84,3 +84,42 @@ def test_every_card_band_is_the_hull_of_the_cards() -> None:
     assert hull.low < 644_939_776 < hull.high
     assert (RESERVED_LOW, RESERVED_HIGH) == (hull.low, hull.high)
     assert reserve_band("T4")[0] == Interval(RESERVED_LOW, RESERVED_HIGH)
+
+
+def test_a_measured_card_states_its_reserve() -> None:
+    # the H200's CUDA total was measured; the reserve taken off is that one figure, said so
+    h200 = lookup_gpu("H200")
+    assert h200.reserve is not None
+    band, src = h200.reserve
+    assert band.low == band.high == h200.nvml_total_bytes - h200.cuda_total.low and "measured" in src
+
+
+def test_a_total_must_leave_a_gib_after_the_widest_reserve() -> None:
+    from kvgate.errors import KvgateError
+    from kvgate.fit.gpus import gpu_from_total
+
+    with pytest.raises(KvgateError, match="less than 1 GiB is left"):
+        gpu_from_total(800 * MiB)  # above the band's top (793.6 MiB), yet nothing left for CUDA
+    g = gpu_from_total(RESERVED_HIGH + 2**30 + 1)
+    assert g.cuda_total.low == 2**30 + 1 and g.reserve is not None and "no card named" in g.reserve[1]
+
+
+def test_reserve_band_takes_table_names_only() -> None:
+    from kvgate.errors import KvgateError
+
+    with pytest.raises(KvgateError, match="no card"):
+        reserve_band("a100-80gb")  # an alias: lookup_gpu resolves it
+    assert reserve_band(lookup_gpu("a100-80gb").name) == lookup_gpu("A100 80GB").reserve
+
+
+def test_gpu_list_shows_each_cards_reserve(run_cli) -> None:
+    out = run_cli("fit", "--gpu", "list")
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= 100
+    row = {ln.split("  ")[0].strip(): ln for ln in lines if ln[:1].isalnum()}
+    assert "742–794 MiB (1 log)" in row["A100 80GB"] and "615.06 MiB measured" in row["H200"]
+    assert "404–794 MiB (every card)" in row["T4"]
+    doc = json.loads(run_cli("fit", "--gpu", "list", "--json"))
+    a100 = next(g for g in doc["gpus"] if g["name"] == "A100 80GB")
+    assert (a100["driver_reserve_bytes"]["low"], a100["driver_reserve_bytes"]["high"]) == \
+        (reserve_band("A100 80GB")[0].low, reserve_band("A100 80GB")[0].high)

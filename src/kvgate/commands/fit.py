@@ -73,7 +73,12 @@ def run(args: Any) -> int:
             raise KvgateError("--gpu list lists the cards; --total / --cuda-total name a GPU and are not used with it",
                               hint="kvgate fit --gpu list, or kvgate fit MODEL --total BYTES")
 
-        emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src}
+        def _reserve(name: str) -> dict[str, object] | None:
+            g = lookup_gpu(name)
+            return None if g.reserve is None else {**g.reserve[0].to_dict(), "source": g.reserve[1]}
+
+        emit(args.json, {"gpus": [{"name": n, "nvml_total_mib": mib, "aliases": list(a), "source": src,
+                                   "driver_reserve_bytes": _reserve(n)}
                                   for n, (a, mib, src) in GPU_TABLE.items()]}, gpu_table_text())
         return EXIT_OK
     if args.model is None:  # optional only for --gpu list

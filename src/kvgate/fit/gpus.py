@@ -296,19 +296,28 @@ def _widest_card_hull(readings: list[ReserveReading]) -> int:
 def reserve_band(card: str | None = None) -> tuple[Interval, str]:
     """The driver reserve of ``card`` (a table name) in bytes and its source: the hull of the
     card's own readings, or, for a card without any (or ``None``: a ``--total``, NVML v1), the
-    hull of every card's band and the H200's measured reserve (module docstring)."""
+    hull of every card's band and the H200's measured reserve (module docstring).
+
+    Raises:
+        KvgateError: ``card`` is not a name of the table (an alias: resolve it with
+            :func:`lookup_gpu` first).
+    """
+    if card is not None and card not in GPU_TABLE:
+        raise KvgateError(f"no card {card!r} in the table (reserve_band takes the table's names)",
+                          hint="lookup_gpu(NAME) resolves aliases; kvgate fit --gpu list shows the table")
     excluded = _EXCLUDED.get()
     readings = [r for r in RESERVE_READINGS if r.log not in excluded]
     own = [_reading_reserve(r) for r in readings if r.card == card]
     if own:
         hull = Interval(min(i.low for i in own), max(i.high for i in own))
         short = max(0, _widest_card_hull(readings) - hull.width)  # drivers differ: at least the widest card's spread
+        logs = f"{len(own)} CUDA total" + ("s" if len(own) > 1 else "")
         return (Interval(hull.low - short // 2, hull.high + (short - short // 2)),
-                f"from {len(own)} CUDA total(s) vLLM printed on this card; kvgate.fit.gpus")
+                f"band from {logs} in public vLLM logs of this card; kvgate fit --gpu list")
     every = [reserve_band(c)[0] for c in {r.card for r in readings}]
     every += [Interval.point(GPU_TABLE[n][1] * MiB - b) for n, b in _CUDA_MEASURED.items()]
-    return (Interval(min(i.low for i in every), max(i.high for i in every)),
-            "no CUDA total on record for this card: every card's band; kvgate.fit.gpus")
+    said = "no card named" if card is None else "no CUDA total on record for this card"
+    return (Interval(min(i.low for i in every), max(i.high for i in every)), f"{said}: every card's band")
 
 
 #: the band of a card without readings, bytes (module docstring)
@@ -324,7 +333,9 @@ def _from_table(name: str) -> Gpu:
     aliases, mib, source = GPU_TABLE[name]
     total = mib * MiB
     if name in _CUDA_MEASURED:
-        return Gpu(name, total, Interval.point(_CUDA_MEASURED[name]), source)
+        measured = Interval.point(total - _CUDA_MEASURED[name])
+        return Gpu(name, total, Interval.point(_CUDA_MEASURED[name]), source,
+                   (measured, "NVML reserved, measured on this card"))
     reserve = reserve_band(name)
     return Gpu(name, total, Interval(total - reserve[0].high, total - reserve[0].low), source, reserve)
 
@@ -338,10 +349,27 @@ def gpu_table_text() -> str:
     """``--gpu list``: every card of the table with its total and where the total comes from."""
     from kvgate.output import table  # noqa: PLC0415
 
-    rows = [[name, f"{mib:,} MiB", src if len(src) <= 60 else src[:59] + "…"]
+    rows = [[name, f"{mib:,} MiB", reserve_said(name), src if len(src) <= 36 else src[:35] + "…"]
             for name, (_, mib, src) in GPU_TABLE.items()]
-    return (f"{len(rows)} cards (--gpu NAME or an alias; totals as nvidia-smi / rocm-smi print them)\n"
-            "(--json: aliases and whole sources)\n" + table(rows, header=["card", "total", "source"], align="lrl"))
+    return (f"{len(rows)} cards (--gpu NAME or an alias; totals as nvidia-smi / rocm-smi print them; the\n"
+            "driver reserve kvgate takes off for the CUDA total: the card's own band where public vLLM logs\n"
+            "printed its CUDA total, measured where marked, else every card's band)\n"
+            "(--json: aliases, whole sources, reserves in bytes)\n"
+            + table(rows, header=["card", "total", "driver reserve", "source"], align="lrll"))
+
+
+def reserve_said(name: str) -> str:
+    """A table card's driver reserve in words: ``615.06 MiB measured``, ``433–484 MiB (3 logs)``
+    or ``404–794 MiB (every card)``."""
+    g = _from_table(name)
+    if g.reserve is None:
+        return "not available"
+    band, src = g.reserve
+    if band.low == band.high:
+        return f"{band.low / 2**20:.2f} MiB measured"
+    own = sum(1 for r in RESERVE_READINGS if r.card == name and r.log not in _EXCLUDED.get())
+    return f"{band.low / 2**20:.0f}–{band.high / 2**20:.0f} MiB " + (f"({own} log{'s' if own > 1 else ''})"
+                                                                       if own else "(every card)")
 
 
 def lookup_gpu(text: str) -> Gpu:
@@ -382,8 +410,10 @@ def gpu_from_total(total_bytes: int) -> Gpu:
     """A GPU known only by its NVML total (``--total``): the CUDA total is that minus the
     reserved band (module docstring)."""
     reserve = reserve_band(None)
-    if total_bytes <= reserve[0].high:
-        raise KvgateError(f"--total {total_bytes:,} B is too small for a GPU", hint="give the card's memory, e.g. 80GiB")
+    if total_bytes - reserve[0].high <= 1 * 2**30:  # as --cuda-total: at least 1 GiB left to CUDA
+        raise KvgateError(f"--total {total_bytes:,} B is too small for a GPU: less than 1 GiB is left after the "
+                          f"driver's reserve (up to {reserve[0].high / 2**20:.1f} MiB)",
+                          hint="give the card's memory as nvidia-smi prints it, e.g. 81559MiB")
     return Gpu("given total", total_bytes, Interval(total_bytes - reserve[0].high, total_bytes - reserve[0].low),
                "--total (NVML total); CUDA total = total − driver reserve band", reserve)
 

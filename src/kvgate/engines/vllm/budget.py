@@ -417,11 +417,12 @@ def cuda_graph_term(s: VllmSettings, recurrent: bool = False) -> Term:
     b = active_bands()
     if s.cudagraph_pool_subtracted:
         if recurrent and b.cuda_graph_021.high < HYBRID_GRAPH_HIGH:
-            return Term("CUDA graph pool", Interval(b.cuda_graph_021.low, HYBRID_GRAPH_HIGH),
-                        "band of the logs' graph pools, up to 3.65 GiB for a model with linear-attention or "
-                        "Mamba layers (vLLM's estimate on Qwen3.5-9B); subtracted from the KV budget (0.20+ "
-                        "estimate)")
-        return Term("CUDA graph pool", b.cuda_graph_021, "band of the logs' graph pools (0.09 … 1.62 GiB); "
+            v = Interval(b.cuda_graph_021.low, HYBRID_GRAPH_HIGH)
+            return Term("CUDA graph pool", v, f"band of the logs' graph pools ({fmt_gib(v.low)} … {fmt_gib(v.high)}: "
+                        "the top is vLLM's estimate on Qwen3.5-9B, for a model with linear-attention or Mamba "
+                        "layers); subtracted from the KV budget (0.20+ estimate)")
+        v = b.cuda_graph_021
+        return Term("CUDA graph pool", v, f"band of the logs' graph pools ({fmt_gib(v.low)} … {fmt_gib(v.high)}); "
                     "subtracted from the KV budget (0.20+ estimate)")
     return Term("CUDA graph pool", b.cuda_graph, "band of two logs (0.13, 1.62 GiB); captured after the KV cache, "
                 "out of the memory --gpu-memory-utilization leaves", counted=False)
