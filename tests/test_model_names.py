@@ -158,3 +158,15 @@ def test_did_you_mean_warns_when_the_name_says_quantized_and_the_suggestion_does
     with pytest.raises(ConfigError) as e:
         load_model("lama-3.1-70b")
     assert "checkpoint" not in e.value.message
+
+
+def test_cant_tell_for_another_reason_names_no_budget_term(capsys):
+    # Qwen3.5-9B has a vision tower: CAN'T TELL for the encoder's unmodelled forward peak, while
+    # even the pool's low end holds 145 requests of 8,192 tokens, so no budget term decides it
+    cfg = str(Path(__file__).parent / "data" / "configs" / "qwen3.5-9b.json")
+    assert main(["fit", cfg, "--gpu", "H100", "--max-model-len", "8192", "--release", "0.20.0", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fits"] == "unknown" and d["max_concurrency"]["low"] >= 1
+    assert main(["fit", cfg, "--gpu", "H100", "--max-model-len", "8192", "--release", "0.20.0"]) == 0
+    out = capsys.readouterr().out
+    assert "CAN'T TELL: a multimodal model" in out and "the term that decides it" not in out

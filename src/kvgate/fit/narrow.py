@@ -16,9 +16,14 @@ _WEIGHTS_FLAG = ("pass --weights-bytes with the checkpoint's size (its model.saf
 
 def deciding_term(answer: Any) -> str | None:
     """For a CAN'T TELL ``answer``, one line naming the widest counted term and how to
-    narrow it; ``None`` for any other verdict or when no term has a width."""
+    narrow it; ``None`` for any other verdict, when no term has a width, or when even the
+    pool's low end holds a full-length request (then no budget term decides it: the CAN'T TELL
+    has another reason, e.g. a multimodal model's encoder peak)."""
     if getattr(answer, "fits", None) != "unknown":
         return None
+    conc = getattr(answer, "max_concurrency", None) or {}
+    if isinstance(conc.get("low"), (int, float)) and conc["low"] >= 1:
+        return None  # even the pool's low end holds a request: no budget term decides it (another reason does)
     terms = [t for t in getattr(answer, "terms", []) or [] if getattr(t, "counted", True)]
     if not terms:
         return None
