@@ -123,3 +123,17 @@ def test_gpu_list_shows_each_cards_reserve(run_cli) -> None:
     a100 = next(g for g in doc["gpus"] if g["name"] == "A100 80GB")
     assert (a100["driver_reserve_bytes"]["low"], a100["driver_reserve_bytes"]["high"]) == \
         (reserve_band("A100 80GB")[0].low, reserve_band("A100 80GB")[0].high)
+
+
+@pytest.mark.parametrize("text,says,hint", [
+    ("79.25", "(a number without a unit is bytes)", "e.g. 79.25GiB"),
+    ("abc", "--cuda-total: cannot parse", "with its unit"),
+    ("-79.25GiB", "--cuda-total: byte quantity must not be negative", "with its unit"),
+])
+def test_cuda_total_errors_name_the_flag_and_the_unit(text, says, hint) -> None:
+    from kvgate.errors import KvgateError
+    from kvgate.fit.gpus import gpu_from_cuda_total
+
+    with pytest.raises(KvgateError) as e:
+        gpu_from_cuda_total(text)
+    assert says in str(e.value) and hint in (e.value.hint or "")

@@ -223,3 +223,18 @@ def test_llamacpp_gate_target_alone_is_no_what_if():
     args.total = "16GiB"
     w = whatif_from_args(args, pool, LogSettings(), target=(4, 2048))
     assert w.asked() and (w.max_model_len, w.parallel) == (8192, 4)
+
+
+def test_import_log_reestimates_terms_under_the_logged_release(tmp_path):
+    """The what-if's re-estimated activation and non-torch terms take the log's release (0.26.1rc1:
+    the sampler's Triton path, b+12 … b+16, and V1's growth rule), not the release-unknown hull."""
+    import subprocess
+    import sys
+
+    log = Path(__file__).parent / "data" / "fit_logs" / "vllm_0.26.1rc1_qwen3-coder-30b-a3b_a100-80gb_1.log"
+    r = subprocess.run([sys.executable, "-m", "kvgate", "import-log", str(log), "--model", "qwen3-30b-a3b",
+                        "--gpu", "A100-80GB", "-v"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "release not known" not in out
+    assert "0.17+ _dummy_sampler_run" in out and "growth since the first snapshot" in out

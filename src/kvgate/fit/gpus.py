@@ -429,9 +429,17 @@ def gpu_from_cuda_total(text: str) -> Gpu:
     Raises:
         KvgateError: not a byte quantity, or too small for a GPU.
     """
-    cuda = printed_interval(text)
+    try:
+        cuda = printed_interval(text)
+    except KvgateError as e:
+        raise KvgateError(f"--cuda-total: {e}", hint="give the total the engine printed, with its unit, e.g. "
+                                                     "79.19GiB") from e
     if cuda.low <= 1 * 2**30:
-        raise KvgateError(f"--cuda-total {text!r} is too small for a GPU", hint="give the total the engine printed, e.g. 79.19GiB")
+        bare = re.fullmatch(r"\s*[\d.]+\s*", str(text)) is not None
+        raise KvgateError(f"--cuda-total {text!r} is too small for a GPU"
+                          + (" (a number without a unit is bytes)" if bare else ""),
+                          hint=f"give the total the engine printed, with its unit, e.g. {str(text).strip()}GiB"
+                          if bare else "give the total the engine printed, e.g. 79.19GiB")
     return Gpu("given CUDA total", cuda.high, cuda,
                "--cuda-total: the CUDA total as the engine printed it (driver reserve already off)")
 

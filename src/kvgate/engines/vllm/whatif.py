@@ -159,9 +159,10 @@ class VllmFromLog:
         same_profile = same_tp and s.v1 == ls.v1 and (s.max_num_batched_tokens, s.max_num_seqs) == (
             ls.max_num_batched_tokens, ls.max_num_seqs)
         for name, logged, same, estimate, why in (
-            ("activation peak (profile run)", self.t.activation, same_profile, activation_term(s, w),
+            ("activation peak (profile run)", self.t.activation, same_profile,
+             activation_term(s, w, self.release, self.model.config, self.model.dtype),
              "max_num_batched_tokens, max_num_seqs, TP or the engine changed"),
-            ("non-torch memory", self.t.non_torch, same_tp, non_torch_term(s, gpu_name=_gpu_name(self)),
+            ("non-torch memory", self.t.non_torch, same_tp, non_torch_term(s, self.release, gpu_name=_gpu_name(self)),
              "TP changed (NCCL buffers)"),
         ):
             if logged is not None and same:
@@ -173,7 +174,7 @@ class VllmFromLog:
                 tag = "re-estimated" if logged is not None else "estimated"
                 how.append(CarriedTerm(name, tag, (f"{why}: " if logged is not None else "not printed by the log: ")
                                        + estimate.source))
-        g = cuda_graph_term(s)
+        g = cuda_graph_term(s, recurrent=any(layer.kind == "linear" for layer in self.model.layers))
         if self.t.cuda_graph is not None and not s.enforce_eager and same_tp and s.max_num_seqs == ls.max_num_seqs:
             g = Term("CUDA graph pool", self.t.cuda_graph, f"carried from the log ({self.t.printed['cuda_graph']})",
                      counted=g.counted)
