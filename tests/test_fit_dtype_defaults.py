@@ -8,10 +8,11 @@ import json
 import pytest
 
 from kvgate.cli import main
+from kvgate.engines.registry import resolve_dtype
 from kvgate.engines.vllm.flags import default_utilization
 from kvgate.errors import KvgateError
 from kvgate.fit import resolve_release
-from kvgate.fit.dtype import resolve_dtype, weight_ratio
+from kvgate.fit.dtype import weight_ratio
 from kvgate.fit.gpus import GPU_TABLE
 
 

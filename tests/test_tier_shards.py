@@ -6,6 +6,8 @@ of the times to int64; what it holds per followed block; the lean read it is fed
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,9 @@ from kvgate.tier.curve import LruCurveBuilder
 from kvgate.tier.stack import curve_builder
 from kvgate.tier.stream import TraceStream
 from kvgate.tier.traces import HashedTrace, synthetic_hashed
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _hashed_traces import hashed_traces  # noqa: E402
 
 SPLITS = ((0, 1), (1, 2500), (2500, 2501), (2501, 6000))
 
@@ -88,15 +93,8 @@ def test_times_widen_to_int64_past_int32(monkeypatch):
     assert b._last.dtype == np.int64 and b._accesses > 3000
 
 
-@st.composite
-def _small_traces(draw):
-    block = draw(st.sampled_from([1, 16]))
-    pool = draw(st.integers(1, 60))
-    reqs = []
-    for _ in range(draw(st.integers(5, 120))):
-        ids = draw(st.lists(st.integers(0, pool), min_size=0, max_size=9))
-        reqs.append((max(len(ids) * block - draw(st.integers(0, block)), 0), ids))
-    return HashedTrace.from_lists(reqs, block)
+def _small_traces():
+    return hashed_traces(pool=60, requests=(5, 120), min_ids=0, max_ids=9, keep_last_token=False)
 
 
 @seed(20261205)

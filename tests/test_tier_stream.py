@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,9 @@ from kvgate.tier.lru import simulate_lru
 from kvgate.tier.stack import LruCurveBuilder, curve_builder, lru_curve
 from kvgate.tier.stream import TraceStream, load_hashed_trace
 from kvgate.tier.traces import HashedTrace, synthetic_hashed
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _hashed_traces import hashed_traces  # noqa: E402
 
 ROWS = [{"timestamp": 10 * i, "input_length": 600 + 300 * (i % 3), "output_length": 1,
          "hash_ids": [0, 1 + i % 4, 5 + i][: 2 + i % 2]} for i in range(40)]  # fmt: skip
@@ -294,15 +299,8 @@ def test_curve_equals_brute_force_lru_on_generated_traces(t):
         assert np.array_equal(lru_curve(t, compiled=False).hist, curve.hist)
 
 
-@st.composite
-def _long_traces(draw):
-    block = draw(st.sampled_from([1, 16]))
-    pool = draw(st.integers(1, 40))
-    reqs = []
-    for _ in range(draw(st.integers(20, 80))):
-        ids = draw(st.lists(st.integers(0, pool), min_size=1, max_size=8))
-        reqs.append((len(ids) * block - draw(st.integers(0, block - 1)), ids))
-    return HashedTrace.from_lists(reqs, block)
+def _long_traces():
+    return hashed_traces(pool=40, requests=(20, 80), min_ids=1, max_ids=8, keep_last_token=True)
 
 
 @seed(20261205)

@@ -171,6 +171,19 @@ def fmt_mib(n: int | Fraction, decimals: int | None = None) -> str:
     return f"{_group(value, decimals)} MiB"
 
 
+def fmt_mib_range(low: int | Fraction, high: int | Fraction) -> str:
+    """A byte interval as whole MiB (2**20), or one value to 0.01 MiB when both ends are equal.
+
+    >>> fmt_mib_range(453_613_978, 507_301_069)
+    '433–484 MiB'
+    >>> fmt_mib_range(644_939_776, 644_939_776)
+    '615.06 MiB'
+    """
+    if low == high:
+        return fmt_mib(low, 2)
+    return f"{_group(Fraction(low) / MiB, 0)}–{fmt_mib(high, 0)}"
+
+
 def fmt_gib(n: int | Fraction, decimals: int = 2) -> str:
     """Bytes as GiB (2**30) with ``decimals`` places.
 

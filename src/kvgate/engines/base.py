@@ -127,7 +127,7 @@ class Engine(Protocol):
 
     def run_dtype(self, given: str, config: Mapping[str, Any], gpu_name: str | None) -> tuple[str, str]:
         """``(dtype, how)``: the dtype it runs the model in under ``--dtype given``
-        (:func:`kvgate.fit.dtype.resolve_dtype`)."""
+        (``dtype.run_dtype`` of its package)."""
         ...
 
     def kv_format(self, kv_dtype: str | None, model_dtype: str | None) -> str | None:

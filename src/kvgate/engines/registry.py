@@ -45,6 +45,18 @@ def get_engine(name: str) -> Engine:
     return engine
 
 
+def resolve_dtype(given: str, config: Any, engine: str, gpu_name: str | None) -> tuple[str, str]:
+    """``(dtype, how)``: the dtype ``engine`` runs the model in under ``--dtype given``, by the
+    engine's own rule (:meth:`kvgate.engines.base.Engine.run_dtype`; ``kvgate.fit.dtype`` has
+    what the engines share).
+
+    Raises:
+        KvgateError: an unknown engine, a value the engine does not take, or float16 for a model
+            vLLM refuses it for (its message quoted).
+    """
+    return get_engine(engine).run_dtype(given, config, gpu_name)
+
+
 def canonical_name(name: str) -> str | None:
     """kvgate's name of the engine spelled ``name`` (an alias allowed), else ``None``."""
     if name in _HOMES:

@@ -49,20 +49,6 @@ def config_dtype(config: Mapping[str, Any]) -> str | None:
     return _config_dtype(config)
 
 
-def resolve_dtype(given: str, config: Mapping[str, Any], engine: str, gpu_name: str | None) -> tuple[str, str]:
-    """``(dtype, how)``: the dtype ``engine`` runs the model in (module docstring), by the
-    engine's own rule (:meth:`kvgate.engines.base.Engine.run_dtype`).
-
-    Raises:
-        KvgateError: a value the engine does not take, or float16 for a model vLLM refuses
-            it for (its message quoted).
-    """
-    from kvgate.engines.registry import get_engine  # noqa: PLC0415
-
-    dtype: tuple[str, str] = get_engine(engine).run_dtype(given, config, gpu_name)
-    return dtype
-
-
 def dtype_format(dtype: str | None) -> str | None:
     """kvgate's KV format of a dtype a model runs in (``bfloat16``, ``half``, a log's
     ``torch.float16``): what an engine's ``--kv-cache-dtype auto`` caches in. ``None`` when

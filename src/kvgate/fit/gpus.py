@@ -36,7 +36,7 @@ from decimal import Decimal
 
 from kvgate.errors import KvgateError
 from kvgate.fit.interval import Interval
-from kvgate.units import MiB
+from kvgate.units import MiB, fmt_mib, fmt_mib_range
 
 _SMI = "nvidia-smi memory.total as printed on this card in public nvidia-smi output"
 _MODAL = "github modal-labs/modal-client PR #2797 (nvidia-smi totals of its GPU types)"
@@ -321,8 +321,9 @@ def reserve_band(card: str | None = None) -> tuple[Interval, str]:
 
 
 #: the band of a card without readings, bytes (module docstring)
-RESERVED_LOW: int = reserve_band(None)[0].low
-RESERVED_HIGH: int = reserve_band(None)[0].high
+_EVERY_CARD = reserve_band(None)[0]
+RESERVED_LOW: int = _EVERY_CARD.low
+RESERVED_HIGH: int = _EVERY_CARD.high
 
 
 def _key(text: str) -> str:
@@ -364,12 +365,11 @@ def reserve_said(name: str) -> str:
     g = _from_table(name)
     if g.reserve is None:
         return "not available"
-    band, src = g.reserve
+    band, _ = g.reserve
     if band.low == band.high:
-        return f"{band.low / 2**20:.2f} MiB measured"
+        return f"{fmt_mib_range(band.low, band.high)} measured"
     own = sum(1 for r in RESERVE_READINGS if r.card == name and r.log not in _EXCLUDED.get())
-    return f"{band.low / 2**20:.0f}–{band.high / 2**20:.0f} MiB " + (f"({own} log{'s' if own > 1 else ''})"
-                                                                       if own else "(every card)")
+    return f"{fmt_mib_range(band.low, band.high)} " + (f"({own} log{'s' if own > 1 else ''})" if own else "(every card)")
 
 
 def lookup_gpu(text: str) -> Gpu:
@@ -412,7 +412,7 @@ def gpu_from_total(total_bytes: int) -> Gpu:
     reserve = reserve_band(None)
     if total_bytes - reserve[0].high <= 1 * 2**30:  # as --cuda-total: at least 1 GiB left to CUDA
         raise KvgateError(f"--total {total_bytes:,} B is too small for a GPU: less than 1 GiB is left after the "
-                          f"driver's reserve (up to {reserve[0].high / 2**20:.1f} MiB)",
+                          f"driver's reserve (up to {fmt_mib(reserve[0].high, 1)})",
                           hint="give the card's memory as nvidia-smi prints it, e.g. 81559MiB")
     return Gpu("given total", total_bytes, Interval(total_bytes - reserve[0].high, total_bytes - reserve[0].low),
                "--total (NVML total); CUDA total = total − driver reserve band", reserve)

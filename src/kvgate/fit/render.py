@@ -9,7 +9,7 @@ from typing import Any
 
 from kvgate.fit.answer import FitAnswer
 from kvgate.output import WIDTH, pack, table, wrap_line
-from kvgate.units import fmt_gib
+from kvgate.units import fmt_gib, fmt_mib_range
 
 _VERDICT = {"yes": "FITS", "no": "DOES NOT FIT", "unknown": "CAN'T TELL"}
 
@@ -156,10 +156,8 @@ def _header(a: FitAnswer, engine: str) -> str:
     if a.gpu.reserve is None:
         return head  # measured (a point), from a log or under WSL: no reserve band to explain
     band, src = a.gpu.reserve
-    mib = (f"{band.low / 2**20:.2f} MiB" if band.low == band.high else
-           f"{band.low / 2**20:.0f}–{band.high / 2**20:.0f} MiB")
     return (head + f"\nCUDA total = the card's total {fmt_gib(a.gpu.nvml_total_bytes)} less the driver's reserve, "
-            f"{mib} ({src})")
+            f"{fmt_mib_range(band.low, band.high)} ({src})")
 
 
 def _closing(a: FitAnswer, engine: str, flips: list[str]) -> list[str]:

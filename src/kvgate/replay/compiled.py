@@ -66,6 +66,12 @@ def _less(f: Any, c: Any, i: int, j: int) -> bool:  # pragma: no cover - compile
 
 
 @_njit
+def _swap(f: Any, c: Any, i: int, j: int) -> None:  # pragma: no cover - compiled
+    f[i], f[j] = f[j], f[i]
+    c[i], c[j] = c[j], c[i]
+
+
+@_njit
 def _sift_down(f: Any, c: Any, size: int, i: int) -> None:  # pragma: no cover - compiled
     while True:
         lo = 2 * i + 1
@@ -75,8 +81,7 @@ def _sift_down(f: Any, c: Any, size: int, i: int) -> None:  # pragma: no cover -
             lo += 1
         if not _less(f, c, lo, i):
             return
-        f[i], f[lo] = f[lo], f[i]
-        c[i], c[lo] = c[lo], c[i]
+        _swap(f, c, i, lo)
         i = lo
 
 
@@ -86,8 +91,7 @@ def _sift_up(f: Any, c: Any, i: int) -> None:  # pragma: no cover - compiled
         up = (i - 1) // 2
         if not _less(f, c, i, up):
             return
-        f[i], f[up] = f[up], f[i]
-        c[i], c[up] = c[up], c[i]
+        _swap(f, c, i, up)
         i = up
 
 

@@ -31,12 +31,12 @@ from fractions import Fraction
 
 from kvgate.engines.sglang.budget import default_mem_fraction
 from kvgate.engines.sglang.dtype import kv_format
+from kvgate.engines.sglang.dtype import run_dtype as sglang_run_dtype
 from kvgate.engines.sglang.flags import SglangFlags, SglangSettings, resolve_sglang_flags
 from kvgate.engines.sglang.pool import SGLang, cell_bytes, is_dsa, pool_bytes
 from kvgate.engines.sglang.startup import check_sglang_encoder_decoder, check_sglang_tp
 from kvgate.engines.sglang.swa import SwaSplit, swa_plan, swa_settings
 from kvgate.fit.answer import FitAnswer
-from kvgate.fit.dtype import resolve_dtype
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term
 from kvgate.fit.kv_heads import kv_head_split
@@ -91,7 +91,7 @@ def fit_sglang(model: ModelSpec, weights: Term, gpu: Gpu, flags: SglangFlags, re
     """
     check_sglang_tp(model, flags.tp_size)
     check_sglang_encoder_decoder(model)
-    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "sglang", gpu.name)
+    run_dtype, dtype_how = sglang_run_dtype(dtype, model.config or {}, gpu.name)
     model = replace(model, dtype=run_dtype)  # --kv-cache-dtype auto follows it
     # the context length as SGLang derives it (get_context_length: kvgate.fit.model_length)
     length = sglang_length(model.config or {}) if model.max_position_embeddings else None

@@ -37,8 +37,8 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
     elif online == "fp8":
         # vLLM quantizes the checkpoint while loading (kvgate.engines.vllm.quantization): the
         # loaded bytes follow from the config, whatever the checkpoint's files hold
+        from kvgate.engines.registry import resolve_dtype  # noqa: PLC0415
         from kvgate.engines.vllm.quantization import online_fp8_weight_bytes  # noqa: PLC0415
-        from kvgate.fit.dtype import resolve_dtype  # noqa: PLC0415
 
         cfg = model.config or {}
         dt = getattr(inputs, "dtype", "auto")
@@ -58,7 +58,8 @@ def weights_for_fit(inputs: Any, ranks: int, model: Any = None, gpu: Any = None,
 
             plain = plain_estimate(model.config or {}, multimodal=is_multimodal(inputs.model))
     if getattr(inputs, "dtype", "auto") != "auto" and model is not None and online is None:
-        from kvgate.fit.dtype import resolve_dtype, weight_ratio  # noqa: PLC0415
+        from kvgate.engines.registry import resolve_dtype  # noqa: PLC0415
+        from kvgate.fit.dtype import weight_ratio  # noqa: PLC0415
 
         cfg = model.config or {}
         ratio = weight_ratio(cfg, resolve_dtype(inputs.dtype, cfg, engine, getattr(gpu, "name", None))[0])

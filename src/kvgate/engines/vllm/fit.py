@@ -33,7 +33,7 @@ from kvgate.engines.vllm.pool import VLLM
 from kvgate.engines.vllm.pool_report import vllm_kv_cache_report
 from kvgate.errors import KvgateError
 from kvgate.fit.answer import FitAnswer
-from kvgate.fit.dtype import model_config, resolve_dtype
+from kvgate.fit.dtype import model_config
 from kvgate.fit.gpus import Gpu
 from kvgate.fit.interval import Interval, Term, total
 from kvgate.fit.kv_heads import kv_head_split
@@ -96,7 +96,7 @@ class _Predictor:
         if self.pool_for is not None:
             return self.pool_for(s, w)  # type: ignore[no-any-return]
         terms = vllm_terms(s, w, self.weights, self.release, self.model.config, self.gpu.name, self.model.dtype,
-                           self.full, recurrent=any(layer.kind == "linear" for layer in self.model.layers))
+                           self.full, recurrent="linear" in self.model.kinds())
         budget = requested_memory(self.gpu.cuda_total, s.gpu_memory_utilization)
         if s.kv_cache_memory_bytes is not None:
             return terms, budget, Interval.point(s.kv_cache_memory_bytes)
@@ -134,7 +134,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
             vLLM profiles it too, which is not modelled, so "fits" becomes "can't tell".
         pool_for: ``(settings, widths) -> (terms, budget, pool)`` replacing the calibrated
             terms (:func:`kvgate.fit.whatif.whatif_vllm`: the terms a startup log printed).
-        dtype: ``--dtype`` (:func:`kvgate.fit.dtype.resolve_dtype`): the model's dtype, which
+        dtype: ``--dtype`` (:func:`kvgate.engines.vllm.dtype.run_dtype`): the model's dtype, which
             ``--kv-cache-dtype auto`` follows.
         ref: the model as the user named it (a folder, a config.json, a Hub id), whose whole
             config.json sizes a vision encoder's cache (:func:`kvgate.model.weights.raw_config`);
@@ -147,7 +147,7 @@ def fit_vllm(model: ModelSpec, weights: Term, gpu: Gpu, flags: VllmFlags, releas
         KvgateError: bad flags, a config without the needed fields, a bad TP split.
     """
     check_parallel(model, flags.tensor_parallel_size, flags.pipeline_parallel_size, flags.decode_context_parallel_size)
-    run_dtype, dtype_how = resolve_dtype(dtype, model.config or {}, "vllm", gpu.name)
+    run_dtype, dtype_how = vllm_dtype.run_dtype(dtype, model.config or {}, gpu.name)
     model = replace(model, dtype=run_dtype)
     length = vllm_length(model.config or {}, release) if model.max_position_embeddings else None
     if length is not None:  # the limit as vLLM derives it (rope_scaling), kvgate.fit.model_length

@@ -174,7 +174,7 @@ class VllmFromLog:
                 tag = "re-estimated" if logged is not None else "estimated"
                 how.append(CarriedTerm(name, tag, (f"{why}: " if logged is not None else "not printed by the log: ")
                                        + estimate.source))
-        g = cuda_graph_term(s, recurrent=any(layer.kind == "linear" for layer in self.model.layers))
+        g = cuda_graph_term(s, recurrent="linear" in self.model.kinds())
         if self.t.cuda_graph is not None and not s.enforce_eager and same_tp and s.max_num_seqs == ls.max_num_seqs:
             g = Term("CUDA graph pool", self.t.cuda_graph, f"carried from the log ({self.t.printed['cuda_graph']})",
                      counted=g.counted)
